@@ -1,0 +1,35 @@
+"""The bot's own message type: every surface turns its platform event into one of these."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+ChannelVisibility = Literal["public", "private", "dm", "mpim", "machine"]
+Role = Literal["user", "assistant"]
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryTurn:
+    """One earlier message of the thread, as the model will see it."""
+
+    role: Role
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class IncomingMessage:
+    """A message to answer.
+
+    `user_id` and `channel_id` are platform-namespaced by the surface (`slack:U0123`, `slack:C0123`,
+    `cli:local`); `channel_visibility` is `None` when the surface could not tell (the write gate treats
+    that as private). `thread_key` names the conversation (`slack:C0123:1700000000.000100`).
+    """
+
+    text: str
+    thread_key: str
+    surface: str
+    user_id: str | None = None
+    channel_id: str | None = None
+    channel_visibility: ChannelVisibility | None = None
+    history: tuple[HistoryTurn, ...] = field(default=())

@@ -1,0 +1,115 @@
+"""The read path: every scope of the request in one pool, one budget, one advisory block."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+
+import structlog
+
+from memory.scope import RequestScopes, derive_scope_key, list_scope_keys, request_scope_keys
+from memory.scorer import apply_budget, query_tokens, render_memory_block, score_record
+from memory.types import MemoryRecord, MemoryStore
+
+log = structlog.get_logger("memory")
+
+DEFAULT_LIMIT = 8
+DEFAULT_MAX_TOKENS = 800
+
+RepoSource = Awaitable[str | None] | str | None
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRead:
+    """The block (None when nothing matched) and the scopes that were read to build it."""
+
+    block: str | None
+    scopes: RequestScopes
+    records: tuple[MemoryRecord, ...] = ()
+
+
+async def read_memory(
+    store: MemoryStore,
+    query: str,
+    *,
+    organization: str,
+    user_id: str | None = None,
+    channel_id: str | None = None,
+    repo: RepoSource = None,
+    limit: int = DEFAULT_LIMIT,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    clock: Callable[[], float] = time.time,
+) -> MemoryRead:
+    """Org, channel and user are fetched at once, in parallel; the repo joins when it resolves."""
+    scopes = request_scope_keys(organization, user_id=user_id, channel_id=channel_id)
+    fetches = {
+        key: asyncio.create_task(_retrieve(store, key, query, limit)) for key in list_scope_keys(scopes)
+    }
+    repo_key = await _resolve_repo(repo)
+    if repo_key is not None:
+        scopes = RequestScopes(org=scopes.org, repo=repo_key, channel=scopes.channel, user=scopes.user)
+        fetches[repo_key] = asyncio.create_task(_retrieve(store, repo_key, query, limit))
+    found = {key: await task for key, task in fetches.items()}
+    order = list_scope_keys(scopes)
+    pool = [record for key in order for record in found.get(key, [])]
+    if not pool:
+        return MemoryRead(block=None, scopes=scopes)
+    now = clock()
+    wanted = query_tokens(query)
+    ranked = sorted(pool, key=lambda record: -score_record(record, wanted, now))
+    kept = apply_budget(ranked, limit, max_tokens)
+    return MemoryRead(block=render_memory_block(kept, order), scopes=scopes, records=tuple(kept))
+
+
+async def memory_context_block(
+    store: MemoryStore,
+    query: str,
+    *,
+    organization: str,
+    user_id: str | None = None,
+    channel_id: str | None = None,
+    repo: RepoSource = None,
+    limit: int = DEFAULT_LIMIT,
+    max_tokens: int = DEFAULT_MAX_TOKENS,
+    clock: Callable[[], float] = time.time,
+) -> str | None:
+    """The Background memory block for one request, or None when nothing matched."""
+    read = await read_memory(
+        store,
+        query,
+        organization=organization,
+        user_id=user_id,
+        channel_id=channel_id,
+        repo=repo,
+        limit=limit,
+        max_tokens=max_tokens,
+        clock=clock,
+    )
+    return read.block
+
+
+async def _resolve_repo(repo: RepoSource) -> str | None:
+    """A repo that resolves to nothing, or fails, just means no repo scope."""
+    try:
+        name = await repo if not isinstance(repo, str | None) else repo
+    except Exception as error:  # the read never fails for the repo
+        log.warning("memory.repo_unresolved", error=type(error).__name__)
+        return None
+    if not name:
+        return None
+    try:
+        return derive_scope_key("repo", name)
+    except ValueError:
+        log.warning("memory.repo_invalid")
+        return None
+
+
+async def _retrieve(store: MemoryStore, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+    """Retrieval is advisory: a failing store reads as nothing, with one warning."""
+    try:
+        return await store.retrieve(scope_key, query, limit)
+    except Exception as error:
+        log.warning("memory.retrieve_failed", scope_key=scope_key, error=type(error).__name__)
+        return []

@@ -1,0 +1,120 @@
+"""The one algorithm every store shares: ranking, write planning, minting and eviction.
+
+Pure: stores feed it the rows it needs and persist what it decides (invariant 2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+from memory.scorer import query_tokens, record_tokens, score_record
+from memory.types import MemoryCandidate, MemoryRecord
+
+_WHITESPACE = re.compile(r"\s+")
+_RECORD_ID = re.compile(r"^mem:(?P<scope>.+):(?P<seq>[0-9]+)$")
+
+
+def normalize_text(text: str) -> str:
+    """The dedup key: trimmed, lowercased, whitespace collapsed."""
+    return _WHITESPACE.sub(" ", text.strip().lower())
+
+
+def record_id(scope_key: str, seq: int) -> str:
+    return f"mem:{scope_key}:{seq}"
+
+
+def parse_record_id(value: str) -> tuple[str, int] | None:
+    """`mem:<scope_key>:<n>` → (scope_key, n); anything else → None."""
+    match = _RECORD_ID.match(value.strip())
+    if match is None:
+        return None
+    return match.group("scope"), int(match.group("seq"))
+
+
+def rank_records(records: Iterable[MemoryRecord], query: str, limit: int, now: float) -> list[MemoryRecord]:
+    """Active records that share a whole token with the query, best score first, at most `limit`.
+
+    Never touches usage: bumping is the store's job, on exactly what it returns.
+    """
+    wanted = query_tokens(query)
+    if not wanted or limit <= 0:
+        return []
+    scored = [
+        (score_record(record, wanted, now), index, record)
+        for index, record in enumerate(records)
+        if record.status == "active" and wanted & record_tokens(record)
+    ]
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [record for _, _, record in scored[:limit]]
+
+
+def matches_filter(record: MemoryRecord, query: str) -> bool:
+    """The list filter: some query token hits the record, whole token (same test as retrieval)."""
+    return bool(query_tokens(query) & record_tokens(record))
+
+
+@dataclass(frozen=True, slots=True)
+class WritePlan:
+    """What one candidate does: bump an existing record, or insert (maybe retiring another)."""
+
+    action: Literal["dedup", "insert"]
+    dedup_id: str | None = None
+    supersede_id: str | None = None
+
+
+def plan_write(scope_key: str, candidate: MemoryCandidate, pool: Sequence[MemoryRecord]) -> WritePlan:
+    """Decide one candidate against the rows that can matter to it (§8, §18).
+
+    `pool` needs only the scope's active rows whose normalized text equals the candidate's (in seq
+    order) and the active row the candidate supersedes; anything else in it is ignored.
+
+    A candidate that names a record to supersede dedups only against that record: a collision with an
+    unrelated record must never swallow a correction.
+    """
+    active = [r for r in pool if r.status == "active" and r.scope_key == scope_key]
+    norm = normalize_text(candidate.text)
+    if candidate.supersedes:
+        target = next((r for r in active if r.id == candidate.supersedes), None)
+        if target is None:
+            return WritePlan("insert")
+        if normalize_text(target.text) == norm:
+            return WritePlan("dedup", dedup_id=target.id)
+        return WritePlan("insert", supersede_id=target.id)
+    same = next((r for r in active if normalize_text(r.text) == norm), None)
+    if same is not None:
+        return WritePlan("dedup", dedup_id=same.id)
+    return WritePlan("insert")
+
+
+def mint_record(
+    scope_key: str, seq: int, candidate: MemoryCandidate, now: float, supersedes: str | None = None
+) -> MemoryRecord:
+    """A fresh active record with id `mem:<scope_key>:<seq>` and the candidate's provenance."""
+    return MemoryRecord(
+        id=record_id(scope_key, seq),
+        scope_key=scope_key,
+        kind=candidate.kind,
+        text=candidate.text,
+        keywords=tuple(candidate.keywords),
+        source_thread_key=candidate.source_thread_key,
+        source_run_id=candidate.source_run_id,
+        created_at=now,
+        last_used_at=None,
+        use_count=0,
+        confidence=candidate.confidence,
+        supersedes=supersedes,
+        status="active",
+    )
+
+
+def plan_eviction(records: Iterable[MemoryRecord], cap: int) -> list[str]:
+    """Ids of the active records to evict so at most `cap` stay: least recently used first."""
+    active = [r for r in records if r.status == "active"]
+    excess = len(active) - cap
+    if excess <= 0:
+        return []
+    active.sort(key=lambda r: (r.last_used_at if r.last_used_at is not None else r.created_at, r.created_at))
+    return [r.id for r in active[:excess]]

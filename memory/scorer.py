@@ -1,0 +1,132 @@
+"""Pure retrieval scoring, the hard budget, and the containment of record text.
+
+No I/O: every store, the read path and the reflection pass call these same functions.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from collections.abc import Collection, Iterable, Sequence
+
+from memory.types import MemoryRecord
+
+KEYWORD_WEIGHT = 0.7
+RECENCY_WEIGHT = 0.3
+RECENCY_TAU_SECONDS = 7 * 24 * 3600.0
+CHARS_PER_TOKEN = 4
+
+FENCE_OPEN = "<background_memory>"
+FENCE_CLOSE = "</background_memory>"
+
+_TOKEN = re.compile(r"[a-z0-9]+")
+_WHITESPACE = re.compile(r"\s+")
+_ZERO_WIDTH_JOINER = "\u200d"
+
+
+def tokenize(text: str) -> list[str]:
+    """Word tokens of `text`: runs of ASCII letters and digits, lowercased, in order."""
+    return _TOKEN.findall(text.lower())
+
+
+def record_tokens(record: MemoryRecord) -> frozenset[str]:
+    """Every token a record can be matched by: its keywords and its text."""
+    tokens = set(tokenize(record.text))
+    for keyword in record.keywords:
+        tokens.update(tokenize(keyword))
+    return frozenset(tokens)
+
+
+def query_tokens(query: str) -> frozenset[str]:
+    return frozenset(tokenize(query))
+
+
+def keyword_match(query: str | Collection[str], record: MemoryRecord) -> float:
+    """The fraction of the query's distinct tokens present in the record, whole tokens only."""
+    wanted = query_tokens(query) if isinstance(query, str) else frozenset(query)
+    if not wanted:
+        return 0.0
+    have = record_tokens(record)
+    return len(wanted & have) / len(wanted)
+
+
+def recency_score(record: MemoryRecord, now: float) -> float:
+    """exp(-age/τ) over last use, else creation: 1 when fresh, 1/e after a week."""
+    seen = record.last_used_at if record.last_used_at is not None else record.created_at
+    age = max(0.0, now - seen)
+    return math.exp(-age / RECENCY_TAU_SECONDS)
+
+
+def score_record(record: MemoryRecord, query: str | Collection[str], now: float) -> float:
+    return KEYWORD_WEIGHT * keyword_match(query, record) + RECENCY_WEIGHT * recency_score(record, now)
+
+
+def clean_memory_field(text: str) -> str:
+    """Strip control characters and line breaks, collapse whitespace: one line, no escapes yet."""
+    out: list[str] = []
+    for char in text:
+        category = unicodedata.category(char)
+        if category in ("Cc", "Zl", "Zp"):
+            out.append(" ")
+        elif category in ("Cf", "Cs", "Co", "Cn") and char != _ZERO_WIDTH_JOINER:
+            continue
+        else:
+            out.append(char)
+    return _WHITESPACE.sub(" ", "".join(out)).strip()
+
+
+def escape_memory_field(text: str) -> str:
+    """`&` first, so the escaping is unambiguous and can be undone exactly."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def unescape_memory_field(text: str) -> str:
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
+
+
+def sanitize_memory_field(text: str) -> str:
+    """What a record field may contribute to a prompt: one line, no raw tag characters."""
+    return escape_memory_field(clean_memory_field(text))
+
+
+def render_bullet(record: MemoryRecord) -> str:
+    text = sanitize_memory_field(record.text)
+    source = sanitize_memory_field(record.source_thread_key)
+    return f"- {text} (source: {source})"
+
+
+def estimate_tokens(text: str) -> int:
+    return math.ceil(len(text) / CHARS_PER_TOKEN)
+
+
+def apply_budget(records: Sequence[MemoryRecord], limit: int, max_tokens: int) -> list[MemoryRecord]:
+    """Keep records in order while both caps hold; the first is always kept.
+
+    Each record is costed at its rendered bullet plus its line break, so the estimate is a real
+    upper bound on what the records add to the prompt.
+    """
+    kept: list[MemoryRecord] = []
+    spent = 0
+    for record in records:
+        if len(kept) >= limit:
+            break
+        cost = estimate_tokens(render_bullet(record) + "\n")
+        if kept and spent + cost > max_tokens:
+            break
+        kept.append(record)
+        spent += cost
+    return kept
+
+
+def render_prefix(scope_keys: Iterable[str]) -> str:
+    names = " + ".join(sanitize_memory_field(key) for key in scope_keys)
+    return f"Background memory for {names} (may be outdated — verify before acting):"
+
+
+def render_memory_block(records: Sequence[MemoryRecord], scope_keys: Sequence[str]) -> str:
+    """The advisory block: the prefix, the fence, one sanitized bullet per record."""
+    lines = [render_prefix(scope_keys), FENCE_OPEN]
+    lines.extend(render_bullet(record) for record in records)
+    lines.append(FENCE_CLOSE)
+    return "\n".join(lines)

@@ -1,0 +1,91 @@
+"""The values memory is made of, and the one seam every store sits behind."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+RecordKind = Literal["fact", "summary"]
+RecordStatus = Literal["active", "superseded", "forgotten", "evicted"]
+
+RECORD_KINDS: frozenset[str] = frozenset({"fact", "summary"})
+
+# The per-scope cap when nothing is configured (§27), and its valid range (§29).
+DEFAULT_SCOPE_CAP = 500
+MAX_SCOPE_CAP = 10_000
+# The most records one retrieve or list may return (the service's cap, §16/§24).
+MAX_LIMIT = 50
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryRecord:
+    """A distilled fact or summary, with the provenance that lets it be re-grounded."""
+
+    id: str
+    scope_key: str
+    kind: RecordKind
+    text: str
+    source_thread_key: str
+    created_at: float
+    keywords: tuple[str, ...] = ()
+    source_run_id: str | None = None
+    last_used_at: float | None = None
+    use_count: int = 0
+    confidence: float | None = None
+    supersedes: str | None = None
+    status: RecordStatus = "active"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryCandidate:
+    """What the reflection pass proposes to remember; the store decides how it lands."""
+
+    kind: RecordKind
+    text: str
+    source_thread_key: str
+    keywords: tuple[str, ...] = ()
+    source_run_id: str | None = None
+    confidence: float | None = None
+    supersedes: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WriteResult:
+    inserted: int = 0
+    deduped: int = 0
+    superseded: int = 0
+    evicted: int = 0
+
+
+class MemoryStoreError(RuntimeError):
+    """A store could not do what a human asked; carries the service's status when there is one."""
+
+    def __init__(self, message: str, *, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+@runtime_checkable
+class MemoryStore(Protocol):
+    """The seam: the core depends on this and never on a concrete store (invariant 1)."""
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+        """Relevant active records, ranked by the engine, usage bumped on the ones returned."""
+        ...
+
+    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+        """Apply one batch atomically: dedup, supersede, insert, then evict over the cap."""
+        ...
+
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:
+        """Active records newest first, optionally whole-token filtered; never bumps usage."""
+        ...
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        """Soft-delete one active record of this scope; False when nothing was active."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release connections and threads."""
+        ...
