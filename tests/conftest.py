@@ -1,0 +1,7 @@
+"""Fixtures of the local fakes (model servers, Slack Web API, GitHub API) live in tests/fakes/."""
+
+pytest_plugins = [
+    "tests.fakes.model_server",
+    "tests.fakes.slack_api",
+    "tests.fakes.github_api",
+]

@@ -1,0 +1,1 @@
+"""Fake github api for tests (filled in by its issue)."""

@@ -1,0 +1,1 @@
+"""Fake model server for tests (filled in by its issue)."""

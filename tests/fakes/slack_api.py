@@ -1,0 +1,1 @@
+"""Fake slack api for tests (filled in by its issue)."""
