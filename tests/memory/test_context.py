@@ -1,0 +1,167 @@
+import asyncio
+from collections.abc import Sequence
+
+from memory.context import memory_context_block, read_memory
+from memory.stores import InMemoryMemoryStore
+from memory.types import MemoryCandidate, MemoryRecord, WriteResult
+from tests.memory.records import NOW, fact
+
+SUFFIX = " (may be outdated — verify before acting):"
+
+
+class RecordingStore:
+    """A real in-process store that notes every scope it was asked to retrieve."""
+
+    def __init__(self, inner: InMemoryMemoryStore) -> None:
+        self.inner = inner
+        self.retrieved: list[str] = []
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+        self.retrieved.append(scope_key)
+        return await self.inner.retrieve(scope_key, query, limit)
+
+    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+        return await self.inner.write(scope_key, candidates)
+
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:
+        return await self.inner.list(scope_key, limit, query)
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        return await self.inner.forget(scope_key, record_id)
+
+    async def aclose(self) -> None:
+        return None
+
+
+class BrokenStore(RecordingStore):
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+        self.retrieved.append(scope_key)
+        if scope_key.startswith("user:"):
+            raise OSError("disk on fire")
+        return await self.inner.retrieve(scope_key, query, limit)
+
+
+async def seeded() -> RecordingStore:
+    store = InMemoryMemoryStore(clock=lambda: NOW)
+    await store.write("org:acme", [fact("deploys go out on tuesdays")])
+    await store.write("user:slack:UA", [fact("this user prefers deploys in the morning")])
+    await store.write("user:slack:UB", [fact("this user deploys from a laptop")])
+    await store.write("channel:slack:C1", [fact("this channel coordinates deploys")])
+    await store.write("channel:slack:C2", [fact("the other channel deploys too")])
+    await store.write("repo:o/r", [fact("deploys of o/r run make release")])
+    return RecordingStore(store)
+
+
+async def test_block_leads_with_the_prefix_and_one_bullet_per_record() -> None:
+    store = await seeded()
+    block = await memory_context_block(
+        store, "when do deploys go out", organization="acme", clock=lambda: NOW
+    )
+    assert block is not None
+    assert block.splitlines() == [
+        "Background memory for org:acme" + SUFFIX,
+        "<background_memory>",
+        "- deploys go out on tuesdays (source: slack:C1:1.0)",
+        "</background_memory>",
+    ]
+
+
+async def test_nothing_matched_returns_none() -> None:
+    store = await seeded()
+    assert (
+        await memory_context_block(store, "quarterly budget", organization="acme", user_id="slack:UA") is None
+    )
+
+
+async def test_user_scope_reads_org_and_own_records_never_another_users() -> None:
+    store = await seeded()
+    block = await memory_context_block(store, "deploys", organization="acme", user_id="slack:UA")
+    assert block is not None
+    assert block.splitlines()[0] == "Background memory for org:acme + user:slack:UA" + SUFFIX
+    assert "prefers deploys in the morning" in block
+    assert "laptop" not in block
+    assert sorted(store.retrieved) == ["org:acme", "user:slack:UA"]
+
+
+async def test_limit_and_budget_apply_to_the_merged_pool_ranked_across_scopes() -> None:
+    store = InMemoryMemoryStore(clock=lambda: NOW)
+    await store.write("org:acme", [fact("deploy"), fact("deploy train")])
+    await store.write("user:slack:UA", [fact("deploy train schedule"), fact("deploy schedule")])
+    read = await read_memory(store, "deploy train schedule", organization="acme", user_id="slack:UA", limit=2)
+    assert [r.text for r in read.records] == ["deploy train schedule", "deploy train"]
+
+
+async def test_ties_keep_org_first() -> None:
+    store = InMemoryMemoryStore(clock=lambda: NOW)
+    await store.write("user:slack:UA", [fact("deploy user")])
+    await store.write("org:acme", [fact("deploy org")])
+    read = await read_memory(store, "deploy", organization="acme", user_id="slack:UA")
+    assert [r.scope_key for r in read.records] == ["org:acme", "user:slack:UA"]
+
+
+async def test_repo_and_channel_scopes_join_the_pool_and_the_prefix_names_all_four() -> None:
+    store = await seeded()
+    block = await memory_context_block(
+        store, "deploys", organization="acme", user_id="slack:UA", channel_id="slack:C1", repo="o/r"
+    )
+    assert block is not None
+    assert block.splitlines()[0] == (
+        "Background memory for org:acme + repo:o/r + channel:slack:C1 + user:slack:UA" + SUFFIX
+    )
+    assert "make release" in block and "coordinates deploys" in block
+    assert "other channel" not in block
+    assert "channel:slack:C2" not in store.retrieved
+
+
+async def test_the_repo_may_arrive_late_and_org_channel_user_are_fetched_first() -> None:
+    store = await seeded()
+    gate = asyncio.Event()
+
+    async def resolve_repo() -> str | None:
+        await gate.wait()
+        return "o/r"
+
+    read = asyncio.create_task(
+        read_memory(
+            store,
+            "deploys",
+            organization="acme",
+            user_id="slack:UA",
+            channel_id="slack:C1",
+            repo=resolve_repo(),
+        )
+    )
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert sorted(store.retrieved) == ["channel:slack:C1", "org:acme", "user:slack:UA"]
+    gate.set()
+    result = await read
+    assert store.retrieved[-1] == "repo:o/r"
+    assert result.scopes.repo == "repo:o/r"
+    assert result.block is not None and "make release" in result.block
+
+
+async def test_a_repo_that_resolves_to_nothing_or_fails_means_no_repo_scope() -> None:
+    store = await seeded()
+
+    async def nothing() -> str | None:
+        return None
+
+    async def broken() -> str | None:
+        raise RuntimeError("github down")
+
+    for source in (nothing(), broken()):
+        block = await memory_context_block(
+            store, "deploys", organization="acme", channel_id="slack:C1", repo=source
+        )
+        assert block is not None
+        assert block.splitlines()[0] == "Background memory for org:acme + channel:slack:C1" + SUFFIX
+    assert "repo:o/r" not in store.retrieved
+
+
+async def test_a_failing_scope_reads_as_empty_and_the_rest_still_arrives() -> None:
+    store = await seeded()
+    broken = BrokenStore(store.inner)
+    block = await memory_context_block(broken, "deploys", organization="acme", user_id="slack:UA")
+    assert block is not None and "tuesdays" in block
+    assert "morning" not in block
