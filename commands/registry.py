@@ -1,0 +1,206 @@
+"""The command registry: one grammar per command, answered the same way on every surface.
+
+Surfaces (a Slack message or thread, the `/memory` slash command, `switchboard memory …`,
+`switchboard chat`) hand the text and who sent it to `CommandRegistry.handle`; a command is answered
+here without a model turn, anything else comes back as None and goes on to the agent.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
+
+import structlog
+
+if TYPE_CHECKING:
+    from memory.types import MemoryStore
+
+log = structlog.get_logger("commands")
+
+ThreadRepo = Callable[[], Awaitable[str | None]]
+
+# A Slack mention the surface may have left in front of the command (`<@U0123> memory list`).
+_LEADING_MENTION = re.compile(r"^\s*<@[A-Z0-9]+(?:\|[^>]*)?>[\s,:]*")
+# A lone word after a group word that is close to a known verb, or an option, reads as a mistyped
+# command ("memory lsit"); anything else ("memory leaks", "memory is great") is prose for the agent.
+_OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
+_TYPO_CUTOFF = 0.7
+_HELP_WORDS = frozenset({"help", "--help", "-h"})
+_OPTION_HELP = frozenset({"--help", "-h"})
+
+
+@dataclass(frozen=True, slots=True)
+class Caller:
+    """Who is asking, from where. `thread_repo` is called lazily, only when a repo is needed."""
+
+    user_id: str | None
+    channel_id: str | None
+    channel_visibility: str | None
+    thread_key: str
+    surface: str
+    thread_repo: ThreadRepo | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReceipt:
+    """The audit record of an inline run (e.g. a forget): who, what, how it ended. Never text."""
+
+    command: str
+    caller: str | None
+    id: str | None
+    outcome: str
+    ok: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class CommandReply:
+    """What the surface posts. `receipt` is set only for inline runs that change state."""
+
+    text: str
+    ok: bool = True
+    receipt: CommandReceipt | None = None
+
+
+class UsageError(ValueError):
+    """The words do not fit the command's grammar; the registry answers with its usage line."""
+
+
+Handler = Callable[[Sequence[str], Caller], Awaitable[CommandReply]]
+
+
+@dataclass(frozen=True, slots=True)
+class Command:
+    """One command: its words (`memory list`), its one grammar line, and the handler."""
+
+    name: str
+    usage: str
+    handler: Handler
+    summary: str = ""
+
+    @property
+    def words(self) -> tuple[str, ...]:
+        return tuple(self.name.lower().split())
+
+
+class CommandRegistry:
+    """Commands by their leading words; the same text reaches the same handler on every surface."""
+
+    def __init__(self) -> None:
+        self._commands: dict[tuple[str, ...], Command] = {}
+
+    def register(self, command: Command) -> Command:
+        words = command.words
+        if len(words) < 2:
+            raise ValueError(f"a command is a group word and a verb (`memory list`), got {command.name!r}")
+        if words in self._commands:
+            raise ValueError(f"command {command.name!r} is already registered")
+        if not command.usage.lower().startswith(" ".join(words)):
+            raise ValueError(f"usage of {command.name!r} must start with the command's words")
+        self._commands[words] = command
+        return command
+
+    def add(self, name: str, usage: str, handler: Handler, summary: str = "") -> Command:
+        return self.register(Command(name=name, usage=usage, handler=handler, summary=summary))
+
+    @property
+    def commands(self) -> tuple[Command, ...]:
+        return tuple(self._commands.values())
+
+    def usage(self, group: str | None = None) -> str:
+        """Every usage line (of one group, e.g. `memory`), one per line."""
+        chosen = [c for c in self._commands.values() if group is None or c.words[0] == group.lower()]
+        return "\n".join(f"`{c.usage}`" + (f" — {c.summary}" if c.summary else "") for c in chosen)
+
+    def match(self, text: str) -> tuple[Command, list[str]] | None:
+        """The command the text names and its remaining words, or None (help/prose/unknown)."""
+        tokens = _tokens(text)
+        if not tokens:
+            return None
+        head = tokens[0].lower()
+        found: tuple[Command, list[str]] | None = None
+        for words, command in self._commands.items():
+            if words[0] != head or len(words) > len(tokens):
+                continue
+            if [t.lower() for t in tokens[1 : len(words)]] == list(words[1:]) and (
+                found is None or len(words) > len(found[0].words)
+            ):
+                found = (command, tokens[len(words) :])
+        return found
+
+    async def handle(self, text: str, caller: Caller) -> CommandReply | None:
+        """Answer a command, or None when the text is not one (the agent answers it)."""
+        tokens = _tokens(text)
+        if not tokens:
+            return None
+        head = tokens[0].lower()
+        if not any(words[0] == head for words in self._commands):
+            return None
+        rest = tokens[1:]
+        if not rest or (len(rest) == 1 and rest[0].lower() in _HELP_WORDS):
+            return CommandReply(self.usage(head))
+        matched = self.match(text)
+        if matched is None:
+            return self._mistyped(head, rest)
+        command, args = matched
+        if len(args) == 1 and args[0].lower() in _OPTION_HELP:
+            return CommandReply(f"Usage: `{command.usage}`")
+        try:
+            reply = await command.handler(args, caller)
+        except UsageError as error:
+            reply = CommandReply(f"{error}\nUsage: `{command.usage}`", ok=False)
+        except Exception as error:  # a command never crashes its surface
+            log.warning("command.failed", command=command.name, error=type(error).__name__)
+            reply = CommandReply(f"⚠️ `{command.name}` failed ({type(error).__name__}).", ok=False)
+        log.info("command.handled", command=command.name, surface=caller.surface, ok=reply.ok)
+        return reply
+
+    def _mistyped(self, head: str, rest: list[str]) -> CommandReply | None:
+        """`memory lsit` or `memory --scope` is a mistyped command; `memory leaks` is prose."""
+        if len(rest) != 1:
+            return None
+        word = rest[0]
+        verbs = sorted({words[1] for words in self._commands if words[0] == head} | {"help"})
+        close = difflib.get_close_matches(word.lower(), verbs, n=1, cutoff=_TYPO_CUTOFF)
+        if not close and not _OPTION_LIKE.match(word):
+            return None
+        hint = f" Did you mean `{head} {close[0]}`?" if close else ""
+        reason = f"Unknown command {_code(head + ' ' + word)}.{hint}"
+        return CommandReply(f"{reason}\n{self.usage(head)}", ok=False)
+
+
+def build_registry(
+    *,
+    store: MemoryStore,
+    memory_enabled: bool,
+    organization: str | None,
+    admins: Iterable[str],
+) -> CommandRegistry:
+    """The registry every surface shares: today the memory commands."""
+    # Imported here: commands.memory builds on the types above.
+    from commands.memory import MemoryCommands, register_memory_commands
+
+    registry = CommandRegistry()
+    register_memory_commands(
+        registry,
+        MemoryCommands(store=store, memory_enabled=memory_enabled, organization=organization, admins=admins),
+    )
+    return registry
+
+
+def _tokens(text: str) -> list[str]:
+    """Whitespace-split words, a leading mention dropped, `/memory` read as `memory`."""
+    tokens = _LEADING_MENTION.sub("", text).split()
+    if tokens and tokens[0].startswith("/") and len(tokens[0]) > 1:
+        tokens[0] = tokens[0][1:]
+    return tokens
+
+
+def _code(value: str) -> str:
+    """User input quoted back as one inline code span that nothing can close early."""
+    return "`" + " ".join(value.split()).replace("`", "'") + "`"

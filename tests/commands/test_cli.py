@@ -1,0 +1,171 @@
+"""`switchboard memory …`: the terminal surface of the one registry, acting as `user:cli:local`."""
+
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from commands.cli import CLI_CALLER, main, run_memory_cli
+from commands.memory import LIST_USAGE, UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN
+from commands.registry import Caller, build_registry
+from memory.sqlite_store import SqliteMemoryStore
+from memory.stores import InMemoryMemoryStore
+from memory.types import MemoryCandidate
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def seed(store: InMemoryMemoryStore | SqliteMemoryStore, scope: str, *texts: str) -> None:
+    await store.write(scope, [MemoryCandidate("fact", text, "slack:C1:1700000000.000100") for text in texts])
+
+
+async def cli(
+    argv: list[str], store: InMemoryMemoryStore, *, admins: tuple[str, ...] = (), enabled: bool = True
+) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_memory_cli(
+        argv, store=store, memory_enabled=enabled, organization="acme", admins=admins, out=out, err=err
+    )
+    return code, out.getvalue(), err.getvalue()
+
+
+def test_the_terminal_acts_as_user_cli_local_on_a_machine_surface() -> None:
+    assert (CLI_CALLER.user_id, CLI_CALLER.channel_visibility, CLI_CALLER.surface) == (
+        "cli:local",
+        "machine",
+        "cli",
+    )
+
+
+async def test_cli_list_shows_the_local_users_records_and_the_orgs_marked_untrusted() -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "org:acme", "Deploys go through the release train")
+    await seed(store, "user:cli:local", "The local user prefers vim")
+    await seed(store, "user:slack:U1", "A slack user's own preference")
+    code, out, err = await cli(["list"], store)
+    assert code == 0 and err == ""
+    assert out.startswith(UNTRUSTED_NOTE)
+    assert "**Your records** `user:cli:local`" in out
+    assert f"{UNTRUSTED_OPEN}The local user prefers vim{UNTRUSTED_CLOSE}" in out
+    assert "`mem:org:acme:1`" in out
+    assert "slack user" not in out
+    assert "channel:" not in out  # the terminal has no channel
+
+
+async def test_cli_forget_of_an_org_record_needs_user_cli_local_among_the_admins() -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "org:acme", "Deploys go through the release train")
+    code, out, _ = await cli(["forget", "mem:org:acme:1"], store, admins=("user:slack:UADMIN",))
+    assert code == 1 and out.startswith("🚫")
+    assert store.records("org:acme")[0].status == "active"
+    code, out, _ = await cli(["forget", "mem:org:acme:1"], store, admins=("user:cli:local",))
+    assert code == 0 and out.strip() == "🧹 Forgot `mem:org:acme:1`."
+    assert store.records("org:acme")[0].status == "forgotten"
+
+
+async def test_cli_usage_errors_exit_1_and_non_commands_exit_2() -> None:
+    store = InMemoryMemoryStore()
+    code, out, _ = await cli(["list", "--limit", "0"], store)
+    assert code == 1 and out.strip().endswith(f"Usage: `{LIST_USAGE}`")
+    code, out, err = await cli(["is", "great"], store)
+    assert code == 2 and out == ""
+    assert "not a memory command" in err and LIST_USAGE in err
+
+
+async def test_cli_with_memory_disabled_says_so() -> None:
+    code, out, _ = await cli(["list"], InMemoryMemoryStore(), enabled=False)
+    assert code == 0 and "Memory is off" in out
+
+
+def human_view(text: str) -> str:
+    """What a person reads: the untrusted note and markers dropped, the escaping undone."""
+    lines = [line for line in text.split("\n") if line != UNTRUSTED_NOTE]
+    body = "\n".join(lines).strip("\n")
+    body = re.sub(
+        rf"{re.escape(UNTRUSTED_OPEN)}(.*?){re.escape(UNTRUSTED_CLOSE)}",
+        lambda m: "`" + m.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") + "`",
+        body,
+    )
+    return body
+
+
+async def test_the_same_memory_list_answers_the_same_on_slack_the_slash_command_and_the_terminal() -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "org:acme", "Deploys go through the release train", "Use <tabs> & spaces")
+    await seed(store, "org:acme", "Standups are at ten")
+    registry = build_registry(store=store, memory_enabled=True, organization="acme", admins=())
+    slack = Caller("slack:U1", "slack:C1", "public", "slack:C1:1700000000.000100", "slack")
+    slash = Caller("slack:U1", "slack:C1", "public", "slack:C1", "slack")
+
+    in_thread = await registry.handle("<@U0BOT> memory list org --limit 5", slack)
+    by_slash = await registry.handle("memory " + "list org --limit 5", slash)
+    code, terminal, _ = await cli(["list", "org", "--limit", "5"], store)
+
+    assert in_thread is not None and by_slash is not None and code == 0
+    assert in_thread.text == by_slash.text
+    assert human_view(terminal) == in_thread.text
+    assert re.findall(r"`(mem:[^`]+)`", in_thread.text) == [
+        "mem:org:acme:3",
+        "mem:org:acme:2",
+        "mem:org:acme:1",
+    ]
+
+
+def test_main_help_needs_no_settings(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    assert LIST_USAGE in capsys.readouterr().out
+
+
+def run_switchboard(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    clean = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_") and k != "MEMORY_TOKEN"}
+    clean["PYTHONPATH"] = str(ROOT)
+    return subprocess.run(
+        [sys.executable, "-m", "app", "memory", *args],
+        cwd=cwd,
+        env={**clean, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+async def test_switchboard_memory_lists_and_forgets_on_the_configured_store(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path / "data" / "memory")
+    try:
+        await seed(store, "org:acme", "Deploys go through the release train")
+    finally:
+        await store.aclose()
+    env = {
+        "SWITCHBOARD_MEMORY__ENABLED": "true",
+        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
+        "SWITCHBOARD_ORGANIZATION": "acme",
+        "SWITCHBOARD_ADMINS": '["user:cli:local"]',
+    }
+    listed = run_switchboard(["list", "org"], tmp_path, **env)
+    assert listed.returncode == 0, listed.stderr
+    assert "`mem:org:acme:1`" in listed.stdout and "release train" in listed.stdout
+    assert "memory.list" not in listed.stdout  # events go to stderr; stdout is only the answer
+
+    forgot = run_switchboard(["forget", "mem:org:acme:1"], tmp_path, **env)
+    assert forgot.returncode == 0, forgot.stderr
+    assert forgot.stdout.strip() == "🧹 Forgot `mem:org:acme:1`."
+    assert "memory.forget" in forgot.stderr and "release train" not in forgot.stderr
+
+    again = run_switchboard(["list", "org"], tmp_path, **env)
+    assert "no active records" in again.stdout and "mem:org:acme:1" not in again.stdout
+
+
+def test_switchboard_memory_with_memory_off_or_bad_config(tmp_path: Path) -> None:
+    off = run_switchboard(["list"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"))
+    assert off.returncode == 0, off.stderr
+    assert "Memory is off" in off.stdout
+    assert not (tmp_path / "data" / "memory").exists()
+    bad = run_switchboard(["list"], tmp_path, SWITCHBOARD_ADMINS='["U0123"]')
+    assert bad.returncode == 2
+    assert "admins" in bad.stderr
