@@ -73,6 +73,11 @@ class Completion:
 class ProviderError(RuntimeError):
     """A model call failed (status, transport, refusal); the dispatcher turns it into a ⚠️ reply."""
 
+    def __init__(self, message: str, *, status: int | None = None, provider: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.provider = provider
+
 
 class Provider(Protocol):
     async def complete(self, request: CompletionRequest) -> Completion: ...

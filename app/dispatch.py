@@ -1,0 +1,487 @@
+"""The dispatcher: the one path from "a message arrived" to "the answer was sent".
+
+    command fast path ─► agent selection ─► repo resolution (task) ─┐
+                                          └► memory read (starts now, takes the repo task) ─►
+    block folded onto the front of the system prompt ─► agent loop ─► surface.send_reply ─►
+    post-run steps ─► active-run slot released (outer finally)
+
+Memory off (the default) means no read at all: the provider request is byte-identical to a dispatcher
+built with no memory objects. A model or tool-loop failure becomes a ⚠️ reply, never silence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+import structlog
+
+from app.agents import Agent, AgentRegistry, missing_model_message
+from app.incoming import IncomingMessage
+from app.providers.base import Message, Provider, ProviderError, Usage
+from app.providers.registry import ProviderRegistry
+from app.runner import RunEvent, RunResult, run_agent
+from app.surface import Surface
+from app.tools import ToolContext
+from config.settings import ConfigError, Settings
+from memory.context import MemoryRead, read_memory
+from memory.scope import RequestScopes, request_scope_keys
+from memory.stores import NullMemoryStore
+from memory.types import MemoryStore
+
+log = structlog.get_logger("dispatch")
+
+CLOSED_REPLY = "⚠️ I'm restarting right now — please send that again in a minute."
+MODEL_FAILED_REPLY = "⚠️ The model call failed ({detail}). Please try again."
+EMPTY_ANSWER_REPLY = "⚠️ The model returned an empty answer. Please try again."
+INTERNAL_ERROR_REPLY = "⚠️ Something went wrong while answering ({detail}). Please try again."
+COMMAND_FAILED_REPLY = "⚠️ That command failed ({detail})."
+NO_REPO_REPLY = (
+    "The {agent} agent works on a GitHub repository, and I couldn't tell which one. "
+    "Name it in your message (`--repo owner/name` or a GitHub URL), or configure a default repo for this "
+    "channel."
+)
+
+
+class RepoUnavailable(RuntimeError):
+    """Raise from a repo resolver when a repo-bound agent cannot run; `str(error)` is the reply sent."""
+
+
+class CommandReplyLike(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+class CommandHandler(Protocol):
+    """commands/registry.CommandRegistry: None means "not a command, go on to the agent"."""
+
+    async def handle(self, text: str, caller: Any) -> CommandReplyLike | None: ...
+
+
+RepoResolver = Callable[[IncomingMessage, Agent | None], Awaitable[str | None]]
+ThreadRepo = Callable[[], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class CommandCaller:
+    """Field-for-field the command registry's Caller (pass `make_caller` to build that type itself)."""
+
+    user_id: str | None
+    channel_id: str | None
+    channel_visibility: str | None
+    thread_key: str
+    surface: str
+    thread_repo: ThreadRepo | None = None
+
+
+CallerFactory = Callable[..., Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedRun:
+    """Everything a post-run step (reflection, a review post, a live view) needs about a finished run."""
+
+    message: IncomingMessage
+    agent: str
+    model_ref: str
+    repo: str | None
+    scopes: RequestScopes | None
+    run_id: str
+    tool_calls: int
+    history_turns: int
+    request_text: str
+    answer: str
+    usage: Usage
+    events: tuple[RunEvent, ...]
+    memory_records: int = 0
+
+
+PostRunStep = Callable[[CompletedRun], object]
+
+
+@dataclass(frozen=True, slots=True)
+class AgentRun:
+    """What a custom agent runner gets: an agent whose run is not the tool loop (e.g. `review`)."""
+
+    message: IncomingMessage
+    agent: Agent
+    provider: Provider
+    model: str
+    system: str  # memory block + instructions + the bound repo, exactly as the tool loop would get it
+    text: str  # the request with the agent word removed
+    repo: str | None
+    run_id: str
+
+
+AgentRunner = Callable[[AgentRun], Awaitable[RunResult]]
+
+OutcomeStatus = Literal["answered", "command", "refused", "failed", "closed"]
+
+
+@dataclass(frozen=True, slots=True)
+class DispatchOutcome:
+    status: OutcomeStatus
+    reply: str | None
+    run_id: str | None = None
+    agent: str | None = None
+    completed: CompletedRun | None = None
+
+
+def fold_memory_block(block: str | None, instructions: str) -> str:
+    """The block leads the system prompt; without a block the prompt is exactly the instructions."""
+    return f"{block}\n\n{instructions}" if block else instructions
+
+
+def _new_run_id() -> str:
+    return f"run_{uuid.uuid4().hex[:16]}"
+
+
+class Dispatcher:
+    """Built once per process with explicit dependencies; `dispatch` is called once per message."""
+
+    def __init__(
+        self,
+        *,
+        settings: Settings,
+        providers: ProviderRegistry,
+        agents: AgentRegistry,
+        memory_store: MemoryStore | None = None,
+        commands: CommandHandler | None = None,
+        repo_resolver: RepoResolver | None = None,
+        post_run: Sequence[PostRunStep] = (),
+        make_caller: CallerFactory | None = None,
+        new_run_id: Callable[[], str] = _new_run_id,
+        agent_runners: Mapping[str, AgentRunner] | None = None,
+    ) -> None:
+        self._settings = settings
+        self._providers = providers
+        self._agents = agents
+        self._memory_enabled = settings.memory.enabled
+        if self._memory_enabled and not settings.organization:
+            raise ConfigError(
+                "config error: organization is required when memory.enabled = true "
+                "(set organization in the config file or SWITCHBOARD_ORGANIZATION)"
+            )
+        # Memory off → the Null store, and no read is ever attempted.
+        self.memory_store: MemoryStore = (
+            memory_store if self._memory_enabled and memory_store is not None else NullMemoryStore()
+        )
+        self._commands = commands
+        self._repo_resolver: RepoResolver = repo_resolver or self._channel_repo
+        self._post_run: list[PostRunStep] = list(post_run)
+        self._make_caller: CallerFactory = make_caller or CommandCaller
+        self._new_run_id = new_run_id
+        self._agent_runners = dict(agent_runners or {})
+        self._active = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._closed = False
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    # -- lifecycle surface --
+
+    @property
+    def active_run_count(self) -> int:
+        return self._active
+
+    @property
+    def pending_task_count(self) -> int:
+        return len(self._tasks)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def agents(self) -> AgentRegistry:
+        return self._agents
+
+    def add_post_run(self, step: PostRunStep) -> None:
+        self._post_run.append(step)
+
+    def track(self, awaitable: Awaitable[Any]) -> asyncio.Task[Any]:
+        """Keep a background task (e.g. a post-run job) alive and visible to the shutdown drain."""
+        task = asyncio.ensure_future(awaitable)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def close(self) -> None:
+        """Stop taking messages; runs in flight go on."""
+        self._closed = True
+
+    async def wait_idle(self) -> None:
+        """Until no dispatch is active and every tracked task has finished."""
+        while True:
+            await self._idle.wait()
+            if not self._tasks:
+                return
+            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+
+    # -- the flow --
+
+    async def dispatch(self, message: IncomingMessage, surface: Surface) -> DispatchOutcome:
+        if self._closed:
+            await _send(surface, CLOSED_REPLY)
+            return DispatchOutcome("closed", CLOSED_REPLY)
+        self._active += 1
+        self._idle.clear()
+        try:
+            return await self._dispatch(message, surface)
+        finally:
+            self._active -= 1
+            if self._active == 0:
+                self._idle.set()
+
+    async def _dispatch(self, message: IncomingMessage, surface: Surface) -> DispatchOutcome:
+        if self._commands is not None:
+            handled = await self._command(message, surface)
+            if handled is not None:
+                return handled
+        selection = self._agents.select(message)
+        agent = selection.agent
+        run_id = self._new_run_id()
+        log.info(
+            "dispatch.start",
+            run_id=run_id,
+            agent=agent.name,
+            selected_by=selection.by,
+            surface=message.surface,
+            history_turns=len(message.history),
+        )
+        if agent.model_ref is None:
+            detail = missing_model_message(agent)
+            return await self._fail(surface, run_id, agent, f"⚠️ {detail[:1].upper()}{detail[1:]}.")
+        try:
+            provider, model = self._providers.resolve(agent.model_ref)
+        except (ValueError, LookupError, ProviderError) as error:
+            return await self._fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
+
+        repo_task = asyncio.create_task(self._resolve_repo(message, agent))
+        memory_task = (
+            asyncio.create_task(self._read_memory(message, selection.text, repo_task))
+            if self._memory_enabled
+            else None
+        )
+        started = time.monotonic()
+        try:
+            await _status(surface, "Thinking…")
+            try:
+                repo = await repo_task
+            except RepoUnavailable as error:
+                if agent.repo_bound:
+                    return await self._refuse(surface, run_id, agent, str(error))
+                repo = None
+            if agent.repo_bound and repo is None:
+                return await self._refuse(surface, run_id, agent, NO_REPO_REPLY.format(agent=agent.name))
+            read = await memory_task if memory_task is not None else None
+            block = read.block if read is not None else None
+            system = fold_memory_block(block, agent.instructions)
+            if repo is not None and agent.repo_bound:
+                system = f"{system}\n\nThe repository for this run: {repo}"
+            custom = self._agent_runners.get(agent.name)
+            if custom is not None:
+                run = AgentRun(message, agent, provider, model, system, selection.text, repo, run_id)
+                result = await custom(run)
+            else:
+                tools = agent.tools_for(ToolContext(message=message, run_id=run_id, repo=repo))
+                result = await run_agent(
+                    provider,
+                    model=model,
+                    system=system,
+                    messages=_conversation(message, selection.text),
+                    tools=tools,
+                    max_tokens=agent.max_tokens,
+                    max_turns=agent.max_turns,
+                )
+        except ProviderError as error:
+            log.warning("dispatch.model_failed", run_id=run_id, status=error.status, provider=error.provider)
+            return await self._fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
+        except Exception as error:
+            log.exception("dispatch.failed", run_id=run_id, error=type(error).__name__)
+            return await self._fail(
+                surface, run_id, agent, INTERNAL_ERROR_REPLY.format(detail=type(error).__name__)
+            )
+        finally:
+            await _settle(memory_task, repo_task)
+
+        completed = CompletedRun(
+            message=message,
+            agent=agent.name,
+            model_ref=agent.model_ref,
+            repo=repo,
+            scopes=self._scopes(message, read, repo),
+            run_id=run_id,
+            tool_calls=result.tool_call_count,
+            history_turns=len(message.history),
+            request_text=selection.text,
+            answer=result.answer,
+            usage=result.usage,
+            events=result.events,
+            memory_records=len(read.records) if read is not None else 0,
+        )
+        _log_run(completed, result, time.monotonic() - started, block is not None)
+        if not result.answer.strip():
+            return await self._fail(surface, run_id, agent, EMPTY_ANSWER_REPLY)
+        if not await _send(surface, result.answer, run_id=run_id):
+            return DispatchOutcome("failed", result.answer, run_id, agent.name, completed)
+        await self._after_reply(completed)
+        return DispatchOutcome("answered", result.answer, run_id, agent.name, completed)
+
+    # -- steps --
+
+    async def _command(self, message: IncomingMessage, surface: Surface) -> DispatchOutcome | None:
+        assert self._commands is not None
+        caller = self._make_caller(
+            user_id=message.user_id,
+            channel_id=message.channel_id,
+            channel_visibility=message.channel_visibility,
+            thread_key=message.thread_key,
+            surface=message.surface,
+            thread_repo=lambda: self._thread_repo(message),
+        )
+        try:
+            reply = await self._commands.handle(message.text, caller)
+        except Exception as error:
+            log.exception("dispatch.command_failed", error=type(error).__name__)
+            text = COMMAND_FAILED_REPLY.format(detail=type(error).__name__)
+            await _send(surface, text)
+            return DispatchOutcome("failed", text)
+        if reply is None:
+            return None
+        log.info("dispatch.command", surface=message.surface, ok=getattr(reply, "ok", True))
+        await _send(surface, reply.text)
+        return DispatchOutcome("command", reply.text)
+
+    async def _resolve_repo(self, message: IncomingMessage, agent: Agent | None) -> str | None:
+        """A resolver failure is no repo; only RepoUnavailable (the resolver's own verdict) passes."""
+        try:
+            return await self._repo_resolver(message, agent)
+        except RepoUnavailable:
+            raise
+        except Exception as error:
+            log.warning("dispatch.repo_failed", error=type(error).__name__)
+            return None
+
+    async def _thread_repo(self, message: IncomingMessage) -> str | None:
+        try:
+            return await self._resolve_repo(message, None)
+        except RepoUnavailable:
+            return None
+
+    async def _channel_repo(self, message: IncomingMessage, agent: Agent | None) -> str | None:
+        channel = self._settings.channel(message.channel_id)
+        return channel.repo if channel is not None else None
+
+    async def _read_memory(
+        self, message: IncomingMessage, query: str, repo: Awaitable[str | None]
+    ) -> MemoryRead | None:
+        """Advisory: a read that fails leaves the run without a block, never without an answer."""
+        organization = self._settings.organization
+        assert organization is not None
+        try:
+            return await read_memory(
+                self.memory_store,
+                query,
+                organization=organization,
+                user_id=message.user_id,
+                channel_id=message.channel_id,
+                repo=repo,
+                limit=self._settings.memory.limit,
+                max_tokens=self._settings.memory.max_tokens,
+            )
+        except Exception as error:
+            log.warning("memory.read_failed", error=type(error).__name__)
+            return None
+
+    def _scopes(
+        self, message: IncomingMessage, read: MemoryRead | None, repo: str | None
+    ) -> RequestScopes | None:
+        if read is not None:
+            return read.scopes
+        if not self._settings.organization:
+            return None
+        try:
+            return request_scope_keys(
+                self._settings.organization, user_id=message.user_id, channel_id=message.channel_id, repo=repo
+            )
+        except ValueError:
+            return None
+
+    async def _after_reply(self, completed: CompletedRun) -> None:
+        """Post-run steps run while the slot is still held; each is isolated from the others."""
+        for step in self._post_run:
+            try:
+                result = step(completed)
+                if inspect.isawaitable(result):
+                    await result
+            except Exception as error:
+                log.warning(
+                    "dispatch.post_run_failed",
+                    run_id=completed.run_id,
+                    step=getattr(step, "__name__", type(step).__name__),
+                    error=type(error).__name__,
+                )
+
+    async def _fail(self, surface: Surface, run_id: str, agent: Agent, text: str) -> DispatchOutcome:
+        await _send(surface, text, run_id=run_id)
+        return DispatchOutcome("failed", text, run_id, agent.name)
+
+    async def _refuse(self, surface: Surface, run_id: str, agent: Agent, text: str) -> DispatchOutcome:
+        log.info("dispatch.refused", run_id=run_id, agent=agent.name, reason="repo_unavailable")
+        await _send(surface, text, run_id=run_id)
+        return DispatchOutcome("refused", text, run_id, agent.name)
+
+
+def _conversation(message: IncomingMessage, text: str) -> tuple[Message, ...]:
+    """The thread's history, then the request. The memory block is never part of this."""
+    turns = [Message(turn.role, turn.text) for turn in message.history if turn.text.strip()]
+    return (*turns, Message("user", text))
+
+
+async def _status(surface: Surface, text: str) -> None:
+    try:
+        await surface.set_status(text)
+    except Exception as error:  # a status is a courtesy; it never stops a run
+        log.info("dispatch.status_failed", error=type(error).__name__)
+
+
+async def _send(surface: Surface, text: str, *, run_id: str | None = None) -> bool:
+    try:
+        await surface.send_reply(text)
+    except Exception as error:
+        log.error("dispatch.reply_failed", run_id=run_id, error=type(error).__name__)
+        return False
+    return True
+
+
+async def _settle(*tasks: asyncio.Task[Any] | None) -> None:
+    """Cancel what is still running (a refused run's memory read) and collect every outcome."""
+    pending = [task for task in tasks if task is not None]
+    for task in pending:
+        if not task.done():
+            task.cancel()
+    await asyncio.gather(*pending, return_exceptions=True)
+
+
+def _log_run(completed: CompletedRun, result: RunResult, seconds: float, has_block: bool) -> None:
+    log.info(
+        "dispatch.run",
+        run_id=completed.run_id,
+        agent=completed.agent,
+        model_ref=completed.model_ref,
+        repo=completed.repo,
+        turns=result.turns,
+        tool_calls=completed.tool_calls,
+        input_tokens=completed.usage.input_tokens,
+        output_tokens=completed.usage.output_tokens,
+        memory_block=has_block,
+        memory_records=completed.memory_records,
+        stopped=result.stopped,
+        seconds=round(seconds, 3),
+    )

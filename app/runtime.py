@@ -1,0 +1,143 @@
+"""Assemble the bot from its settings: providers, agents, the memory store, commands, the dispatcher.
+
+Every surface (`switchboard chat`, `switchboard serve`) builds through here, so they share one wiring.
+Extra pieces (the repo resolver, the reflection post-run step) are passed in by the caller.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from app.agents import AgentRegistry, build_agents
+from app.dispatch import AgentRunner, CallerFactory, CommandHandler, Dispatcher, PostRunStep, RepoResolver
+from app.lifecycle import Lifecycle
+from app.providers.registry import ProviderRegistry, build_provider_registry
+from config.settings import ConfigError, Settings
+from memory.types import MemoryStore
+
+if TYPE_CHECKING:
+    from app.github_setup import GitHubSetup
+
+NO_CREDENTIALS = (
+    "no model credentials: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or point the OpenAI-compatible "
+    "base_url setting (models.openai.base_url in switchboard.toml, SWITCHBOARD_MODELS__OPENAI__BASE_URL) "
+    "at a local server"
+)
+
+
+@dataclass
+class Runtime:
+    settings: Settings
+    providers: ProviderRegistry
+    agents: AgentRegistry
+    memory_store: MemoryStore
+    dispatcher: Dispatcher
+    lifecycle: Lifecycle
+    github: GitHubSetup | None = None
+
+    async def aclose(self) -> None:
+        await self.providers.aclose()
+        await self.memory_store.aclose()
+        if self.github is not None:
+            await self.github.aclose()
+
+
+def credentials_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
+    """None when some model endpoint is usable: a key, or an OpenAI-compatible base_url (keyless)."""
+    env = os.environ if environ is None else environ
+    if settings.secrets.anthropic_api_key or settings.secrets.openai_api_key:
+        return None
+    for options in settings.models.values():
+        if options.api_key_env and env.get(options.api_key_env):
+            return None
+        if options.api == "openai" and options.base_url:
+            return None
+    if env.get("OPENAI_BASE_URL"):
+        return None
+    return NO_CREDENTIALS
+
+
+def build_memory(settings: Settings, environ: Mapping[str, str] | None = None) -> MemoryStore:
+    """The one store of this process (memory/build.py decides; disabled → the Null store)."""
+    from memory.build import MemoryConfigError, build_memory_store
+
+    try:
+        return build_memory_store(settings, environ)
+    except MemoryConfigError as error:
+        raise ConfigError(f"config error: {error}") from None
+
+
+def build_commands(settings: Settings, store: MemoryStore) -> tuple[CommandHandler, CallerFactory]:
+    from commands.registry import Caller, build_registry
+
+    registry = build_registry(
+        store=store,
+        memory_enabled=settings.memory.enabled,
+        organization=settings.organization,
+        admins=settings.admins,
+    )
+    return registry, Caller
+
+
+def build_runtime(
+    settings: Settings,
+    *,
+    environ: Mapping[str, str] | None = None,
+    memory_store: MemoryStore | None = None,
+    providers: ProviderRegistry | None = None,
+    agents: AgentRegistry | None = None,
+    commands: CommandHandler | None = None,
+    make_caller: CallerFactory | None = None,
+    with_commands: bool = True,
+    repo_resolver: RepoResolver | None = None,
+    post_run: Sequence[PostRunStep] = (),
+    agent_runners: Mapping[str, AgentRunner] | None = None,
+    github: bool = False,
+) -> Runtime:
+    """Everything a surface needs; raises ConfigError on a setting that cannot work."""
+    providers = providers or build_provider_registry(settings, environ)
+    agents = agents or build_agents(settings)
+    github_setup = None
+    if github:  # the coding tools, the review runner, the verified repo resolver (app/github_setup.py)
+        from app.github_setup import build_github
+
+        github_setup = build_github(settings, agents, env=environ)
+        agents = github_setup.agents
+        repo_resolver = repo_resolver or github_setup.repo_resolver
+        agent_runners = {**github_setup.agent_runners, **(agent_runners or {})}
+    store = memory_store if memory_store is not None else build_memory(settings, environ)
+    if commands is None and with_commands:
+        commands, default_caller = build_commands(settings, store)
+        make_caller = make_caller or default_caller
+    dispatcher = Dispatcher(
+        settings=settings,
+        providers=providers,
+        agents=agents,
+        memory_store=store,
+        commands=commands,
+        repo_resolver=repo_resolver,
+        post_run=post_run,
+        make_caller=make_caller,
+        agent_runners=agent_runners,
+    )
+    lifecycle = Lifecycle(dispatcher, deadline_seconds=settings.shutdown_deadline_seconds)
+    if settings.memory.enabled:  # the write path: reflection after the reply, drained on shutdown
+        from app.reflection_hook import install_reflection
+
+        install_reflection(
+            dispatcher, lifecycle, store=store, providers=providers, memory_model=settings.memory.model
+        )
+    return Runtime(settings, providers, agents, store, dispatcher, lifecycle, github_setup)
+
+
+def describe(runtime: Runtime) -> dict[str, Any]:
+    """A start-up log line's worth of facts (no secrets)."""
+    return {
+        "agents": runtime.agents.names(),
+        "providers": runtime.providers.names(),
+        "memory_enabled": runtime.settings.memory.enabled,
+        "memory_store": type(runtime.memory_store).__name__,
+    }

@@ -1,0 +1,372 @@
+"""Settings: defaults < a TOML config file < the environment; secrets only from the environment.
+
+`load_settings()` is the one way in. It reads `switchboard.toml` (or the file `SWITCHBOARD_CONFIG` or
+`config_path` names), then `SWITCHBOARD_…` variables (nested keys joined with `__`, e.g.
+`SWITCHBOARD_MEMORY__ENABLED=true`; lists and tables as JSON), and the secrets by their plain names
+(`ANTHROPIC_API_KEY`, …). Anything invalid stops start-up with one `ConfigError` line naming the key, the
+value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
+from pydantic_settings.sources.utils import parse_env_vars
+
+ENV_PREFIX = "SWITCHBOARD_"
+CONFIG_ENV = "SWITCHBOARD_CONFIG"
+DEFAULT_CONFIG_FILE = "switchboard.toml"
+
+# The only names a secret is ever read from (plus memory.token_env, default MEMORY_TOKEN).
+SECRET_ENV = {
+    "slack_bot_token": "SLACK_BOT_TOKEN",
+    "slack_signing_secret": "SLACK_SIGNING_SECRET",
+    "slack_app_token": "SLACK_APP_TOKEN",
+    "anthropic_api_key": "ANTHROPIC_API_KEY",
+    "openai_api_key": "OPENAI_API_KEY",
+    "github_token": "GITHUB_TOKEN",
+    "database_url": "DATABASE_URL",
+}
+
+_MODEL_REF = re.compile(r"^[a-z0-9][a-z0-9_.-]*/\S+$")
+_PROVIDER_NAME = re.compile(r"^[a-z0-9][a-z0-9_.-]*$")
+_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+_NAMESPACED_ID = re.compile(r"^[a-z][a-z0-9_-]*:\S+$")
+_AGENT_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
+
+
+class ConfigError(ValueError):
+    """A setting is missing or invalid; the message is one line for the operator."""
+
+
+def check_model_ref(value: str) -> str:
+    """`<provider>/<model>`: a lower-case provider name, a slash, a model name without spaces."""
+    if not _MODEL_REF.match(value):
+        raise ValueError("expected '<provider>/<model>', e.g. 'anthropic/<model>' or 'openai/<model>'")
+    return value
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def _check_url(value: str | None) -> str | None:
+    if value is not None and not value.startswith(("http://", "https://")):
+        raise ValueError("expected an http:// or https:// URL")
+    return value or None
+
+
+class ProviderSettings(_Section):
+    """One model provider endpoint. `api` says which wire protocol it speaks."""
+
+    api: Literal["anthropic", "openai"] | None = None
+    base_url: str | None = None
+    timeout: float | None = Field(default=None, gt=0, description="seconds; unset → the SDK's default")
+    max_retries: int | None = Field(default=None, ge=0, le=10, description="unset → the SDK's default")
+    max_tokens_field: Literal["max_completion_tokens", "max_tokens"] = "max_completion_tokens"
+    # the environment variable holding this endpoint's key (anthropic/openai: ANTHROPIC_/OPENAI_API_KEY)
+    api_key_env: str | None = Field(default=None, pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+    _url = field_validator("base_url")(_check_url)
+
+
+def _default_models() -> dict[str, ProviderSettings]:
+    return {"anthropic": ProviderSettings(api="anthropic"), "openai": ProviderSettings(api="openai")}
+
+
+class AgentSettings(_Section):
+    model: str | None = None
+    instructions: str | None = None
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_ref(value)
+
+
+class ChannelSettings(_Section):
+    agent: str | None = None
+    repo: str | None = None
+
+    @field_validator("repo")
+    @classmethod
+    def _repo(cls, value: str | None) -> str | None:
+        if value is not None and not _REPO.match(value):
+            raise ValueError("expected 'owner/name'")
+        return value
+
+
+class MemorySettings(_Section):
+    enabled: bool = False
+    limit: int = Field(default=8, ge=1, le=50)
+    max_tokens: int = Field(default=800, ge=1, le=100_000)
+    model: str | None = None  # checked when reflection runs: a bad ref warns and skips, never fails a run
+    max_records_per_scope: int | float = 500  # validated by memory/build.py (warning + default)
+    store: Literal["sqlite", "memory", "postgres"] | None = None
+    service_url: str | None = None
+    token_env: str = Field(default="MEMORY_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
+    timeout: float = Field(default=5.0, gt=0, le=300)
+
+    _url = field_validator("service_url")(_check_url)
+
+
+class GithubSettings(_Section):
+    api_url: str | None = None
+
+    _url = field_validator("api_url")(_check_url)
+
+
+class SlackSettings(_Section):
+    api_url: str | None = None
+    port: int = Field(default=3000, ge=1, le=65535)
+    respond_to_bots: bool = False
+    multi_workspace: bool = False  # ids become slack:T…:U… / slack:T…:C… (one app, several workspaces)
+
+    _url = field_validator("api_url")(_check_url)
+
+
+class Secrets(_Section):
+    """Credentials, read only from the environment; never in a config file, never logged."""
+
+    slack_bot_token: SecretStr | None = None
+    slack_signing_secret: SecretStr | None = None
+    slack_app_token: SecretStr | None = None
+    anthropic_api_key: SecretStr | None = None
+    openai_api_key: SecretStr | None = None
+    github_token: SecretStr | None = None
+    memory_token: SecretStr | None = None
+    database_url: SecretStr | None = None
+
+    @staticmethod
+    def reveal(value: SecretStr | None) -> str | None:
+        return value.get_secret_value() if value is not None else None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid", frozen=True
+    )
+
+    model: str | None = None
+    data_dir: Path = Path("./data")
+    organization: str | None = None
+    admins: list[str] = Field(default_factory=list)
+    models: dict[str, ProviderSettings] = Field(default_factory=_default_models)
+    agents: dict[str, AgentSettings] = Field(default_factory=dict)
+    channels: dict[str, ChannelSettings] = Field(default_factory=dict)
+    memory: MemorySettings = Field(default_factory=MemorySettings)
+    github: GithubSettings = Field(default_factory=GithubSettings)
+    slack: SlackSettings = Field(default_factory=SlackSettings)
+    shutdown_deadline_seconds: float = Field(default=900.0, gt=0, le=86_400)
+    secrets: Secrets = Field(default_factory=Secrets, exclude=True)
+    config_file: Path | None = Field(default=None, exclude=True)
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # load_settings layers the file and the environment itself; Settings(...) validates what it gets.
+        return (init_settings,)
+
+    @field_validator("model")
+    @classmethod
+    def _model(cls, value: str | None) -> str | None:
+        return None if value is None else check_model_ref(value)
+
+    @field_validator("organization")
+    @classmethod
+    def _organization(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        if not value or len(value) > 196 or any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in value):
+            raise ValueError("expected a non-empty name without whitespace, at most 196 characters")
+        return value
+
+    @field_validator("admins")
+    @classmethod
+    def _admins(cls, value: list[str]) -> list[str]:
+        for item in value:
+            if not item.startswith("user:") or not _NAMESPACED_ID.match(item[len("user:") :]):
+                raise ValueError(f"{item!r} is not a user scope key like 'user:slack:U0123'")
+        return value
+
+    @field_validator("models")
+    @classmethod
+    def _models(cls, value: dict[str, ProviderSettings]) -> dict[str, ProviderSettings]:
+        merged = _default_models()
+        for name, provider in value.items():
+            if not _PROVIDER_NAME.match(name):
+                raise ValueError(f"provider name {name!r}: expected lower-case letters, digits, -_.")
+            api = provider.api or (name if name in ("anthropic", "openai") else None)
+            if api is None:
+                raise ValueError(f"models.{name}: set api = 'openai' or 'anthropic' (its wire protocol)")
+            merged[name] = provider.model_copy(update={"api": api})
+        return merged
+
+    @field_validator("agents")
+    @classmethod
+    def _agents(cls, value: dict[str, AgentSettings]) -> dict[str, AgentSettings]:
+        for name in value:
+            if not _AGENT_NAME.match(name):
+                raise ValueError(f"agent name {name!r}: expected lower-case letters, digits, '-', '_'")
+        return value
+
+    @field_validator("channels")
+    @classmethod
+    def _channels(cls, value: dict[str, ChannelSettings]) -> dict[str, ChannelSettings]:
+        for channel in value:
+            if not _NAMESPACED_ID.match(channel):
+                raise ValueError(f"channel {channel!r}: expected a namespaced channel id like 'slack:C0123'")
+        return value
+
+    @model_validator(mode="after")
+    def _memory_needs_organization(self) -> Settings:
+        if self.memory.enabled and self.organization is None:
+            raise ValueError(
+                "organization is required when memory.enabled = true (it names the org scope): "
+                "set organization in the config file or SWITCHBOARD_ORGANIZATION"
+            )
+        return self
+
+    # -- derived views --
+
+    def agent_model_ref(self, agent: str) -> str | None:
+        """The agent's own `agents.<name>.model`, else the top-level `model`."""
+        own = self.agents.get(agent)
+        return (own.model if own is not None and own.model else None) or self.model
+
+    def channel(self, channel_id: str | None) -> ChannelSettings | None:
+        return self.channels.get(channel_id) if channel_id else None
+
+
+class _EnvLayer(EnvSettingsSource):
+    """pydantic-settings' own env parsing (prefix, `__` nesting, JSON for complex values) over a mapping."""
+
+    def __init__(self, settings_cls: type[BaseSettings], environ: Mapping[str, str]) -> None:
+        self._environ = dict(environ)
+        super().__init__(settings_cls)
+
+    def _load_env_vars(self) -> Mapping[str, str | None]:
+        return parse_env_vars(
+            self._environ, self.case_sensitive, self.env_ignore_empty, self.env_parse_none_str
+        )
+
+
+def load_settings(env: Mapping[str, str] | None = None, config_path: str | Path | None = None) -> Settings:
+    """Build the settings once at start-up; raise ConfigError with one line on anything invalid."""
+    environ: Mapping[str, str] = os.environ if env is None else env
+    path, explicit = _config_path(environ, config_path)
+    file_data = _read_config(path, explicit)
+    if "secrets" in file_data or "config_file" in file_data:
+        key = "secrets" if "secrets" in file_data else "config_file"
+        raise ConfigError(
+            f"config error: {key} in {path} is not a setting; secrets come only from the environment"
+        )
+    try:
+        env_data = dict(_EnvLayer(Settings, environ)())
+    except SettingsError as error:
+        found = re.search(r'field "([^"]+)"', str(error))
+        name = ENV_PREFIX + (found.group(1).upper() if found else "…")
+        raise ConfigError(f"config error: {name} is not valid JSON (lists and tables are JSON)") from None
+    env_data.pop("secrets", None)
+    env_data.pop("config_file", None)
+    merged = _deep_merge(file_data, env_data)
+    token_env = _memory_token_env(merged)
+    raw = {field: environ.get(name) for field, name in SECRET_ENV.items()}
+    raw["memory_token"] = environ.get(token_env)
+    secrets = Secrets.model_validate({field: value for field, value in raw.items() if value})
+    try:
+        return Settings(**merged, secrets=secrets, config_file=path if path.is_file() else None)
+    except ValidationError as error:
+        raise ConfigError(_describe(error, environ, path)) from None
+
+
+def _config_path(environ: Mapping[str, str], config_path: str | Path | None) -> tuple[Path, bool]:
+    if config_path is not None:
+        return Path(config_path), True
+    if environ.get(CONFIG_ENV):
+        return Path(environ[CONFIG_ENV]), True
+    return Path(DEFAULT_CONFIG_FILE), False
+
+
+def _read_config(path: Path, explicit: bool) -> dict[str, Any]:
+    if not path.is_file():
+        if explicit:
+            raise ConfigError(f"config error: config file {path} does not exist (named by {CONFIG_ENV})")
+        return {}
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"config error: {path} is not valid TOML: {error}") from error
+    except OSError as error:
+        raise ConfigError(f"config error: cannot read {path}: {error.strerror}") from error
+
+
+def _memory_token_env(merged: Mapping[str, Any]) -> str:
+    memory = merged.get("memory")
+    name = memory.get("token_env") if isinstance(memory, Mapping) else None
+    return name if isinstance(name, str) and name else "MEMORY_TOKEN"
+
+
+def _deep_merge(base: Mapping[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _describe(error: ValidationError, environ: Mapping[str, str], path: Path) -> str:
+    """One line: the key, the value, where it came from, and what is allowed."""
+    first = error.errors()[0]
+    loc = [str(part) for part in first["loc"]]
+    key = ".".join(loc)
+    message = str(first["msg"]).removeprefix("Value error, ")
+    if not key:
+        return f"config error: {message}"
+    if first["type"] == "extra_forbidden":
+        return f"config error: unknown setting {key} ({_origin(loc, environ, path)})"
+    shown = "(missing)" if first["type"] == "missing" else _show(first.get("input"))
+    return f"config error: {key} = {shown} ({_origin(loc, environ, path)}): {message}"
+
+
+def _origin(loc: list[str], environ: Mapping[str, str], path: Path) -> str:
+    """The environment variable that set the key (the longest matching prefix), else the file."""
+    names = {name.upper() for name in environ}
+    for end in range(len(loc), 0, -1):
+        name = ENV_PREFIX + "__".join(part.upper() for part in loc[:end])
+        if name in names:
+            return f"from {name}"
+    return f"from {path}" if path.is_file() else "default"
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, float) and math.isnan(value):
+        return "nan"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."

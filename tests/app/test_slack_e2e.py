@@ -1,0 +1,293 @@
+"""End to end: the real Bolt app over HTTP with correctly signed requests, the real Dispatcher, the real
+Anthropic SDK against the fake model server, the real command registry, and the fake Slack Web API."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.dispatch import Dispatcher
+from app.runtime import build_commands, build_runtime
+from app.slack import registry_caller
+from config.settings import load_settings
+from memory.stores import InMemoryMemoryStore
+from memory.types import MemoryCandidate, MemoryStore
+from tests.app.slack_harness import RunningBot, running_bot
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, as_app_mention
+
+MODEL = "anthropic/e2e-model"
+
+
+def runtime(
+    tmp_path: Path, model_server: FakeModelServer, *, memory: bool, store: MemoryStore
+) -> tuple[Dispatcher, Any]:
+    config = tmp_path / "switchboard.toml"
+    config.write_text(
+        f'model = "{MODEL}"\n'
+        'organization = "acme"\n'
+        'admins = ["user:slack:U0ADMIN"]\n'
+        f'data_dir = "{tmp_path / "data"}"\n'
+        "[models.anthropic]\n"
+        f'base_url = "{model_server.base_url}"\n'
+        "max_retries = 0\n"
+        "[memory]\n"
+        f"enabled = {'true' if memory else 'false'}\n"
+    )
+    env = {"ANTHROPIC_API_KEY": "test-anthropic-key"}
+    settings = load_settings(env=env, config_path=config)
+    # Wired exactly as `switchboard serve` wires it.
+    commands, make_caller = build_commands(settings, store)
+    built = build_runtime(
+        settings, environ=env, memory_store=store, commands=commands, make_caller=make_caller
+    )
+    return built.dispatcher, commands
+
+
+@pytest.fixture
+def store() -> InMemoryMemoryStore:
+    return InMemoryMemoryStore()
+
+
+async def _bot(
+    slack_api: FakeSlackApi, tmp_path: Path, model: FakeModelServer, store: MemoryStore, memory: bool
+) -> AsyncIterator[RunningBot]:
+    dispatcher, registry = runtime(tmp_path, model, memory=memory, store=store)
+    async with running_bot(slack_api, dispatcher, registry=registry, caller_factory=registry_caller) as bot:
+        yield bot
+
+
+@pytest.fixture
+async def bot(
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InMemoryMemoryStore
+) -> AsyncIterator[RunningBot]:
+    async for running in _bot(slack_api, tmp_path, fake_anthropic, store, memory=False):
+        yield running
+
+
+@pytest.fixture
+async def memory_bot(
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InMemoryMemoryStore
+) -> AsyncIterator[RunningBot]:
+    async for running in _bot(slack_api, tmp_path, fake_anthropic, store, memory=True):
+        yield running
+
+
+def _turns(body: dict[str, Any]) -> list[tuple[str, str]]:
+    """The Anthropic request's messages as (role, text)."""
+    turns = []
+    for message in body["messages"]:
+        content = message["content"]
+        text = content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
+        turns.append((message["role"], text))
+    return turns
+
+
+def _system(body: dict[str, Any]) -> str:
+    system = body.get("system") or ""
+    return system if isinstance(system, str) else "".join(block.get("text", "") for block in system)
+
+
+async def test_a_mention_in_a_public_channel_gets_one_reply_in_its_thread_carrying_the_models_answer(
+    bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    fake_anthropic.script("Deploys run from the `release` branch.")
+    posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> where do deploys run from?")
+
+    delivery = await bot.slack.event(as_app_mention(posted))
+    await bot.settle()
+
+    assert delivery.status == 200
+    [request] = fake_anthropic.bodies()
+    assert request["model"] == "e2e-model"
+    assert _turns(request) == [("user", "where do deploys run from?")]
+    [reply] = slack_api.bot_replies("C1", posted["ts"])
+    assert reply.text == "Deploys run from the `release` branch."
+    assert slack_api.calls_to("assistant.threads.setStatus")  # a visible status while it worked
+
+
+async def test_a_dm_is_answered_in_the_dm(
+    bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer
+) -> None:
+    slack_api.add_conversation("D1", "im")
+    fake_anthropic.script("Hello there!")
+    posted = slack_api.post_as_user("D1", "U1", "hi bot")
+
+    await bot.slack.event(posted)
+    await bot.settle()
+
+    [reply] = slack_api.bot_replies("D1")
+    assert reply.text == "Hello there!"
+    assert reply.thread_ts == posted["ts"]
+    assert _turns(fake_anthropic.bodies()[0]) == [("user", "hi bot")]
+
+
+async def test_a_follow_up_in_a_bot_thread_without_a_mention_sends_the_threads_history_to_the_model(
+    bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    fake_anthropic.script("Port 8080.", "In production it is 443.")
+    root = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> which port does the api use?")
+    await bot.slack.event(as_app_mention(root))
+    await bot.settle()
+
+    follow_up = slack_api.post_as_user("C1", "U1", "and in production?", thread_ts=root["ts"])
+    await bot.slack.event(follow_up)
+    await bot.settle()
+
+    _, second = fake_anthropic.bodies()
+    assert _turns(second) == [
+        ("user", "which port does the api use?"),
+        ("assistant", "Port 8080."),
+        ("user", "and in production?"),
+    ]
+    assert [m.text for m in slack_api.bot_replies("C1", root["ts"])] == [
+        "Port 8080.",
+        "In production it is 443.",
+    ]
+
+
+async def test_the_same_event_delivered_twice_makes_one_model_call_and_one_reply(
+    bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    fake_anthropic.default_reply = "only once"
+    event = as_app_mention(slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> hello"))
+
+    first = await bot.slack.event(event, event_id="EvTWICE")
+    second = await bot.slack.event(event, event_id="EvTWICE", retry_num=1)
+    await bot.settle()
+
+    assert (first.status, second.status) == (200, 200)
+    assert len(fake_anthropic.bodies()) == 1
+    assert [m.text for m in slack_api.bot_replies("C1")] == ["only once"]
+
+
+async def test_a_bad_or_stale_signature_gets_401_and_nothing_is_processed(
+    bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    event = as_app_mention(slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> hello"))
+
+    forged = await bot.slack.event(event, secret="wrong-secret")
+    stale = await bot.slack.event(event, timestamp=int(time.time()) - 6 * 60)
+    await bot.settle()
+
+    assert (forged.status, stale.status) == (401, 401)
+    assert fake_anthropic.requests == []
+    assert slack_api.calls == []
+
+
+async def _seed(store: InMemoryMemoryStore) -> None:
+    await store.write(
+        "org:acme",
+        [
+            MemoryCandidate(
+                kind="fact", text="deploy runs through the release pipeline", source_thread_key="slack:C9:1.0"
+            )
+        ],
+    )
+    await store.write(
+        "channel:slack:C1",
+        [
+            MemoryCandidate(
+                kind="fact", text="this channel owns the deploy tooling", source_thread_key="slack:C1:2.0"
+            )
+        ],
+    )
+    await store.write(
+        "user:slack:U1",
+        [
+            MemoryCandidate(
+                kind="fact",
+                text="this user wants deploy answers as bullet lists",
+                source_thread_key="slack:D1:3.0",
+            )
+        ],
+    )
+    await store.write(
+        "user:slack:U2",
+        [
+            MemoryCandidate(
+                kind="fact", text="another person's deploy preference", source_thread_key="slack:D2:4.0"
+            )
+        ],
+    )
+
+
+async def test_memory_list_in_a_thread_is_answered_from_the_store_without_a_model_call(
+    memory_bot: RunningBot,
+    slack_api: FakeSlackApi,
+    fake_anthropic: FakeModelServer,
+    store: InMemoryMemoryStore,
+) -> None:
+    await _seed(store)
+    slack_api.add_conversation("C1", "public")
+    root = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> memory list --scope org")
+
+    await memory_bot.slack.event(as_app_mention(root))
+    await memory_bot.settle()
+
+    assert fake_anthropic.requests == []
+    [reply] = slack_api.bot_replies("C1", root["ts"])
+    assert "deploy runs through the release pipeline" in reply.text
+    assert "mem:org:acme:1" in reply.text
+
+
+async def test_the_memory_slash_command_lists_from_the_store_without_a_model_call(
+    memory_bot: RunningBot,
+    slack_api: FakeSlackApi,
+    fake_anthropic: FakeModelServer,
+    store: InMemoryMemoryStore,
+) -> None:
+    await _seed(store)
+    slack_api.add_conversation("C1", "public")
+
+    delivery = await memory_bot.slack.slash(
+        text="list", user_id="U1", channel_id="C1", response_url=slack_api.response_url()
+    )
+    await memory_bot.settle()
+
+    assert delivery.status == 200
+    assert fake_anthropic.requests == []
+    [response] = slack_api.responses
+    assert response["response_type"] == "ephemeral"
+    text = response["text"]
+    assert "bullet lists" in text  # the caller's own records
+    assert "owns the deploy tooling" in text  # this channel's
+    assert "release pipeline" in text  # the org's
+    assert "another person" not in text  # never someone else's
+
+
+async def test_with_memory_on_the_model_request_carries_the_background_block_for_org_channel_and_user(
+    memory_bot: RunningBot,
+    slack_api: FakeSlackApi,
+    fake_anthropic: FakeModelServer,
+    store: InMemoryMemoryStore,
+) -> None:
+    await _seed(store)
+    slack_api.add_conversation("C1", "public")
+    fake_anthropic.script("Use the release pipeline.")
+    posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> how does deploy work here?")
+
+    await memory_bot.slack.event(as_app_mention(posted))
+    await memory_bot.settle()
+
+    [request] = fake_anthropic.bodies()
+    system = _system(request)
+    assert system.startswith(
+        "Background memory for org:acme + channel:slack:C1 + user:slack:U1 "
+        "(may be outdated — verify before acting):"
+    )
+    assert "release pipeline" in system
+    assert "owns the deploy tooling" in system
+    assert "bullet lists" in system
+    assert "another person" not in system
+    assert all("background_memory" not in text for _, text in _turns(request))
+    [reply] = slack_api.bot_replies("C1", posted["ts"])
+    assert reply.text == "Use the release pipeline."
