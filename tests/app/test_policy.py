@@ -1,0 +1,115 @@
+"""The write gate's policy table: narrow by origin, never widen, never to repo or org."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from app.policy import POLICY_TABLE, Actor, Decision, Rule, authorize, reflection_actor
+from memory.scope import RequestScopes
+from memory.write_gate import WRITE_ACTION, MemoryScopeResource
+
+ORG = "org:acme"
+REPO = "repo:acme/api"
+CHANNEL = "channel:slack:C1"
+USER = "user:slack:UA"
+
+FULL = Actor(principal=USER, memberships=frozenset({CHANNEL, REPO}))
+
+
+def write(resource_key: str, origin: str | None, actor: Actor = FULL) -> Decision:
+    kind = resource_key.split(":", 1)[0]
+    return authorize(actor, WRITE_ACTION, MemoryScopeResource(resource_key, kind, origin))
+
+
+def test_reflection_actor_is_the_runs_user_holding_its_channel_and_repo() -> None:
+    scopes = RequestScopes(org=ORG, repo=REPO, channel=CHANNEL, user=USER)
+    assert reflection_actor(scopes) == FULL
+    assert reflection_actor(RequestScopes(org=ORG)) == Actor(principal=None, memberships=frozenset())
+
+
+@pytest.mark.parametrize("origin", ["public", "machine"])
+@pytest.mark.parametrize("key", [ORG, REPO, CHANNEL, USER])
+def test_public_and_machine_origins_keep_every_routed_scope(origin: str, key: str) -> None:
+    assert write(key, origin) == Decision(allowed=True, reason="granted")
+
+
+@pytest.mark.parametrize("origin", ["dm", "mpim"])
+def test_an_org_write_from_a_dm_is_narrowed_to_the_users_scope(origin: str) -> None:
+    decision = write(ORG, origin)
+    assert decision == Decision(True, f"narrowed_{origin}_org_to_user", narrowed_to=USER)
+
+
+@pytest.mark.parametrize(
+    ("origin", "token"), [("private", "private"), (None, "unknown"), ("weird", "unknown")]
+)
+def test_an_org_write_from_private_or_unknown_origin_is_narrowed_to_the_channel(
+    origin: str | None, token: str
+) -> None:
+    decision = write(ORG, origin)
+    assert decision == Decision(True, f"narrowed_{token}_org_to_channel", narrowed_to=CHANNEL)
+
+
+def test_a_dm_without_a_user_falls_to_the_channel() -> None:
+    actor = Actor(principal=None, memberships=frozenset({"channel:slack:D1"}))
+    assert write(ORG, "dm", actor).narrowed_to == "channel:slack:D1"
+
+
+def test_a_private_origin_without_a_channel_falls_to_the_user() -> None:
+    actor = Actor(principal=USER, memberships=frozenset({REPO}))
+    assert write(ORG, "private", actor).narrowed_to == USER
+
+
+def test_a_narrowed_write_never_lands_in_the_repo() -> None:
+    # The actor holds only the repo: there is nowhere no wider than the origin, so it is denied.
+    actor = Actor(principal=None, memberships=frozenset({REPO}))
+    decision = write(ORG, "private", actor)
+    assert decision == Decision(False, "denied_private_org_no_narrower_scope")
+
+
+@pytest.mark.parametrize(
+    ("origin", "narrowed"), [("dm", USER), ("mpim", USER), ("private", CHANNEL), (None, CHANNEL)]
+)
+def test_a_repo_write_from_a_non_public_origin_is_narrowed_like_org(
+    origin: str | None, narrowed: str
+) -> None:
+    decision = write(REPO, origin)
+    assert decision.allowed and decision.narrowed_to == narrowed
+
+
+@pytest.mark.parametrize("origin", ["public", "dm", "mpim", "private", None, "machine"])
+def test_user_and_channel_writes_are_granted_as_routed_from_any_origin(origin: str | None) -> None:
+    assert write(USER, origin) == Decision(True, "granted")
+    assert write(CHANNEL, origin) == Decision(True, "granted")
+
+
+@pytest.mark.parametrize(
+    ("key", "token"),
+    [
+        ("user:slack:UB", "denied_user_not_held"),
+        ("channel:slack:C2", "denied_channel_not_held"),
+        ("repo:acme/other", "denied_repo_not_held"),
+    ],
+)
+def test_a_scope_the_actor_does_not_hold_is_refused_never_moved(key: str, token: str) -> None:
+    for origin in ("public", "dm", "private"):
+        assert write(key, origin) == Decision(False, token)
+
+
+def test_an_action_without_a_row_is_denied() -> None:
+    resource = MemoryScopeResource(ORG, "org", "public")
+    assert authorize(FULL, "memory:erase", resource) == Decision(False, "denied_no_rule")
+
+
+def test_the_table_drives_the_answer() -> None:
+    # A table that grants org from private origins too: the same request is now granted as routed.
+    open_table = (*POLICY_TABLE, Rule(WRITE_ACTION, "org", "anyone", frozenset({"private"})))
+    resource = MemoryScopeResource(ORG, "org", "private")
+    assert authorize(FULL, WRITE_ACTION, resource, open_table) == Decision(True, "granted")
+
+
+def test_decisions_are_frozen_values() -> None:
+    decision = write(ORG, "dm")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.allowed = False  # type: ignore[misc]
