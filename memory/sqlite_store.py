@@ -1,0 +1,684 @@
+"""The embedded durable store: one SQLite database per scope key, FTS5 prefilter, one transaction a batch.
+
+The Python form of the spec's per-scope SQLite Durable Object (§15, §17, §18, §26–§28). Every decision
+(ranking, dedup, supersede, eviction) comes from `memory.engine`; this module only persists it.
+
+Threading: all SQLite work runs on the store's own small thread pool, never on the event loop. Each
+scope has a lock held for the whole of an operation, so everything on one scope is serialized (the
+Durable Object's single writer) while different scopes proceed in parallel; other processes over the
+same directory are serialized by SQLite's own write lock (`BEGIN IMMEDIATE`, busy timeout 5 s). A
+cancelled caller does not cancel the work: a batch still commits whole or not at all.
+
+FTS: the FTS5 table indexes the engine's own tokens (`[a-z0-9]+`, space-joined), never the raw text,
+so the prefilter and the engine agree on what a token is — a non-ASCII record is found by exactly the
+ASCII tokens the engine sees in it. Its rowid is the record's `seq`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import functools
+import hashlib
+import json
+import re
+import sqlite3
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+from typing import Any, TypeVar
+
+import structlog
+
+from memory.engine import (
+    matches_filter,
+    mint_record,
+    normalize_text,
+    parse_record_id,
+    plan_eviction,
+    plan_write,
+    rank_records,
+)
+from memory.engine import record_id as make_record_id
+from memory.scope import validate_scope_key
+from memory.scorer import tokenize
+from memory.types import (
+    DEFAULT_SCOPE_CAP,
+    MAX_LIMIT,
+    MAX_SCOPE_CAP,
+    RECORD_KINDS,
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStoreError,
+    RecordKind,
+    RecordStatus,
+    WriteResult,
+)
+
+log = structlog.get_logger("memory")
+
+Clock = Callable[[], float]
+# (scope_key, sql) for every statement SQLite runs on a scope's connection: lets tests count real SQL.
+StatementHook = Callable[[str, str], None]
+T = TypeVar("T")
+
+# The FTS MATCH takes at most this many of the query's tokens: the longest distinct ones (§17).
+MAX_MATCH_TOKENS = 24
+# Candidates handed to the engine: at least this many, else 5 × limit (§17).
+MIN_CANDIDATES = 50
+CANDIDATES_PER_RESULT = 5
+DEFAULT_MAX_OPEN = 64
+# Worker threads: SQLite releases the GIL while it runs, so reads of different scopes overlap.
+DEFAULT_WORKERS = 2
+BUSY_TIMEOUT_SECONDS = 5.0
+SCHEMA_VERSION = "1"
+# Stay far below SQLite's bound-variable limit when an id list is long (eviction after a cap change).
+_ID_CHUNK = 500
+_PREFIX_LENGTH = 48
+_UNSAFE = re.compile(r"[^a-z0-9_-]+")
+
+_STATUSES: dict[str, RecordStatus] = {
+    "active": "active",
+    "superseded": "superseded",
+    "forgotten": "forgotten",
+    "evicted": "evicted",
+}
+_KINDS: dict[str, RecordKind] = {"fact": "fact", "summary": "summary"}
+
+# The one migration path: re-applied on every open, idempotent, safe over live data (§15).
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS records (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        scope_key TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('fact', 'summary')),
+        text TEXT NOT NULL,
+        norm TEXT NOT NULL,
+        keywords TEXT NOT NULL DEFAULT '[]',
+        source_thread_key TEXT NOT NULL,
+        source_run_id TEXT,
+        created_at REAL NOT NULL,
+        last_used_at REAL,
+        use_count INTEGER NOT NULL DEFAULT 0,
+        confidence REAL,
+        supersedes TEXT,
+        status TEXT NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted'))
+    )""",
+    "CREATE INDEX IF NOT EXISTS records_status_norm ON records (status, norm)",
+    "CREATE INDEX IF NOT EXISTS records_active_seq ON records (status, seq DESC)",
+    "CREATE INDEX IF NOT EXISTS records_active_used ON records (status, last_used_at DESC, created_at DESC)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(text, keywords, tokenize = 'ascii')",
+)
+
+_COLUMNS = (
+    "id, scope_key, kind, text, keywords, source_thread_key, source_run_id, "
+    "created_at, last_used_at, use_count, confidence, supersedes, status"
+)
+_R_COLUMNS = ", ".join(f"r.{name.strip()}" for name in _COLUMNS.split(","))
+
+
+def database_filename(scope_key: str) -> str:
+    """A safe, collision-free file name for a scope: readable prefix + hash of the exact key.
+
+    The prefix keeps only `[a-z0-9_-]` (no dots, no separators: no traversal); the hash tells apart
+    keys that differ only in case or punctuation, even on a case-insensitive filesystem.
+    """
+    validate_scope_key(scope_key)
+    prefix = _UNSAFE.sub("_", scope_key.lower()).strip("_")[:_PREFIX_LENGTH] or "scope"
+    digest = hashlib.sha256(scope_key.encode("utf-8")).hexdigest()[:32]
+    return f"{prefix}-{digest}.sqlite3"
+
+
+def match_tokens(query: str) -> builtins.list[str]:
+    """The query's distinct engine tokens, longest first (ties by first appearance), at most 24."""
+    distinct = builtins.list(dict.fromkeys(tokenize(query)))
+    order = {token: index for index, token in enumerate(distinct)}
+    distinct.sort(key=lambda token: (-len(token), order[token]))
+    return distinct[:MAX_MATCH_TOKENS]
+
+
+def fts_match_query(query: str) -> str | None:
+    """Quoted tokens OR-joined: user text never reaches the FTS5 parser as syntax. None: no tokens."""
+    tokens = match_tokens(query)
+    if not tokens:
+        return None
+    return " OR ".join(f'"{token}"' for token in tokens)
+
+
+def candidate_cap(limit: int) -> int:
+    return max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
+
+
+def validate_cap(cap: object) -> int:
+    if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_SCOPE_CAP:
+        raise ValueError(f"cap must be an integer from 1 to {MAX_SCOPE_CAP}, got {cap!r}")
+    return cap
+
+
+class SqliteMemoryStore:
+    """The embedded default store: memory that survives restarts with zero set-up."""
+
+    def __init__(
+        self,
+        data_dir: str | Path,
+        cap: int = DEFAULT_SCOPE_CAP,
+        clock: Clock = time.time,
+        *,
+        max_open: int = DEFAULT_MAX_OPEN,
+        workers: int = DEFAULT_WORKERS,
+        on_statement: StatementHook | None = None,
+    ) -> None:
+        if max_open < 1:
+            raise ValueError(f"max_open must be at least 1, got {max_open!r}")
+        if workers < 1:
+            raise ValueError(f"workers must be at least 1, got {workers!r}")
+        self._data_dir = Path(data_dir)
+        self._cap = validate_cap(cap)
+        self._clock = clock
+        self._max_open = max_open
+        self._on_statement = on_statement
+        self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlite-memory")
+        # The LRU of open connections and the per-scope locks, shared by the worker threads. A scope's
+        # connection is only touched while holding its scope lock; `_lock` guards the two maps.
+        self._lock = threading.Lock()
+        self._connections: OrderedDict[str, sqlite3.Connection] = OrderedDict()
+        self._scope_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
+        self._closed = False
+
+    @property
+    def data_dir(self) -> Path:
+        return self._data_dir
+
+    @property
+    def cap(self) -> int:
+        return self._cap
+
+    def database_path(self, scope_key: str) -> Path:
+        return self._data_dir / database_filename(scope_key)
+
+    def open_scope_count(self) -> int:
+        """How many scope databases are open right now (at most `max_open` once the pool is idle)."""
+        with self._lock:
+            return len(self._connections)
+
+    # -- the MemoryStore protocol -------------------------------------------------------------------
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
+        """At most MAX_LIMIT (50) records, like the memory service: the bump stays one statement."""
+        validate_scope_key(scope_key)
+        limit = min(limit, MAX_LIMIT)
+        if limit <= 0 or fts_match_query(query) is None:
+            return []
+        return await self._run(scope_key, lambda c: self._retrieve(c, scope_key, query, limit), [])
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        """Apply one batch in one transaction. `cap` overrides the store's cap for this batch."""
+        validate_scope_key(scope_key)
+        batch_cap = self._cap if cap is None else validate_cap(cap)
+        batch = builtins.list(candidates)
+        for index, candidate in enumerate(batch):
+            _validate_candidate(index, candidate)
+        if not batch:
+            return WriteResult()
+        result = await self._run(
+            scope_key, lambda c: self._write(c, scope_key, batch, batch_cap), WriteResult(), create=True
+        )
+        if result.evicted:
+            log.info(
+                "memory.store.evicted", scope_key=scope_key, candidates=len(batch), evicted=result.evicted
+            )
+        return result
+
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
+        """Newest first, at most MAX_LIMIT (50); a query filters through the FTS prefilter and the
+        whole-token gate before the limit. Never bumps usage."""
+        validate_scope_key(scope_key)
+        limit = min(limit, MAX_LIMIT)
+        if limit <= 0 or (query is not None and fts_match_query(query) is None):
+            return []
+        return await self._run(scope_key, lambda c: _list(c, limit, query), [])
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        validate_scope_key(scope_key)
+        parsed = parse_record_id(record_id) if isinstance(record_id, str) else None
+        if parsed is None or parsed[0] != scope_key:
+            return False  # not an id of this scope: its database cannot hold it
+        forgotten = await self._run(scope_key, lambda c: _forget(c, record_id), False)
+        log.info("memory.store.forget", scope_key=scope_key, id=record_id, forgotten=forgotten)
+        return forgotten
+
+    async def aclose(self) -> None:
+        """Finish in-flight work, then close every connection."""
+        if self._closed:
+            return
+        self._closed = True
+        await asyncio.to_thread(self._shutdown)
+
+    # -- off the event loop --------------------------------------------------------------------------
+
+    async def _run(
+        self, scope_key: str, work: Callable[[sqlite3.Connection], T], missing: T, *, create: bool = False
+    ) -> T:
+        """Run `work` on a worker thread holding the scope's lock; `missing` when a read finds no
+        database (reads never create files)."""
+        if self._closed:
+            raise MemoryStoreError("the sqlite memory store is closed")
+        loop = asyncio.get_running_loop()
+        job = functools.partial(self._in_scope, scope_key, work, missing, create)
+        try:
+            return await loop.run_in_executor(self._executor, job)
+        except sqlite3.Error as error:
+            raise MemoryStoreError(f"sqlite memory store failed for scope {scope_key}: {error}") from error
+
+    def _in_scope(
+        self, scope_key: str, work: Callable[[sqlite3.Connection], T], missing: T, create: bool
+    ) -> T:
+        with self._scope_lock(scope_key):
+            connection = self._checkout(scope_key, create)
+            return missing if connection is None else work(connection)
+
+    def _scope_lock(self, scope_key: str) -> threading.Lock:
+        with self._lock:
+            return self._scope_lock_locked(scope_key)
+
+    def _scope_lock_locked(self, scope_key: str) -> threading.Lock:
+        lock = self._scope_locks.get(scope_key)
+        if lock is None:
+            lock = threading.Lock()
+            self._scope_locks[scope_key] = lock
+        return lock
+
+    def _checkout(self, scope_key: str, create: bool) -> sqlite3.Connection | None:
+        """The scope's connection, opened on first use; the caller holds the scope lock."""
+        with self._lock:
+            connection = self._connections.get(scope_key)
+            if connection is not None:
+                self._connections.move_to_end(scope_key)
+                return connection
+        path = self.database_path(scope_key)
+        if not create and not path.exists():
+            return None
+        self._data_dir.mkdir(parents=True, exist_ok=True)
+        connection = sqlite3.connect(
+            path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+        )
+        try:
+            _prepare(connection, scope_key)
+        except BaseException:
+            connection.close()
+            raise
+        if self._on_statement is not None:
+            hook = self._on_statement
+            connection.set_trace_callback(lambda sql: hook(scope_key, sql))
+        with self._lock:
+            self._connections[scope_key] = connection
+            surplus = self._take_surplus_locked(scope_key)
+        for lock, oldest in surplus:
+            oldest.close()
+            lock.release()
+        return connection
+
+    def _take_surplus_locked(self, keep: str) -> builtins.list[tuple[threading.Lock, sqlite3.Connection]]:
+        """Least recently used connections beyond `max_open` that no thread is using right now;
+        each is returned with its scope lock held, to be closed outside the map lock."""
+        surplus: builtins.list[tuple[threading.Lock, sqlite3.Connection]] = []
+        excess = len(self._connections) - self._max_open
+        for key in builtins.list(self._connections):
+            if excess <= 0:
+                break
+            if key == keep:
+                continue
+            lock = self._scope_lock_locked(key)
+            if lock.acquire(blocking=False):  # busy scopes stay open until a later checkout
+                surplus.append((lock, self._connections.pop(key)))
+                excess -= 1
+        return surplus
+
+    def _shutdown(self) -> None:
+        self._executor.shutdown(wait=True)
+        with self._lock:
+            connections = builtins.list(self._connections.values())
+            self._connections.clear()
+        for connection in connections:
+            connection.close()
+
+    def _retrieve(
+        self, connection: sqlite3.Connection, scope_key: str, query: str, limit: int
+    ) -> builtins.list[MemoryRecord]:
+        match = fts_match_query(query)
+        if match is None:
+            return []
+        with _transaction(connection):
+            rows = connection.execute(
+                f"SELECT r.seq, {_R_COLUMNS} FROM ("
+                "  SELECT rowid, bm25(records_fts) AS score FROM records_fts"
+                "  WHERE records_fts MATCH ? ORDER BY score LIMIT ?"
+                ") AS f JOIN records AS r ON r.seq = f.rowid WHERE r.status = 'active'",
+                (match, candidate_cap(limit)),
+            ).fetchall()
+            # bm25 only chose who reaches the engine; seq order makes ties rank as in every store.
+            rows.sort(key=lambda row: int(row[0]))
+            now = self._clock()
+            ranked = rank_records([_record(row[1:]) for row in rows], query, limit, now)
+            if not ranked:
+                return []
+            ids = [record.id for record in ranked]
+            connection.execute(
+                "UPDATE records SET last_used_at = ?, use_count = use_count + 1 "
+                f"WHERE id IN ({_placeholders(len(ids))})",
+                (now, *ids),
+            )
+        return [replace(r, last_used_at=now, use_count=r.use_count + 1) for r in ranked]
+
+    def _write(
+        self, connection: sqlite3.Connection, scope_key: str, batch: Sequence[MemoryCandidate], cap: int
+    ) -> WriteResult:
+        inserted = deduped = superseded = 0
+        with _transaction(connection):
+            now = self._clock()
+            seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
+            for candidate in batch:
+                plan = plan_write(scope_key, candidate, _write_pool(connection, candidate))
+                if plan.action == "dedup":
+                    connection.execute(
+                        "UPDATE records SET use_count = use_count + 1 WHERE id = ?", (plan.dedup_id,)
+                    )
+                    deduped += 1
+                    continue
+                if plan.supersede_id is not None:
+                    flipped = connection.execute(
+                        "UPDATE records SET status = 'superseded' WHERE id = ? AND status = 'active' "
+                        "RETURNING seq",
+                        (plan.supersede_id,),
+                    ).fetchall()
+                    _delete_fts(connection, [int(row[0]) for row in flipped])
+                    superseded += len(flipped)
+                seq += 1
+                _insert(connection, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+                inserted += 1
+            evicted = _evict_over_cap(connection, scope_key, cap)
+        return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+
+
+# -- SQL helpers (worker threads, scope lock held) ---------------------------------------------------
+
+
+def _list(connection: sqlite3.Connection, limit: int, query: str | None) -> builtins.list[MemoryRecord]:
+    if query is None:
+        rows = connection.execute(
+            f"SELECT {_COLUMNS} FROM records WHERE status = 'active' ORDER BY seq DESC LIMIT ?",
+            (limit,),
+        ).fetchall()
+        return [_record(row) for row in rows]
+    match = fts_match_query(query)
+    if match is None:
+        return []
+    cursor = connection.execute(
+        f"SELECT {_R_COLUMNS} FROM records_fts AS f JOIN records AS r ON r.seq = f.rowid "
+        "WHERE records_fts MATCH ? AND r.status = 'active' ORDER BY r.seq DESC",
+        (match,),
+    )
+    found: builtins.list[MemoryRecord] = []
+    for row in cursor:  # the whole-token gate, then the limit
+        record = _record(row)
+        if matches_filter(record, query):
+            found.append(record)
+            if len(found) >= limit:
+                break
+    cursor.close()
+    return found
+
+
+def _forget(connection: sqlite3.Connection, record_id: str) -> bool:
+    with _transaction(connection):
+        flipped = connection.execute(
+            "UPDATE records SET status = 'forgotten' WHERE id = ? AND status = 'active' RETURNING seq",
+            (record_id,),
+        ).fetchall()
+        _delete_fts(connection, [int(row[0]) for row in flipped])
+    return bool(flipped)
+
+
+def _prepare(connection: sqlite3.Connection, scope_key: str) -> None:
+    """WAL, the schema (idempotent), the scope identity check, and FTS reconciliation."""
+    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    _enable_wal(connection)
+    # WAL + NORMAL: a commit survives a process crash (SIGKILL); only an OS crash may lose the last ones.
+    connection.execute("PRAGMA synchronous = NORMAL")
+    with _transaction(connection):
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
+        if row is None:
+            connection.execute(
+                "INSERT INTO meta (key, value) VALUES ('scope_key', ?), ('schema_version', ?)",
+                (scope_key, SCHEMA_VERSION),
+            )
+        elif row[0] != scope_key:
+            raise MemoryStoreError(f"database file for scope {scope_key} belongs to another scope")
+        _reconcile_fts(connection, scope_key)
+
+
+def _enable_wal(connection: sqlite3.Connection) -> None:
+    """Switch to WAL (persistent in the file). The switch does not wait on SQLite's busy handler, so
+    a database another connection is creating right now is retried until the busy timeout."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_SECONDS
+    while True:
+        try:
+            mode = connection.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        except sqlite3.OperationalError as error:
+            if error.sqlite_errorcode != sqlite3.SQLITE_BUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.005)
+            continue
+        if str(mode).lower() != "wal":
+            raise sqlite3.OperationalError(f"could not switch the database to WAL (got {mode})")
+        return
+
+
+def _reconcile_fts(connection: sqlite3.Connection, scope_key: str) -> None:
+    """Make the FTS table hold exactly the active rows: drop dead entries, restore missing ones."""
+    dead = connection.execute(
+        "DELETE FROM records_fts WHERE rowid NOT IN (SELECT seq FROM records WHERE status = 'active')"
+    ).rowcount
+    missing = connection.execute(
+        "SELECT seq, text, keywords FROM records WHERE status = 'active' "
+        "AND seq NOT IN (SELECT rowid FROM records_fts)"
+    ).fetchall()
+    for seq, text, keywords in missing:
+        connection.execute(
+            "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
+            (int(seq), _fts_text(str(text)), _fts_keywords(_load_keywords(str(keywords)))),
+        )
+    if dead > 0 or missing:
+        log.info("memory.store.reconciled", scope_key=scope_key, removed=max(dead, 0), restored=len(missing))
+
+
+@contextmanager
+def _transaction(connection: sqlite3.Connection) -> Iterator[None]:
+    """BEGIN IMMEDIATE … COMMIT, or ROLLBACK on any error: a batch lands whole or not at all."""
+    connection.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        connection.execute("ROLLBACK")
+        raise
+    connection.execute("COMMIT")
+
+
+def _write_pool(connection: sqlite3.Connection, candidate: MemoryCandidate) -> builtins.list[MemoryRecord]:
+    """Exactly what plan_write reads (§18): same-norm actives in seq order (an indexed hit on
+    records_status_norm) and, when the candidate names one, the active row it supersedes."""
+    rows = connection.execute(
+        f"SELECT {_COLUMNS} FROM records WHERE status = 'active' AND norm = ? ORDER BY seq",
+        (normalize_text(candidate.text),),
+    ).fetchall()
+    pool = [_record(row) for row in rows]
+    if candidate.supersedes:  # the same truthiness test as plan_write: "" names nothing
+        target = connection.execute(
+            f"SELECT {_COLUMNS} FROM records WHERE id = ? AND status = 'active'", (candidate.supersedes,)
+        ).fetchone()
+        if target is not None:
+            pool.append(_record(target))
+    return pool
+
+
+def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> None:
+    connection.execute(
+        "INSERT INTO records (seq, id, scope_key, kind, text, norm, keywords, source_thread_key, "
+        "source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            seq,
+            record.id,
+            record.scope_key,
+            record.kind,
+            record.text,
+            normalize_text(record.text),
+            json.dumps(builtins.list(record.keywords)),
+            record.source_thread_key,
+            record.source_run_id,
+            record.created_at,
+            record.last_used_at,
+            record.use_count,
+            record.confidence,
+            record.supersedes,
+            record.status,
+        ),
+    )
+    connection.execute(
+        "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
+        (seq, _fts_text(record.text), _fts_keywords(record.keywords)),
+    )
+
+
+def _evict_over_cap(connection: sqlite3.Connection, scope_key: str, cap: int) -> int:
+    """Inside the batch's transaction: the active set is fetched only when the indexed count is over."""
+    count = int(connection.execute("SELECT COUNT(*) FROM records WHERE status = 'active'").fetchone()[0])
+    if count <= cap:
+        return 0
+    # plan_eviction reads only status and recency, so the fetch is a covering scan of
+    # records_active_used; rows are re-sorted by seq so full ties break as in every store.
+    rows = sorted(
+        connection.execute(
+            "SELECT seq, created_at, last_used_at FROM records WHERE status = 'active'"
+        ).fetchall()
+    )
+    seqs = {make_record_id(scope_key, int(row[0])): int(row[0]) for row in rows}
+    active = [
+        MemoryRecord(
+            id=make_record_id(scope_key, int(seq)),
+            scope_key=scope_key,
+            kind="fact",
+            text="",
+            source_thread_key="",
+            created_at=float(created_at),
+            last_used_at=None if last_used_at is None else float(last_used_at),
+        )
+        for seq, created_at, last_used_at in rows
+    ]
+    doomed = plan_eviction(active, cap)
+    for chunk in _chunks(doomed):
+        connection.execute(
+            f"UPDATE records SET status = 'evicted' WHERE id IN ({_placeholders(len(chunk))})", chunk
+        )
+    _delete_fts(connection, [seqs[record_id] for record_id in doomed])
+    return len(doomed)
+
+
+def _delete_fts(connection: sqlite3.Connection, seqs: Sequence[int]) -> None:
+    """Every soft delete (supersede, forget, evict) takes the row out of the FTS table (§15)."""
+    for chunk in _chunks(seqs):
+        connection.execute(f"DELETE FROM records_fts WHERE rowid IN ({_placeholders(len(chunk))})", chunk)
+
+
+def _chunks(values: Sequence[T]) -> Iterator[builtins.list[T]]:
+    for start in range(0, len(values), _ID_CHUNK):
+        yield builtins.list(values[start : start + _ID_CHUNK])
+
+
+def _placeholders(count: int) -> str:
+    return ", ".join("?" * count)
+
+
+def _fts_text(text: str) -> str:
+    return " ".join(tokenize(text))
+
+
+def _fts_keywords(keywords: Iterable[str]) -> str:
+    return " ".join(token for keyword in keywords for token in tokenize(keyword))
+
+
+def _load_keywords(raw: str) -> tuple[str, ...]:
+    value = json.loads(raw)
+    if not isinstance(value, builtins.list):
+        return ()
+    return tuple(str(item) for item in value)
+
+
+def _record(row: Sequence[Any]) -> MemoryRecord:
+    (
+        record_id,
+        scope_key,
+        kind,
+        text,
+        keywords,
+        source_thread_key,
+        source_run_id,
+        created_at,
+        last_used_at,
+        use_count,
+        confidence,
+        supersedes,
+        status,
+    ) = row
+    return MemoryRecord(
+        id=str(record_id),
+        scope_key=str(scope_key),
+        kind=_KINDS[str(kind)],
+        text=str(text),
+        keywords=_load_keywords(str(keywords)),
+        source_thread_key=str(source_thread_key),
+        source_run_id=None if source_run_id is None else str(source_run_id),
+        created_at=float(created_at),
+        last_used_at=None if last_used_at is None else float(last_used_at),
+        use_count=int(use_count),
+        confidence=None if confidence is None else float(confidence),
+        supersedes=None if supersedes is None else str(supersedes),
+        status=_STATUSES[str(status)],
+    )
+
+
+def _validate_candidate(index: int, candidate: MemoryCandidate) -> None:
+    """Refuse what the schema could not hold, before anything is written."""
+    if candidate.kind not in RECORD_KINDS:
+        raise ValueError(f"candidates[{index}].kind must be one of {sorted(RECORD_KINDS)}")
+    fields: dict[str, object] = {
+        "text": candidate.text,
+        "source_thread_key": candidate.source_thread_key,
+        "source_run_id": candidate.source_run_id,
+        "supersedes": candidate.supersedes,
+    }
+    fields.update({f"keywords[{n}]": keyword for n, keyword in enumerate(candidate.keywords)})
+    for name, value in fields.items():
+        if value is None and name in ("source_run_id", "supersedes"):
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"candidates[{index}].{name} must be a string")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"candidates[{index}].{name} must be valid Unicode text") from None

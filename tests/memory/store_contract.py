@@ -1,0 +1,505 @@
+"""The store contract: one set of behaviours every MemoryStore must show, so stores cannot drift apart.
+
+Not collected on its own (the module name does not start with `test_`). A test module joins it by
+subclassing `StoreContract` in a `Test…` class and providing a `make_store` fixture that returns a
+`StoreFactory` — a callable `(*, cap, clock) -> MemoryStore` whose stores the fixture closes at
+teardown. tests/memory/test_store_contract.py parametrizes that fixture over every store; a later
+backend adds itself there (or in its own module with its own fixture).
+
+Every test goes through the protocol only (retrieve, write, list, forget): what a caller can observe.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Protocol, cast
+
+from memory.types import DEFAULT_SCOPE_CAP, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
+
+START = 1_800_000_000.0
+DAY = 86_400.0
+ORG = "org:acme"
+OTHER = "user:slack:U0OTHER"
+
+
+class FakeClock:
+    """A clock the test moves by hand; every store reads time only through it."""
+
+    def __init__(self, now: float = START) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> float:
+        self.now += seconds
+        return self.now
+
+
+class CapWriter(Protocol):
+    """Stores also take a per-batch cap (the memory service forwards the caller's `cap`)."""
+
+    async def write(
+        self, scope_key: str, candidates: list[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult: ...
+
+
+class StoreFactory(Protocol):
+    def __call__(self, *, cap: int = DEFAULT_SCOPE_CAP, clock: Callable[[], float] = ...) -> MemoryStore: ...
+
+
+def fact(text: str, *, keywords: tuple[str, ...] = (), supersedes: str | None = None) -> MemoryCandidate:
+    return MemoryCandidate(
+        kind="fact",
+        text=text,
+        source_thread_key="slack:C1:1700000000.000100",
+        keywords=keywords,
+        source_run_id="run-1",
+        confidence=0.9,
+        supersedes=supersedes,
+    )
+
+
+def ids(records: list[MemoryRecord]) -> list[str]:
+    return [record.id for record in records]
+
+
+def rid(scope: str, seq: int) -> str:
+    return f"mem:{scope}:{seq}"
+
+
+async def everything(store: MemoryStore, scope: str = ORG) -> dict[str, MemoryRecord]:
+    """Every active record of a scope by id, read through list (which never bumps usage)."""
+    return {record.id: record for record in await store.list(scope, 50)}
+
+
+class StoreContract:
+    """Mix into a `Test…` class that provides `make_store` (a StoreFactory)."""
+
+    # -- write → retrieve -------------------------------------------------------------------------
+
+    async def test_write_then_retrieve_round_trips_records_with_scoped_ids(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = make_store(clock=clock)
+        summary = MemoryCandidate(
+            kind="summary",
+            text="The team ships the API with make deploy",
+            source_thread_key="slack:C1:1700000000.000200",
+            keywords=("Deploy", "api"),
+            source_run_id="run-2",
+            confidence=None,
+        )
+        result = await store.write(ORG, [fact("Staging lives in eu-west-1"), summary])
+        assert result == WriteResult(inserted=2)
+
+        clock.advance(60)
+        found = await store.retrieve(ORG, "how do we deploy?", 5)
+
+        assert ids(found) == [rid(ORG, 2)]
+        record = found[0]
+        assert record.scope_key == ORG
+        assert record.kind == "summary"
+        assert record.text == "The team ships the API with make deploy"
+        assert record.keywords == ("Deploy", "api")
+        assert record.source_thread_key == "slack:C1:1700000000.000200"
+        assert record.source_run_id == "run-2"
+        assert record.confidence is None
+        assert record.created_at == START
+        assert record.status == "active"
+        assert record.supersedes is None
+        # the returned rows carry their bump
+        assert (record.last_used_at, record.use_count) == (START + 60, 1)
+        first = (await everything(store))[rid(ORG, 1)]
+        assert (first.confidence, first.source_run_id, first.kind) == (0.9, "run-1", "fact")
+
+    async def test_retrieve_bumps_usage_only_on_the_returned_records(self, make_store: StoreFactory) -> None:
+        clock = FakeClock()
+        store = make_store(clock=clock)
+        await store.write(ORG, [fact("deploy alpha"), fact("deploy beta"), fact("deploy gamma beta")])
+        clock.advance(10)
+
+        found = await store.retrieve(ORG, "deploy beta", 1)
+        assert ids(found) == [rid(ORG, 2)]  # ties with 3 on score: the earlier record wins
+        rows = await everything(store)
+        assert {key for key, row in rows.items() if row.use_count} == {rid(ORG, 2)}
+        assert {key for key, row in rows.items() if row.last_used_at is not None} == {rid(ORG, 2)}
+        assert rows[rid(ORG, 2)].last_used_at == START + 10
+
+        clock.advance(10)
+        again = await store.retrieve(ORG, "deploy beta", 1)
+        assert again[0].use_count == 2
+
+    async def test_retrieve_is_whole_token_not_substring(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("deployment notes for the api"), fact("a b c")])
+        assert await store.retrieve(ORG, "deploy", 5) == []
+        assert await store.retrieve(ORG, "ment", 5) == []
+        assert ids(await store.retrieve(ORG, "deployment", 5)) == [rid(ORG, 1)]
+
+    async def test_retrieve_matches_keywords_as_well_as_text(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("run the release script", keywords=("Shipping",))])
+        assert ids(await store.retrieve(ORG, "shipping", 5)) == [rid(ORG, 1)]
+
+    async def test_a_query_without_tokens_retrieves_nothing(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("deploy the api")])
+        for query in ("", "   ", "?!", "—…"):
+            assert await store.retrieve(ORG, query, 5) == []
+
+    async def test_retrieve_ranks_by_keyword_match_then_recency_and_limits(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = make_store(clock=clock)
+        await store.write(ORG, [fact("deploy api staging")])  # full match, old
+        clock.advance(3 * DAY)
+        await store.write(ORG, [fact("deploy only"), fact("deploy again")])  # half match, fresh
+        clock.advance(DAY)
+
+        found = await store.retrieve(ORG, "deploy staging", 2)
+
+        assert ids(found)[0] == rid(ORG, 1)
+        assert len(found) == 2
+
+    async def test_equal_scores_rank_in_write_order(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("zeta deploy"), fact("deploy zeta zeta zeta"), fact("deploy")])
+        found = await store.retrieve(ORG, "deploy", 3)
+        assert ids(found) == [rid(ORG, 1), rid(ORG, 2), rid(ORG, 3)]
+
+    async def test_scopes_are_isolated(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("deploy the api")])
+        await store.write(OTHER, [fact("deploy the worker")])
+
+        assert ids(await store.retrieve(ORG, "deploy", 5)) == [rid(ORG, 1)]
+        assert ids(await store.retrieve(OTHER, "deploy", 5)) == [rid(OTHER, 1)]
+        assert await store.retrieve("org:elsewhere", "deploy", 5) == []
+        assert await store.list("org:elsewhere", 5) == []
+
+    async def test_fts_syntax_in_queries_is_inert(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(
+            ORG,
+            [fact("deploy the api"), fact("deployment near the office"), fact("text or keywords column")],
+        )
+        expectations = {
+            '"deploy': [1],
+            'deploy"': [1],
+            "deploy*": [1],
+            "*": [],
+            "NEAR(deploy api)": [1, 2],
+            "NEAR": [2],
+            "deploy OR": [1, 3],
+            "AND NOT": [],
+            "-deploy": [1],
+            "text:deploy": [1, 3],
+            "col:": [],
+            "^deploy": [1],
+            "(api": [1],
+            "{text keywords}: api": [1, 3],
+            '""': [],
+        }
+        for query, expected in expectations.items():
+            found = await store.retrieve(ORG, query, 10)
+            assert sorted(ids(found)) == [rid(ORG, n) for n in expected], query
+            listed = await store.list(ORG, 10, query)
+            assert sorted(ids(listed)) == [rid(ORG, n) for n in expected], query
+
+    async def test_non_ascii_text_is_stored_and_found_by_its_ascii_tokens(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        text = "Le déploiement à Zürich passe par make deploy — 日本語 ok"
+        await store.write(ORG, [fact(text), fact("the cafe menu")])
+
+        found = await store.retrieve(ORG, "make deploy", 5)
+        assert [record.text for record in found] == [text]
+        assert ids(await store.list(ORG, 5, "rich")) == [rid(ORG, 1)]
+        # accented queries never error; they match only through their own ASCII tokens
+        assert await store.retrieve(ORG, "日本語 éàü", 5) == []
+        assert await store.retrieve(ORG, "café", 5) == []  # "caf" is not "cafe": a miss
+        assert await store.list(ORG, 5, "ñandú") == []
+
+    # -- dedup / supersede ------------------------------------------------------------------------
+
+    async def test_dedup_is_case_and_whitespace_insensitive_and_bumps_use_count(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("Deploy with make deploy")])
+
+        result = await store.write(ORG, [fact("  deploy   WITH make\tdeploy ")])
+
+        assert result == WriteResult(deduped=1)
+        rows = await everything(store)
+        assert list(rows) == [rid(ORG, 1)]
+        assert rows[rid(ORG, 1)].use_count == 1
+        assert rows[rid(ORG, 1)].text == "Deploy with make deploy"
+
+    async def test_a_batch_dedups_against_its_own_earlier_insert(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        result = await store.write(ORG, [fact("use pnpm"), fact("Use  PNPM")])
+        assert result == WriteResult(inserted=1, deduped=1)
+        assert (await everything(store))[rid(ORG, 1)].use_count == 1
+
+    async def test_supersede_retires_the_target_and_inserts_with_the_pointer(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("staging is in us-east-1")])
+
+        result = await store.write(ORG, [fact("staging is in eu-west-1", supersedes=rid(ORG, 1))])
+
+        assert result == WriteResult(inserted=1, superseded=1)
+        rows = await everything(store)
+        assert list(rows) == [rid(ORG, 2)]
+        assert rows[rid(ORG, 2)].supersedes == rid(ORG, 1)
+        assert ids(await store.retrieve(ORG, "staging", 5)) == [rid(ORG, 2)]
+
+    async def test_an_unknown_or_foreign_supersede_id_retires_nothing(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("keep me")])
+        await store.write(OTHER, [fact("foreign record")])
+
+        unknown = await store.write(ORG, [fact("new one", supersedes=rid(ORG, 99))])
+        foreign = await store.write(ORG, [fact("another one", supersedes=rid(OTHER, 1))])
+
+        assert unknown == WriteResult(inserted=1)
+        assert foreign == WriteResult(inserted=1)
+        assert sorted(await everything(store)) == [rid(ORG, 1), rid(ORG, 2), rid(ORG, 3)]
+        assert ids(await store.list(OTHER, 5)) == [rid(OTHER, 1)]
+        assert (await everything(store))[rid(ORG, 3)].supersedes is None
+
+    async def test_restating_the_supersede_target_is_a_dedup_no_op(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("Staging is in eu-west-1")])
+
+        result = await store.write(ORG, [fact("staging is in EU-WEST-1", supersedes=rid(ORG, 1))])
+
+        assert result == WriteResult(deduped=1)
+        rows = await everything(store)
+        assert list(rows) == [rid(ORG, 1)]
+        assert rows[rid(ORG, 1)].use_count == 1
+
+    async def test_a_collision_with_an_unrelated_record_does_not_swallow_the_supersede(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("deploys go through the release train"), fact("staging is eu-west-1")])
+
+        result = await store.write(
+            ORG, [fact("Deploys go through the release train", supersedes=rid(ORG, 2))]
+        )
+
+        assert result == WriteResult(inserted=1, superseded=1)
+        assert sorted(await everything(store)) == [rid(ORG, 1), rid(ORG, 3)]
+
+    async def test_a_collision_does_not_swallow_a_correction_with_an_unresolvable_id(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("use pnpm")])
+
+        result = await store.write(ORG, [fact("use pnpm", supersedes=rid(ORG, 42))])
+
+        assert result == WriteResult(inserted=1)
+        assert sorted(await everything(store)) == [rid(ORG, 1), rid(ORG, 2)]
+
+    async def test_an_empty_supersedes_dedups_against_the_active_set(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("use pnpm")])
+
+        result = await store.write(ORG, [fact("USE pnpm", supersedes="")])
+
+        assert result == WriteResult(deduped=1)
+        assert list(await everything(store)) == [rid(ORG, 1)]
+
+    async def test_dedup_against_duplicate_norm_actives_bumps_the_earliest(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("use pnpm"), fact("use npm")])
+        # the collision guard leaves two actives with the same text
+        await store.write(ORG, [fact("use pnpm", supersedes=rid(ORG, 2))])
+
+        result = await store.write(ORG, [fact("Use PNPM")])
+
+        assert result == WriteResult(deduped=1)
+        rows = await everything(store)
+        assert (rows[rid(ORG, 1)].use_count, rows[rid(ORG, 3)].use_count) == (1, 0)
+
+    async def test_superseded_records_are_neither_retrieved_nor_dedup_targets(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("staging is us-east-1")])
+        await store.write(ORG, [fact("staging moved to eu-west-1", supersedes=rid(ORG, 1))])
+
+        assert ids(await store.retrieve(ORG, "east", 5)) == []
+        result = await store.write(ORG, [fact("staging is us-east-1")])
+
+        assert result == WriteResult(inserted=1)
+        assert sorted(await everything(store)) == [rid(ORG, 2), rid(ORG, 3)]
+
+    async def test_an_empty_batch_writes_nothing(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        assert await store.write(ORG, []) == WriteResult()
+        assert await store.list(ORG, 5) == []
+
+    # -- list / forget ----------------------------------------------------------------------------
+
+    async def test_list_is_newest_first_limited_and_never_bumps_usage(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("one"), fact("two"), fact("three")])
+        await store.write(ORG, [fact("four")])
+
+        listed = await store.list(ORG, 3)
+
+        assert ids(listed) == [rid(ORG, 4), rid(ORG, 3), rid(ORG, 2)]
+        assert all(r.use_count == 0 and r.last_used_at is None for r in await store.list(ORG, 10))
+        assert await store.list(ORG, 0) == []
+
+    async def test_list_query_filters_whole_tokens_then_limits(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(
+            ORG,
+            [
+                fact("deploy the api"),
+                fact("unrelated"),
+                fact("notes", keywords=("Deploy",)),
+                fact("deployment runbook"),
+                fact("deploy the worker"),
+            ],
+        )
+
+        assert ids(await store.list(ORG, 10, "deploy")) == [rid(ORG, 5), rid(ORG, 3), rid(ORG, 1)]
+        assert ids(await store.list(ORG, 2, "how to DEPLOY?")) == [rid(ORG, 5), rid(ORG, 3)]
+        assert await store.list(ORG, 10, "deplo") == []
+        assert await store.list(ORG, 10, "  !! ") == []
+        assert all(r.use_count == 0 for r in await store.list(ORG, 10))
+
+    async def test_forget_soft_deletes_one_active_record(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("use pnpm"), fact("deploy on fridays")])
+
+        assert await store.forget(ORG, rid(ORG, 1)) is True
+        assert await store.forget(ORG, rid(ORG, 1)) is False
+
+        assert ids(await store.list(ORG, 10)) == [rid(ORG, 2)]
+        assert await store.retrieve(ORG, "pnpm", 5) == []
+        assert await store.list(ORG, 10, "pnpm") == []
+        restated = await store.write(ORG, [fact("use pnpm")])
+        assert restated == WriteResult(inserted=1)
+        assert ids(await store.list(ORG, 10)) == [rid(ORG, 3), rid(ORG, 2)]
+
+    async def test_forget_refuses_unknown_foreign_and_inactive_ids(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("old"), fact("other")])
+        await store.write(ORG, [fact("new", supersedes=rid(ORG, 1))])
+        await store.write(OTHER, [fact("theirs")])
+
+        assert await store.forget(ORG, rid(ORG, 1)) is False  # superseded
+        assert await store.forget(ORG, rid(ORG, 77)) is False
+        assert await store.forget(ORG, rid(OTHER, 1)) is False
+        assert await store.forget(ORG, "not-an-id") is False
+        assert ids(await store.list(OTHER, 5)) == [rid(OTHER, 1)]
+
+    # -- the per-scope cap ------------------------------------------------------------------------
+
+    async def test_an_over_cap_write_evicts_the_least_recently_used_within_the_batch(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = make_store(cap=3, clock=clock)
+        for text in ("alpha", "bravo", "charlie"):
+            await store.write(ORG, [fact(text)])
+            clock.advance(1)
+        await store.retrieve(ORG, "alpha", 1)  # alpha is now the most recently used
+        clock.advance(1)
+
+        result = await store.write(ORG, [fact("delta"), fact("echo")])
+
+        assert result == WriteResult(inserted=2, evicted=2)
+        assert sorted(await everything(store)) == [rid(ORG, 1), rid(ORG, 4), rid(ORG, 5)]
+        assert await store.retrieve(ORG, "bravo charlie", 5) == []
+        assert await store.list(ORG, 10, "bravo") == []
+        # an evicted record is no dedup target: restating it inserts a fresh record
+        again = await store.write(ORG, [fact("Bravo")])
+        assert again == WriteResult(inserted=1, evicted=1)
+        assert rid(ORG, 6) in await everything(store)
+
+    async def test_nothing_is_evicted_at_the_cap(self, make_store: StoreFactory) -> None:
+        store = make_store(cap=3)
+        assert await store.write(ORG, [fact("a1"), fact("a2"), fact("a3")]) == WriteResult(inserted=3)
+        assert len(await everything(store)) == 3
+
+    async def test_eviction_ties_on_last_use_go_to_the_older_record(self, make_store: StoreFactory) -> None:
+        clock = FakeClock()
+        store = make_store(cap=1, clock=clock)
+        await store.write(ORG, [fact("first")])
+        clock.advance(10)
+        await store.retrieve(ORG, "first", 1)  # last used now: ties with the next record's creation
+
+        result = await store.write(ORG, [fact("second")])
+
+        assert result == WriteResult(inserted=1, evicted=1)
+        assert list(await everything(store)) == [rid(ORG, 2)]
+
+    async def test_superseded_and_forgotten_records_do_not_count_against_the_cap(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store(cap=2)
+        await store.write(ORG, [fact("one"), fact("two")])
+        assert await store.forget(ORG, rid(ORG, 1)) is True
+        assert await store.write(ORG, [fact("three")]) == WriteResult(inserted=1)
+        result = await store.write(ORG, [fact("four", supersedes=rid(ORG, 2))])
+        assert result == WriteResult(inserted=1, superseded=1)
+        assert sorted(await everything(store)) == [rid(ORG, 3), rid(ORG, 4)]
+
+    async def test_a_per_batch_cap_overrides_the_store_cap(self, make_store: StoreFactory) -> None:
+        clock = FakeClock()
+        store = make_store(cap=10, clock=clock)
+        await store.write(ORG, [fact(f"record {n}") for n in range(4)])
+        clock.advance(1)
+        capped = cast(CapWriter, store)
+
+        result = await capped.write(ORG, [fact("one more")], cap=2)
+
+        assert result == WriteResult(inserted=1, evicted=3)
+        assert sorted(await everything(store)) == [rid(ORG, 4), rid(ORG, 5)]
+
+    # -- concurrency ------------------------------------------------------------------------------
+
+    async def test_twenty_concurrent_batches_to_one_scope_all_land_with_unique_ids(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        batches = [[fact(f"batch {n} first"), fact(f"batch {n} second")] for n in range(20)]
+
+        results = await asyncio.gather(*(store.write(ORG, batch) for batch in batches))
+
+        assert all(result == WriteResult(inserted=2) for result in results)
+        listed = await store.list(ORG, 50)
+        assert len(listed) == 40
+        assert sorted(ids(listed)) == sorted(rid(ORG, n) for n in range(1, 41))
+
+    async def test_a_retrieve_during_a_write_sees_the_state_before_or_after_it(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        for round_ in range(6):
+            token = f"round{round_}"
+            batch = [fact(f"{token} item {n}") for n in range(30)]
+            write = store.write(ORG, batch)
+            read = store.retrieve(ORG, token, 50)
+            pair = (write, read) if round_ % 2 else (read, write)
+            outcome = await asyncio.gather(*pair)
+            seen = outcome[1] if round_ % 2 else outcome[0]
+            assert isinstance(seen, list)
+            assert len(seen) in (0, 30), f"saw a half-applied batch: {len(seen)} of 30"
+            assert len(await store.retrieve(ORG, token, 50)) == 30
