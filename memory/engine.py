@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
-from memory.scorer import query_tokens, record_tokens, score_record
+from memory.scorer import query_tokens, recency_score, record_tokens, weighted_score
 from memory.types import MemoryCandidate, MemoryRecord
 
 _WHITESPACE = re.compile(r"\s+")
@@ -42,11 +42,14 @@ def rank_records(records: Iterable[MemoryRecord], query: str, limit: int, now: f
     wanted = query_tokens(query)
     if not wanted or limit <= 0:
         return []
-    scored = [
-        (score_record(record, wanted, now), index, record)
-        for index, record in enumerate(records)
-        if record.status == "active" and wanted & record_tokens(record)
-    ]
+    scored: list[tuple[float, int, MemoryRecord]] = []
+    for index, record in enumerate(records):
+        if record.status != "active":
+            continue
+        hits = len(wanted & record_tokens(record))  # tokenized once: the gate and the score share it
+        if hits:
+            score = weighted_score(hits / len(wanted), recency_score(record, now))
+            scored.append((score, index, record))
     scored.sort(key=lambda item: (-item[0], item[1]))
     return [record for _, _, record in scored[:limit]]
 

@@ -58,8 +58,13 @@ def recency_score(record: MemoryRecord, now: float) -> float:
     return math.exp(-age / RECENCY_TAU_SECONDS)
 
 
+def weighted_score(keyword: float, recency: float) -> float:
+    """α·keyword + β·recency: keyword dominates, recency breaks ties (§5)."""
+    return KEYWORD_WEIGHT * keyword + RECENCY_WEIGHT * recency
+
+
 def score_record(record: MemoryRecord, query: str | Collection[str], now: float) -> float:
-    return KEYWORD_WEIGHT * keyword_match(query, record) + RECENCY_WEIGHT * recency_score(record, now)
+    return weighted_score(keyword_match(query, record), recency_score(record, now))
 
 
 def clean_memory_field(text: str) -> str:
