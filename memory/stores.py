@@ -66,9 +66,13 @@ class InMemoryMemoryStore:
         self._scopes[scope_key] = [bumped.get(r.id, r) if r.id in chosen else r for r in rows]
         return [bumped[r.id] for r in ranked]
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        """`cap` overrides the store's cap for this batch (the memory service's per-request cap)."""
         if not candidates:
             return WriteResult()
+        cap = self._cap if cap is None else cap
         async with self._lock:
             now = self._clock()
             rows = builtins.list(self._scopes.get(scope_key, []))
@@ -84,8 +88,8 @@ class InMemoryMemoryStore:
                     inserted += 1
                     superseded += changed
             evicted = 0
-            if self._cap is not None:
-                doomed = set(plan_eviction(rows, self._cap))
+            if cap is not None:
+                doomed = set(plan_eviction(rows, cap))
                 rows = [replace(r, status="evicted") if r.id in doomed else r for r in rows]
                 evicted = len(doomed)
             self._scopes[scope_key] = rows

@@ -7,5 +7,7 @@ echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"
 .venv/bin/mypy
+echo "== postgres"
+bash scripts/ensure_postgres.sh
 echo "== pytest"
 .venv/bin/python -m pytest "$@"

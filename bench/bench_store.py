@@ -1,0 +1,255 @@
+"""Latency of a durable memory store: retrieve, a 5-candidate write, and a four-scope context read.
+
+    .venv/bin/python bench/bench_store.py                       # sqlite, 500 / 5,000 / 10,000 records
+    .venv/bin/python bench/bench_store.py --sizes 500 --iterations 100
+    .venv/bin/python bench/bench_store.py --store postgres      # the same, on PostgreSQL ($DATABASE_URL)
+
+Every figure is measured through the store's public async API on a running event loop, so it includes
+the hop to the store's worker thread. Record and query text come from a seeded Zipf-like vocabulary
+with stopwords, so common tokens match many rows as in real use. Prints a Markdown table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import functools
+import os
+import platform
+import random
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memory.context import memory_context_block
+from memory.sqlite_store import SqliteMemoryStore
+from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryStore
+
+SCOPE = "org:bench"
+FOUR_SCOPE_SIZE = 500
+LIMIT = 8
+STOPWORDS = ("the", "a", "to", "of", "and", "in", "we", "is", "for", "on", "with", "it", "use", "do")
+
+
+class Clock:
+    """A monotonic fake clock: each tick is one second later, so recency spreads over the fill."""
+
+    def __init__(self, start: float = 1_800_000_000.0) -> None:
+        self.now = start
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@contextlib.asynccontextmanager
+async def sqlite_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterator[MemoryStore]:
+    store = SqliteMemoryStore(workdir / "memory", cap=cap, clock=clock)
+    try:
+        yield store
+    finally:
+        await store.aclose()
+
+
+@contextlib.asynccontextmanager
+async def postgres_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterator[MemoryStore]:
+    """PostgresMemoryStore in a throwaway schema of $DATABASE_URL (default: the local test server)."""
+    import uuid
+
+    import psycopg
+    from psycopg import sql
+    from psycopg.conninfo import make_conninfo
+
+    from memory.postgres_store import PostgresMemoryStore
+
+    base = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/test"
+    schema = f"bench_{uuid.uuid4().hex[:12]}"
+    async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+        await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
+        try:
+            dsn = make_conninfo(base, options=f"-csearch_path={schema}")
+            store = await PostgresMemoryStore.connect(dsn, cap=cap, clock=clock)
+            try:
+                yield store
+            finally:
+                await store.aclose()
+        finally:
+            await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+BACKENDS: dict[str, Callable[[Path, int, Clock], contextlib.AbstractAsyncContextManager[MemoryStore]]] = {
+    "sqlite": sqlite_backend,
+    "postgres": postgres_backend,
+}
+
+
+class Corpus:
+    """Seeded pseudo-English: a Zipf-weighted vocabulary plus stopwords."""
+
+    def __init__(self, seed: int = 7, vocabulary: int = 3000) -> None:
+        self.rng = random.Random(seed)
+        letters = "abcdefghijklmnopqrstuvwxyz"
+        words: set[str] = set()
+        while len(words) < vocabulary:
+            words.add("".join(self.rng.choice(letters) for _ in range(self.rng.randint(4, 10))))
+        self.words = sorted(words)
+        self.weights = [1.0 / (rank + 1) ** 0.9 for rank in range(len(self.words))]
+
+    def phrase(self, low: int, high: int) -> str:
+        count = self.rng.randint(low, high)
+        content = self.rng.choices(self.words, weights=self.weights, k=count)
+        out: list[str] = []
+        for word in content:
+            out.append(word)
+            if self.rng.random() < 0.5:
+                out.append(self.rng.choice(STOPWORDS))
+        return " ".join(out)
+
+    def candidate(self) -> MemoryCandidate:
+        keywords = tuple(self.rng.choices(self.words, weights=self.weights, k=3))
+        return MemoryCandidate(
+            kind="fact",
+            text=self.phrase(8, 20),
+            source_thread_key="slack:C1:1700000000.000100",
+            keywords=keywords,
+            source_run_id="run-bench",
+            confidence=0.8,
+        )
+
+    def query(self) -> str:
+        """A chat message: content words and stopwords, so most rows share some token with it."""
+        return self.phrase(4, 10)
+
+    def keyword_query(self) -> str:
+        """Three content words, no stopwords: a selective MATCH."""
+        return " ".join(self.rng.choices(self.words, weights=self.weights, k=3))
+
+
+@dataclass(frozen=True)
+class Row:
+    what: str
+    records: int
+    cap: int
+    samples: Sequence[float]
+
+    def cells(self) -> str:
+        ordered = sorted(self.samples)
+        p50 = statistics.median(ordered) * 1000
+        p95 = ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))] * 1000
+        return f"| {self.what} | {self.records:,} | {self.cap:,} | {len(ordered)} | {p50:.2f} | {p95:.2f} |"
+
+
+async def fill(store: MemoryStore, scope: str, corpus: Corpus, count: int) -> None:
+    remaining = count
+    while remaining > 0:
+        size = min(50, remaining)
+        await store.write(scope, [corpus.candidate() for _ in range(size)])
+        remaining -= size
+
+
+async def timed(samples: list[float], call: Callable[[], Awaitable[object]]) -> None:
+    start = time.perf_counter()
+    await call()
+    samples.append(time.perf_counter() - start)
+
+
+async def bench_scope(
+    backend: str, workdir: Path, size: int, cap: int, iterations: int, *, reads: bool
+) -> list[Row]:
+    corpus = Corpus(seed=size)
+    clock = Clock()
+    rows: list[Row] = []
+    async with BACKENDS[backend](workdir, cap, clock) as store:
+        await fill(store, SCOPE, corpus, size)
+        for _ in range(20):  # warm caches and the connection
+            await store.retrieve(SCOPE, corpus.query(), LIMIT)
+        if reads:
+            for name, make_query in (
+                ("chat-message query", corpus.query),
+                ("3-keyword query", corpus.keyword_query),
+            ):
+                samples: list[float] = []
+                for _ in range(iterations):
+                    call = functools.partial(store.retrieve, SCOPE, make_query(), LIMIT)
+                    await timed(samples, call)
+                rows.append(Row(f"retrieve, limit {LIMIT}, {name}", size, cap, samples))
+        write: list[float] = []
+        for _ in range(iterations):
+            batch = [corpus.candidate() for _ in range(5)]
+            await timed(write, functools.partial(store.write, SCOPE, batch))
+        what = "write, 5 candidates" + (" (at the cap: evicts 5)" if size >= cap else " (under the cap)")
+        rows.append(Row(what, size, cap, write))
+    return rows
+
+
+async def bench_four_scopes(backend: str, workdir: Path, iterations: int) -> Row:
+    corpus = Corpus(seed=4)
+    clock = Clock()
+    scopes = ("org:acme", "repo:acme/api", "channel:slack:C1", "user:slack:U1")
+    async with BACKENDS[backend](workdir, FOUR_SCOPE_SIZE, clock) as store:
+        for scope in scopes:
+            await fill(store, scope, corpus, FOUR_SCOPE_SIZE)
+        samples: list[float] = []
+        for index in range(iterations + 20):
+            query = corpus.query()
+            start = time.perf_counter()
+            await memory_context_block(
+                store,
+                query,
+                organization="acme",
+                user_id="slack:U1",
+                channel_id="slack:C1",
+                repo="acme/api",
+                clock=clock,
+            )
+            if index >= 20:
+                samples.append(time.perf_counter() - start)
+    return Row(
+        "memory_context_block, 4 scopes, chat-message query", FOUR_SCOPE_SIZE, FOUR_SCOPE_SIZE, samples
+    )
+
+
+async def run(backend: str, sizes: Sequence[int], iterations: int) -> list[Row]:
+    rows: list[Row] = []
+    for size in sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
+            rows.extend(await bench_scope(backend, Path(tmp), size, MAX_SCOPE_CAP, iterations, reads=True))
+        if size < MAX_SCOPE_CAP:  # the steady state of a full scope: every write evicts
+            with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
+                rows.extend(await bench_scope(backend, Path(tmp), size, size, iterations, reads=False))
+    with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
+        rows.append(await bench_four_scopes(backend, Path(tmp), iterations))
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--store", choices=sorted(BACKENDS), default="sqlite")
+    parser.add_argument("--sizes", default="500,5000,10000", help="comma-separated active record counts")
+    parser.add_argument("--iterations", type=int, default=300)
+    args = parser.parse_args(argv)
+    sizes = [int(value) for value in args.sizes.split(",") if value]
+    rows = asyncio.run(run(args.store, sizes, args.iterations))
+    print(
+        f"store: {args.store}; Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; "
+        f"{platform.machine()}; cpus: {os.cpu_count()}; "
+        f"load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}"
+    )
+    print()
+    print("| operation | active records (per scope) | cap | samples | p50 ms | p95 ms |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: |")
+    for row in rows:
+        print(row.cells())
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,170 @@
+"""The bot's side of the memory service: a MemoryStore over HTTP (§19, §26, §29).
+
+Retrieval is advisory: any failure degrades to `[]` with one warning and never stalls a run beyond the
+timeout. Writes, listing and forgetting raise `MemoryStoreError` instead — the reflection pass catches
+and warns, and a human command must never be shown a silent empty list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import structlog
+
+from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, WriteResult
+from memory.wire import WireError, candidate_to_wire, record_from_wire
+
+log = structlog.get_logger("memory.http_store")
+
+DEFAULT_TIMEOUT = 5.0
+
+
+class _CallFailed(Exception):
+    """One round trip did not produce a 2xx JSON object; `status` is None for transport failures."""
+
+    def __init__(self, status: int | None, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class HttpMemoryStore:
+    """One pooled `httpx.AsyncClient` to the memory service; `cap` goes on every write when set."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        cap: int | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._cap = cap
+        self._timeout = timeout
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    @property
+    def cap(self) -> int | None:
+        """The per-scope cap sent on every write; None lets the service apply its own default."""
+        return self._cap
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
+        try:
+            reply = await self._call("/retrieve", {"scopeKey": scope_key, "query": query, "limit": limit})
+            records, dropped = _records(reply, scope_key)
+        except _CallFailed as failure:
+            log.warning(
+                "memory.retrieve_degraded", scope_key=scope_key, status=failure.status, reason=failure.reason
+            )
+            return []
+        if dropped:
+            log.warning("memory.retrieve_dropped_records", scope_key=scope_key, dropped=dropped)
+        return records
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        """`cap` overrides the configured cap for this batch, like every other store's write."""
+        if not candidates:
+            return WriteResult()
+        body: dict[str, object] = {
+            "scopeKey": scope_key,
+            "records": [candidate_to_wire(c) for c in candidates],
+        }
+        batch_cap = self._cap if cap is None else cap
+        if batch_cap is not None:
+            body["cap"] = batch_cap
+        reply = await self._checked("/write", body)
+        counts = {name: reply.get(name, 0) for name in ("inserted", "deduped", "superseded", "evicted")}
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values()):
+            raise MemoryStoreError("memory service /write: reply counts are not integers", status=200)
+        return WriteResult(**counts)
+
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
+        body: dict[str, object] = {"scopeKey": scope_key, "limit": limit}
+        if query is not None:
+            body["query"] = query
+        reply = await self._checked("/list", body)
+        try:
+            records, dropped = _records(reply, scope_key)
+        except _CallFailed as failure:
+            raise MemoryStoreError(f"memory service /list: {failure.reason}", status=200) from None
+        if dropped:
+            log.warning("memory.list_dropped_records", scope_key=scope_key, dropped=dropped)
+        return records
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        reply = await self._checked("/forget", {"scopeKey": scope_key, "id": record_id})
+        forgotten = reply.get("forgotten")
+        if not isinstance(forgotten, bool):
+            raise MemoryStoreError("memory service /forget: reply has no boolean 'forgotten'", status=200)
+        return forgotten
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _checked(self, route: str, body: dict[str, object]) -> dict[str, Any]:
+        """A call whose failure a human must see: MemoryStoreError with the status and the reason."""
+        try:
+            return await self._call(route, body)
+        except _CallFailed as failure:
+            raise MemoryStoreError(
+                f"memory service {route} failed: {failure.reason}", status=failure.status
+            ) from None
+
+    async def _call(self, route: str, body: dict[str, object]) -> dict[str, Any]:
+        """One POST, bounded as a whole by the timeout (httpx's own timeouts are per phase)."""
+        try:
+            async with asyncio.timeout(self._timeout):
+                response = await self._client.post(route, json=body)
+        except (TimeoutError, httpx.TimeoutException):
+            raise _CallFailed(None, "timed out") from None
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            raise _CallFailed(None, f"transport error ({type(exc).__name__})") from None
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = None
+        if not response.is_success:
+            error = reply.get("error") if isinstance(reply, dict) else None
+            if not isinstance(error, str) or not error:
+                error = response.reason_phrase or "no reason"
+            reason = error[:200]
+            raise _CallFailed(response.status_code, f"{response.status_code} {reason}")
+        if not isinstance(reply, dict):
+            raise _CallFailed(response.status_code, "reply is not a JSON object")
+        return reply
+
+
+def _records(reply: dict[str, Any], scope_key: str) -> tuple[builtins.list[MemoryRecord], int]:
+    """The reply's well-formed records of this scope, and how many others were dropped."""
+    raw = reply.get("records")
+    if not isinstance(raw, builtins.list):
+        raise _CallFailed(200, "reply has no records array")
+    records: builtins.list[MemoryRecord] = []
+    for item in raw:
+        try:
+            record = record_from_wire(item)
+        except WireError:
+            continue
+        if record.scope_key == scope_key:
+            records.append(record)
+    return records, len(raw) - len(records)

@@ -1,0 +1,643 @@
+"""The PostgreSQL memory store: one shared database for several bot and memory-service replicas.
+
+Everything that is per-scope in the SQLite store (one database file per scope) is per-`scope_key` rows
+here: every statement is filtered by `scope_key`, and a batch runs in one transaction under a per-scope
+transaction-level advisory lock — the equivalent of the Durable Object's single writer. Ranking, dedup,
+supersede and eviction are decided by `memory.engine` (invariant 2); this module only persists.
+
+The full-text column is generated from the engine's own tokens of text and keywords (`tokens`, computed
+with `memory.scorer.record_tokens`), so a record matches a query token in SQL exactly when the engine
+would say it does — no PostgreSQL parser or dictionary stands between them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Final, cast
+
+import psycopg
+import structlog
+from psycopg import AsyncConnection, IsolationLevel
+from psycopg.conninfo import conninfo_to_dict
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from memory.engine import (
+    matches_filter,
+    mint_record,
+    normalize_text,
+    parse_record_id,
+    plan_eviction,
+    plan_write,
+    rank_records,
+)
+from memory.scope import validate_scope_key
+from memory.scorer import record_tokens
+
+# The §17 token rules and the cap rule are shared with the SQLite store, never restated.
+from memory.sqlite_store import candidate_cap, match_tokens, validate_cap
+from memory.types import (
+    DEFAULT_SCOPE_CAP,
+    RECORD_KINDS,
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStoreError,
+    RecordKind,
+    RecordStatus,
+    WriteResult,
+)
+
+log = structlog.get_logger("memory")
+
+Clock = Callable[[], float]
+Connection = AsyncConnection[TupleRow]
+
+# Where the bot and the service take the DSN from: every start-up error names both.
+DSN_SETTING: Final = "DATABASE_URL / --database-url"
+DEFAULT_APPLICATION_NAME: Final = "switchboard-memory"
+# First key of the two-key advisory lock, so our per-scope locks never meet another application's.
+_LOCK_NAMESPACE: Final = 0x5B_4D_45_4D  # "[MEM"
+_SCHEMA_LOCK: Final = 0
+_MAX_SEQ: Final = 2**63 - 1
+_TOKEN: Final = re.compile(r"[a-z0-9]+")
+
+# The one migration path: re-applied on every open, safe over live data. A later column is added here
+# with ALTER TABLE … ADD COLUMN IF NOT EXISTS.
+_SCHEMA: Final[tuple[str, ...]] = (
+    """
+    CREATE TABLE IF NOT EXISTS memory_records (
+        scope_key text NOT NULL,
+        seq bigint NOT NULL,
+        id text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('fact', 'summary')),
+        text text NOT NULL,
+        norm text NOT NULL,
+        keywords text[] NOT NULL DEFAULT '{}',
+        tokens text[] NOT NULL DEFAULT '{}',
+        source_thread_key text NOT NULL,
+        source_run_id text,
+        created_at double precision NOT NULL,
+        last_used_at double precision,
+        use_count integer NOT NULL DEFAULT 0,
+        confidence double precision,
+        supersedes text,
+        status text NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted')),
+        tsv tsvector GENERATED ALWAYS AS (array_to_tsvector(tokens)) STORED,
+        PRIMARY KEY (scope_key, seq)
+    )
+    """,
+    # Write-time dedup. md5: a norm can be longer than a btree entry may be.
+    "CREATE INDEX IF NOT EXISTS memory_records_status_norm ON memory_records (scope_key, status, md5(norm))",
+    # list's newest-first page and the active COUNT(*).
+    "CREATE INDEX IF NOT EXISTS memory_records_active_seq ON memory_records (scope_key, status, seq DESC)",
+    # Status-prefixed scans by use: the eviction fetch.
+    "CREATE INDEX IF NOT EXISTS memory_records_active_used"
+    " ON memory_records (scope_key, status, last_used_at DESC, created_at DESC)",
+    # The FTS index holds exactly the active rows: a soft delete leaves it by the status flip.
+    "CREATE INDEX IF NOT EXISTS memory_records_fts ON memory_records USING gin (tsv) WHERE status = 'active'",
+)
+
+_COLUMNS: Final = (
+    "seq, id, scope_key, kind, text, source_thread_key, created_at, keywords, source_run_id,"
+    " last_used_at, use_count, confidence, supersedes, status"
+)
+# `status = 'active'` stays a literal everywhere so the planner can use the partial FTS index.
+_SELECT_MATCHES: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %(scope)s AND status = 'active' AND tsv @@ %(q)s::tsquery
+    ORDER BY ts_rank(tsv, %(q)s::tsquery, 1) DESC, seq DESC
+    LIMIT %(n)s
+"""
+_SELECT_LIST: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND status = 'active'
+    ORDER BY seq DESC LIMIT %s
+"""
+_SELECT_LIST_MATCHING: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND status = 'active' AND tsv @@ %s::tsquery
+    ORDER BY seq DESC LIMIT %s
+"""
+_SELECT_SAME_NORM: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND status = 'active' AND md5(norm) = md5(%s) AND norm = %s
+    ORDER BY seq
+"""
+_SELECT_ONE_ACTIVE: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active'
+"""
+_SELECT_ACTIVE: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' ORDER BY seq
+"""
+_LOCK_SCOPE: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, hashtext(%s))"
+_LOCK_SCHEMA: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, {_SCHEMA_LOCK})"
+_MAX_SEQ_OF_SCOPE: Final = "SELECT COALESCE(MAX(seq), 0) FROM memory_records WHERE scope_key = %s"
+_COUNT_ACTIVE: Final = "SELECT COUNT(*) FROM memory_records WHERE scope_key = %s AND status = 'active'"
+_BUMP_DEDUP: Final = "UPDATE memory_records SET use_count = use_count + 1 WHERE scope_key = %s AND seq = %s"
+# The usage bump: ONE statement for the whole returned set (§17), by primary key.
+_BUMP_USAGE: Final = (
+    "UPDATE memory_records SET last_used_at = %s, use_count = use_count + 1"
+    " WHERE scope_key = %s AND seq = ANY(%s)"
+)
+_NO_COMMIT_WAIT: Final = "SET LOCAL synchronous_commit = off"
+_SUPERSEDE: Final = (
+    "UPDATE memory_records SET status = 'superseded' WHERE scope_key = %s AND seq = %s AND status = 'active'"
+)
+_EVICT: Final = "UPDATE memory_records SET status = 'evicted' WHERE scope_key = %s AND seq = ANY(%s)"
+_FORGET: Final = (
+    "UPDATE memory_records SET status = 'forgotten'"
+    " WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active'"
+)
+_INSERT: Final = """
+    INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, keywords, tokens, source_thread_key,
+        source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+# A row as selected: its seq (the key's second half) and the record.
+_Row = tuple[int, MemoryRecord]
+
+
+def match_query(query: str) -> str | None:
+    """The OR of the query's match tokens as a tsquery literal, or None when it has no tokens.
+
+    Every term is an `[a-z0-9]+` token in quotes, so user text never becomes tsquery syntax.
+    """
+    terms = [f"'{token}'" for token in match_tokens(query) if _TOKEN.fullmatch(token)]
+    return " | ".join(terms) or None
+
+
+class PostgresMemoryStore:
+    """A `MemoryStore` on PostgreSQL (psycopg 3 async, one connection pool).
+
+    The constructor only checks its arguments (a malformed DSN fails there); `await open()` — or the
+    first operation — verifies the server, applies the schema and starts the pool. Call `open()` at
+    start-up so an unreachable server is one clear line naming the setting, not a later surprise.
+    """
+
+    def __init__(
+        self,
+        dsn: str,
+        cap: int = DEFAULT_SCOPE_CAP,
+        *,
+        clock: Clock = time.time,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout: float = 5.0,
+        reconnect_timeout: float = 10.0,
+        application_name: str | None = None,
+    ) -> None:
+        if not 1 <= min_size <= max_size:
+            raise ValueError(f"pool sizes must satisfy 1 <= min_size <= max_size, got {min_size}, {max_size}")
+        if timeout <= 0:
+            raise ValueError(f"timeout must be positive seconds, got {timeout!r}")
+        params = _dsn_params(dsn)  # ValueError naming the setting when malformed
+        self._where = _describe(params)
+        self._dsn = dsn
+        self._cap = validate_cap(cap)
+        self._clock = clock
+        self._min_size = min_size
+        self._max_size = max_size
+        self._timeout = timeout
+        self._reconnect_timeout = reconnect_timeout
+        # Explicit, else the DSN's own, else ours: what pg_stat_activity shows for this pool.
+        self._application_name = (
+            application_name or params.get("application_name") or DEFAULT_APPLICATION_NAME
+        )
+        self._pool: AsyncConnectionPool[Connection] | None = None
+        self._opening = asyncio.Lock()
+        self._open_attempts = 0
+        self._open_error: MemoryStoreError | None = None
+        self._purge: asyncio.Task[None] | None = None
+        self._closed = False
+
+    @classmethod
+    async def connect(cls, dsn: str, cap: int = DEFAULT_SCOPE_CAP, **options: Any) -> PostgresMemoryStore:
+        """A store that is open and ready, or a `MemoryStoreError` naming the DSN setting."""
+        store = cls(dsn, cap, **options)
+        await store.open()
+        return store
+
+    @property
+    def cap(self) -> int:
+        return self._cap
+
+    @property
+    def where(self) -> str:
+        """host:port/dbname of the server (for logs: never the password)."""
+        return self._where
+
+    @property
+    def application_name(self) -> str:
+        """The `application_name` of every pooled connection (what `pg_stat_activity` shows)."""
+        return self._application_name
+
+    async def open(self) -> None:
+        """Verify the server, apply the schema, start the pool; idempotent.
+
+        Raises `MemoryStoreError` naming DATABASE_URL / --database-url when the server cannot be used.
+        """
+        finished_before = self._open_attempts  # attempts finished before this caller queued
+        async with self._opening:
+            if self._closed:
+                raise MemoryStoreError("the PostgreSQL memory store is closed")
+            if self._pool is not None:
+                return
+            if self._open_attempts != finished_before and self._open_error is not None:
+                # Another caller tried while this one queued, and failed: one dial, not one per caller.
+                raise self._open_error
+            try:
+                self._pool = await self._open_pool()
+                self._open_error = None
+            except MemoryStoreError as error:
+                self._open_error = error
+                raise
+            finally:
+                self._open_attempts += 1
+            log.info("memory.store.opened", store="postgres", where=self._where, cap=self._cap)
+
+    async def aclose(self) -> None:
+        async with self._opening:
+            self._closed = True
+            pool, self._pool = self._pool, None
+        if self._purge is not None:
+            self._purge.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._purge
+        if pool is not None:
+            await pool.close()
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
+        """FTS prefilter by rank, the engine's ranking, one batched usage bump; `[]` if the server is lost."""
+        validate_scope_key(scope_key)
+        tsquery = match_query(query)
+        if tsquery is None or limit <= 0:
+            return []
+        try:
+            pool = await self._ready()
+            return await self._retrieve(pool, scope_key, query, tsquery, limit)
+        except (psycopg.Error, MemoryStoreError) as error:
+            log.warning(
+                "memory.retrieve_failed",
+                store="postgres",
+                scope_key=scope_key,
+                error=_kind(error),
+                message=f"PostgreSQL memory unavailable, continuing without memory: {_first_line(error)}",
+            )
+            return []
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        """One transaction per batch under the scope's advisory lock: plan, apply, evict — or nothing.
+
+        `cap` overrides the store's cap for this batch (the memory service's per-request cap).
+        """
+        validate_scope_key(scope_key)
+        batch_cap = self._cap if cap is None else validate_cap(cap)
+        batch = builtins.list(candidates)
+        for index, candidate in enumerate(batch):
+            _check_storable(candidate, index)
+        if not batch:
+            return WriteResult()
+        pool = await self._ready()
+        try:
+            result = await self._write(pool, scope_key, batch, batch_cap)
+        except psycopg.Error as error:
+            raise _failure("write", scope_key, error) from error
+        if result.evicted:
+            log.info(
+                "memory.store.evicted", scope_key=scope_key, candidates=len(batch), evicted=result.evicted
+            )
+        return result
+
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
+        """Active records newest first, optionally through the same FTS prefilter; no usage bump."""
+        validate_scope_key(scope_key)
+        params: tuple[object, ...]
+        if query is None:
+            sql, params = _SELECT_LIST, (scope_key, limit)
+        else:
+            tsquery = match_query(query)
+            if tsquery is None:
+                return []
+            sql, params = _SELECT_LIST_MATCHING, (scope_key, tsquery, limit)
+        if limit <= 0:
+            return []
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn:
+                rows = await _fetch(conn, sql, params)
+        except psycopg.Error as error:
+            raise _failure("list", scope_key, error) from error
+        records = [record for _, record in rows]
+        if query is not None:
+            # The prefilter already is this gate (the same engine tokens); kept as the definition.
+            records = [record for record in records if matches_filter(record, query)]
+        return records
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        """Soft-delete one active record of this scope; a foreign or unknown id forgets nothing."""
+        validate_scope_key(scope_key)
+        seq = _own_seq(scope_key, record_id)
+        if seq is None:
+            return False  # not an id minted in this scope: no row of this scope can hold it
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn:
+                cursor = await conn.execute(_FORGET, (scope_key, seq, record_id))
+                forgotten = cursor.rowcount > 0
+        except psycopg.Error as error:
+            raise _failure("forget", scope_key, error) from error
+        log.info("memory.forget", store="postgres", scope_key=scope_key, id=record_id, forgotten=forgotten)
+        return forgotten
+
+    # --- the work ------------------------------------------------------------------------------------
+
+    async def _ready(self) -> AsyncConnectionPool[Connection]:
+        """The open pool, opening it on first use (a failed open is retried by the next call)."""
+        pool = self._pool
+        if pool is None:
+            await self.open()
+            pool = self._pool
+            assert pool is not None
+        return pool
+
+    async def _open_pool(self) -> AsyncConnectionPool[Connection]:
+        connect_kwargs: dict[str, Any] = {
+            "autocommit": True,
+            "application_name": self._application_name,
+            "connect_timeout": max(2, round(self._timeout)),
+        }
+        try:
+            conn = await AsyncConnection.connect(self._dsn, **connect_kwargs)
+        except psycopg.Error as error:
+            raise self._unusable("cannot connect to", error) from None
+        try:
+            await _apply_schema(conn)
+        except psycopg.Error as error:
+            raise self._unusable("cannot prepare the memory schema in", error) from None
+        finally:
+            await conn.close()
+        pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
+            self._dsn,
+            kwargs=connect_kwargs,
+            min_size=self._min_size,
+            max_size=self._max_size,
+            open=False,
+            configure=_configure,
+            # A connection whose backend died (server restart, terminated backend) fails this check
+            # and is replaced, instead of failing the caller's statement.
+            check=self._check_connection,
+            timeout=self._timeout,
+            # Reconnection backs off exponentially (1 s, 2 s, 4 s …) and gives up after this long; the
+            # next request then dials at once. Short, so a returning server is used within seconds.
+            reconnect_timeout=self._reconnect_timeout,
+            name=self._application_name,
+        )
+        try:
+            await pool.open(wait=True, timeout=self._timeout)
+        except psycopg.Error as error:
+            await pool.close()
+            raise self._unusable("cannot connect to", error) from None
+        return pool
+
+    async def _check_connection(self, conn: Connection) -> None:
+        """The pool's check before handing a connection out; one dead connection means the server
+        restarted or dropped us, so every idle one is checked and replaced at once. Otherwise the pool
+        would meet them one by one, backing off 1 s, 2 s, 4 s … between them."""
+        try:
+            await AsyncConnectionPool.check_connection(conn)
+        except Exception:
+            if self._pool is not None and self._purge is None:
+                self._purge = asyncio.create_task(self._purge_dead(self._pool))
+            raise
+
+    async def _purge_dead(self, pool: AsyncConnectionPool[Connection]) -> None:
+        try:
+            await pool.check()
+        except psycopg.Error as error:
+            log.warning("memory.store.pool_check_failed", store="postgres", error=_kind(error))
+        finally:
+            self._purge = None
+
+    def _unusable(self, what: str, error: psycopg.Error) -> MemoryStoreError:
+        return MemoryStoreError(f"{what} PostgreSQL at {self._where} ({DSN_SETTING}): {_first_line(error)}")
+
+    async def _retrieve(
+        self, pool: AsyncConnectionPool[Connection], scope_key: str, query: str, tsquery: str, limit: int
+    ) -> builtins.list[MemoryRecord]:
+        params = {"scope": scope_key, "q": tsquery, "n": candidate_cap(limit)}
+        # No transaction: the SELECT is one snapshot (before or after any concurrent batch), and a
+        # bump landing on a row a concurrent batch just retired is harmless.
+        async with pool.connection() as conn:
+            rows = await _fetch(conn, _SELECT_MATCHES, params)
+            # The rank only chose who reaches the engine; seq order makes ties rank as in every store.
+            rows.sort(key=lambda row: row[0])
+            now = self._clock()
+            ranked = rank_records((record for _, record in rows), query, limit, now)
+            if not ranked:
+                return []
+            seqs = {record.id: seq for seq, record in rows}
+            # One round trip (pipeline); no WAL flush wait: a usage bump lost in a server crash is
+            # harmless, and retrieve is on every request's path. Writes keep the durable commit.
+            async with conn.pipeline(), conn.transaction():
+                await conn.execute(_NO_COMMIT_WAIT)
+                await conn.execute(_BUMP_USAGE, (now, scope_key, [seqs[record.id] for record in ranked]))
+        return [replace(record, last_used_at=now, use_count=record.use_count + 1) for record in ranked]
+
+    async def _write(
+        self,
+        pool: AsyncConnectionPool[Connection],
+        scope_key: str,
+        batch: Sequence[MemoryCandidate],
+        cap: int,
+    ) -> WriteResult:
+        inserted = deduped = superseded = evicted = 0
+        async with pool.connection() as conn, conn.transaction():
+            # The scope's single writer: held until COMMIT/ROLLBACK, so seq and lookups cannot race.
+            await conn.execute(_LOCK_SCOPE, (scope_key,))
+            cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
+            seq = int(_one(await cursor.fetchone()))
+            now = self._clock()
+            for candidate in batch:
+                lookup = await _write_pool(conn, scope_key, candidate)
+                plan = plan_write(scope_key, candidate, [record for _, record in lookup])
+                seqs = {record.id: row_seq for row_seq, record in lookup}
+                if plan.action == "dedup" and plan.dedup_id is not None:
+                    await conn.execute(_BUMP_DEDUP, (scope_key, seqs[plan.dedup_id]))
+                    deduped += 1
+                    continue
+                if plan.supersede_id is not None:
+                    cursor = await conn.execute(_SUPERSEDE, (scope_key, seqs[plan.supersede_id]))
+                    superseded += cursor.rowcount
+                seq += 1
+                await _insert(conn, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+                inserted += 1
+            cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
+            if int(_one(await cursor.fetchone())) > cap:
+                active = await _fetch(conn, _SELECT_ACTIVE, (scope_key,))
+                doomed = set(plan_eviction([record for _, record in active], cap))
+                doomed_seqs = [row_seq for row_seq, record in active if record.id in doomed]
+                await conn.execute(_EVICT, (scope_key, doomed_seqs))
+                evicted = len(doomed_seqs)
+        return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+
+
+# --- helpers ------------------------------------------------------------------------------------------
+
+
+async def _configure(conn: Connection) -> None:
+    # The advisory lock is taken by the batch's first statement; READ COMMITTED gives every later
+    # statement a fresh snapshot, so the batch sees what the previous lock holder committed.
+    await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
+
+
+async def _apply_schema(conn: Connection) -> None:
+    """CREATE … IF NOT EXISTS under a lock, so replicas starting together do not race each other."""
+    async with conn.transaction():
+        await conn.execute(_LOCK_SCHEMA)
+        for statement in _SCHEMA:
+            await conn.execute(statement)
+
+
+async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandidate) -> builtins.list[_Row]:
+    """Exactly the rows plan_write reads (§18): the supersede target, else the same-norm actives."""
+    if candidate.supersedes:
+        seq = _own_seq(scope_key, candidate.supersedes)
+        if seq is None:
+            return []
+        return await _fetch(conn, _SELECT_ONE_ACTIVE, (scope_key, seq, candidate.supersedes))
+    norm = normalize_text(candidate.text)
+    return await _fetch(conn, _SELECT_SAME_NORM, (scope_key, norm, norm))
+
+
+async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
+    await conn.execute(
+        _INSERT,
+        (
+            record.scope_key,
+            seq,
+            record.id,
+            record.kind,
+            record.text,
+            normalize_text(record.text),
+            builtins.list(record.keywords),
+            sorted(record_tokens(record)),
+            record.source_thread_key,
+            record.source_run_id,
+            record.created_at,
+            record.last_used_at,
+            record.use_count,
+            record.confidence,
+            record.supersedes,
+            record.status,
+        ),
+    )
+
+
+async def _fetch(conn: Connection, sql: str, params: Any) -> builtins.list[_Row]:
+    cursor = await conn.execute(sql, params)
+    return [_row(row) for row in await cursor.fetchall()]
+
+
+def _row(row: TupleRow) -> _Row:
+    """One selected row (in `_COLUMNS` order) as its seq and record."""
+    record = MemoryRecord(
+        id=row[1],
+        scope_key=row[2],
+        kind=cast(RecordKind, row[3]),
+        text=row[4],
+        source_thread_key=row[5],
+        created_at=row[6],
+        keywords=tuple(row[7]),
+        source_run_id=row[8],
+        last_used_at=row[9],
+        use_count=row[10],
+        confidence=row[11],
+        supersedes=row[12],
+        status=cast(RecordStatus, row[13]),
+    )
+    return int(row[0]), record
+
+
+def _one(row: TupleRow | None) -> Any:
+    if row is None:
+        raise psycopg.DataError("expected one row, got none")
+    return row[0]
+
+
+def _own_seq(scope_key: str, record_id: str) -> int | None:
+    """The seq of an id minted in this scope; None for a foreign, malformed or out-of-range id."""
+    parsed = parse_record_id(record_id)
+    if parsed is None or parsed[0] != scope_key or parsed[1] > _MAX_SEQ:
+        return None
+    return parsed[1]
+
+
+def _check_storable(candidate: MemoryCandidate, index: int) -> None:
+    """Refuse, before any statement, what a PostgreSQL text column cannot hold (NUL, lone surrogates)."""
+    if candidate.kind not in RECORD_KINDS:
+        raise ValueError(f"candidates[{index}].kind must be one of {sorted(RECORD_KINDS)}")
+    fields: dict[str, str | None] = {
+        "text": candidate.text,
+        "source_thread_key": candidate.source_thread_key,
+        "source_run_id": candidate.source_run_id,
+        "supersedes": candidate.supersedes,
+    }
+    fields.update({f"keywords[{n}]": keyword for n, keyword in enumerate(candidate.keywords)})
+    for name, value in fields.items():
+        if value is None:
+            continue
+        if "\x00" in value:
+            raise ValueError(f"candidates[{index}].{name} must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"candidates[{index}].{name} must be valid Unicode text") from None
+
+
+def _dsn_params(dsn: str) -> dict[str, str]:
+    """A DSN's parameters; a malformed DSN is refused naming the setting.
+
+    The parser's own message is not repeated: it quotes the DSN, password included.
+    """
+    if not dsn.strip():
+        raise ValueError(f"{DSN_SETTING} is empty; expected postgresql://user:password@host:port/dbname")
+    try:
+        params = conninfo_to_dict(dsn)
+    except psycopg.Error:
+        raise ValueError(
+            f"{DSN_SETTING} is not a valid PostgreSQL connection string;"
+            " expected postgresql://user:password@host:port/dbname or key=value pairs"
+        ) from None
+    return {key: str(value) for key, value in params.items() if value is not None}
+
+
+def _describe(params: dict[str, str]) -> str:
+    """host:port/dbname — never the password."""
+    host = params.get("host") or params.get("hostaddr") or "localhost"
+    port = params.get("port") or "5432"
+    return f"{host}:{port}/{params.get('dbname') or params.get('user') or '?'}"
+
+
+def _first_line(error: BaseException) -> str:
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__
+
+
+def _failure(action: str, scope_key: str, error: psycopg.Error) -> MemoryStoreError:
+    log.warning(f"memory.{action}_failed", store="postgres", scope_key=scope_key, error=_kind(error))
+    return MemoryStoreError(f"PostgreSQL memory {action} failed: {_first_line(error)}")
+
+
+def _kind(error: BaseException) -> str:
+    return type(error).__name__

@@ -1,0 +1,281 @@
+"""The memory service: one durable store shared over HTTP by several bot processes (§15, §16, §26, §29).
+
+`create_app(store, token)` builds a Starlette app over any store that accepts a per-batch cap. Every
+data route checks, in this order and before the body is read: route (404) and method (405), the bearer
+token (401, constant-time, fail closed on an empty token), then the size fence (411/413). Only then is
+the body read and parsed, and every field validated (400 naming the field) before the store is touched.
+"""
+
+from __future__ import annotations
+
+import hmac
+import inspect
+import json
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol
+
+import structlog
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from memory.scope import validate_scope_key
+from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate, MemoryStore, WriteResult
+from memory.wire import (
+    MAX_BATCH,
+    MAX_QUERY_CHARS,
+    WireError,
+    candidate_from_wire,
+    is_unicode_text,
+    record_to_wire,
+)
+
+log = structlog.get_logger("memory.service")
+
+MAX_BODY_BYTES = 512 * 1024
+MAX_ID_CHARS = 200
+_DIGITS = re.compile(r"[0-9]+")
+_ID_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
+
+LogFields = dict[str, object]
+
+
+class CapAwareStore(MemoryStore, Protocol):
+    """A store whose write takes the caller's per-scope cap for that batch (the wire's `cap`, §29).
+
+    Eviction must happen inside the batch's own transaction (§28), so the cap travels with the write
+    instead of being applied afterwards.
+    """
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult: ...
+
+
+class Refusal(Exception):
+    """A request the service answers with a 4xx and a reason naming what was wrong."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+Handler = Callable[[dict[str, object], LogFields], Awaitable[dict[str, object]]]
+
+
+def create_app(store: CapAwareStore, token: str | None) -> Starlette:
+    """The service over `store`; `token` empty or None means every data request is refused (401)."""
+    if "cap" not in inspect.signature(store.write).parameters:
+        raise TypeError(f"{type(store).__name__}.write must accept cap= (the wire's per-batch cap)")
+    service = _Service(store, token)
+    routes = [
+        Route("/healthz", _healthz, methods=["GET"]),
+        Route("/retrieve", service.endpoint("/retrieve", service.retrieve), methods=["POST"]),
+        Route("/write", service.endpoint("/write", service.write), methods=["POST"]),
+        Route("/list", service.endpoint("/list", service.list), methods=["POST"]),
+        Route("/forget", service.endpoint("/forget", service.forget), methods=["POST"]),
+    ]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app.router.redirect_slashes = False  # /write/ is not /write: 404, never a redirect
+    return app
+
+
+async def _healthz(request: Request) -> Response:
+    return JSONResponse({"ok": True})
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    """Routing refusals (404, 405) speak JSON like every other answer."""
+    assert isinstance(exc, HTTPException)
+    reason = {404: "not found", 405: "method not allowed"}.get(exc.status_code, exc.detail)
+    return JSONResponse({"error": reason}, status_code=exc.status_code, headers=exc.headers)
+
+
+class _Service:
+    def __init__(self, store: CapAwareStore, token: str | None) -> None:
+        self._store = store
+        self._token = token.encode("utf-8") if token else b""
+
+    def endpoint(self, route: str, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
+        async def endpoint(request: Request) -> Response:
+            started = time.perf_counter()
+            fields: LogFields = {}
+            try:
+                self._authorize(request)
+                body = await _read_body(request)
+                payload = await handler(body, fields)
+                status = 200
+            except Refusal as refusal:
+                payload, status = {"error": refusal.reason}, refusal.status
+                fields["error"] = refusal.reason
+            except ValueError as exc:  # the store refused what the wire rules let through
+                reason = str(exc)[:300]
+                payload, status = {"error": reason}, 400
+                fields["error"] = reason
+            except Exception as exc:  # a store failure: answer 500, keep serving
+                log.error("memory.service.store_failed", route=route, error_type=type(exc).__name__)
+                payload, status = {"error": "store failure"}, 500
+            log.info(
+                "memory.service.request",
+                route=route,
+                status=status,
+                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                **fields,
+            )
+            return JSONResponse(payload, status_code=status)
+
+        return endpoint
+
+    def _authorize(self, request: Request) -> None:
+        """`Authorization: Bearer <token>`, compared in constant time; no configured token → nobody."""
+        header = request.headers.get("authorization", "")
+        scheme, _, presented = header.partition(" ")
+        if not self._token or scheme.lower() != "bearer" or not presented:
+            raise Refusal(401, "unauthorized")
+        # Header values arrive latin-1 decoded: encoding back recovers the bytes that were sent.
+        if not hmac.compare_digest(presented.encode("latin-1"), self._token):
+            raise Refusal(401, "unauthorized")
+
+    # --- routes: each validates its body fully before touching the store ---------------------------
+
+    async def retrieve(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        scope_key = _scope_key(body, fields)
+        query = _query(body.get("query"), required=True)
+        limit = _limit(body.get("limit"))
+        assert query is not None
+        records = await self._store.retrieve(scope_key, query, limit)
+        fields["records"] = len(records)
+        return {"records": [record_to_wire(r) for r in records]}
+
+    async def write(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        scope_key = _scope_key(body, fields)
+        raw = body.get("records")
+        if not isinstance(raw, list):
+            raise Refusal(400, "records must be an array")
+        if len(raw) > MAX_BATCH:
+            raise Refusal(400, f"records must hold at most {MAX_BATCH} candidates")
+        try:
+            candidates = [candidate_from_wire(item, index) for index, item in enumerate(raw)]
+        except WireError as exc:
+            raise Refusal(400, str(exc)) from None
+        cap = _cap(body.get("cap"))
+        fields["candidates"] = len(candidates)
+        if cap is not None:
+            fields["cap"] = cap
+        result = await self._store.write(scope_key, candidates, cap=cap)
+        fields.update(
+            inserted=result.inserted,
+            deduped=result.deduped,
+            superseded=result.superseded,
+            evicted=result.evicted,
+        )
+        return {
+            "ok": True,
+            "inserted": result.inserted,
+            "deduped": result.deduped,
+            "superseded": result.superseded,
+            "evicted": result.evicted,
+        }
+
+    async def list(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        scope_key = _scope_key(body, fields)
+        limit = _limit(body.get("limit"))
+        query = _query(body.get("query"), required=False)
+        fields["filtered"] = query is not None
+        records = await self._store.list(scope_key, limit, query)
+        fields["records"] = len(records)
+        return {"records": [record_to_wire(r) for r in records]}
+
+    async def forget(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        scope_key = _scope_key(body, fields)
+        record_id = _record_id(body.get("id"))
+        fields["id"] = record_id
+        forgotten = await self._store.forget(scope_key, record_id)
+        fields["forgotten"] = forgotten
+        return {"ok": True, "forgotten": forgotten}
+
+
+async def _read_body(request: Request) -> dict[str, object]:
+    """The size fence first (411/413, nothing read yet), then the body, then JSON into an object."""
+    if "transfer-encoding" in request.headers:
+        raise Refusal(411, "Content-Length is required (no chunked bodies)")
+    lengths = request.headers.getlist("content-length")
+    if len(lengths) != 1 or not _DIGITS.fullmatch(lengths[0]):
+        raise Refusal(411, "Content-Length must be a plain digit string")
+    declared = lengths[0].lstrip("0")
+    if len(declared) > len(str(MAX_BODY_BYTES)) or int(declared or "0") > MAX_BODY_BYTES:
+        raise Refusal(413, f"body must be at most {MAX_BODY_BYTES} bytes")
+    limit = int(declared or "0")
+    raw = bytearray()
+    try:
+        async for chunk in request.stream():
+            raw += chunk
+            if len(raw) > limit:
+                raise Refusal(413, "body is longer than its Content-Length")
+    except ClientDisconnect:
+        raise Refusal(400, "body was cut off") from None
+    try:
+        parsed: Any = json.loads(bytes(raw), parse_constant=_no_constant)
+    except (ValueError, RecursionError):
+        raise Refusal(400, "body must be valid JSON") from None
+    if not isinstance(parsed, dict):
+        raise Refusal(400, "body must be a JSON object")
+    return parsed
+
+
+def _no_constant(name: str) -> object:
+    raise ValueError(f"{name} is not JSON")
+
+
+def _scope_key(body: dict[str, object], fields: LogFields) -> str:
+    try:
+        scope_key = validate_scope_key(body.get("scopeKey"))
+    except ValueError as exc:
+        raise Refusal(400, f"scopeKey is invalid: {exc}") from None
+    if not is_unicode_text(scope_key):
+        raise Refusal(400, "scopeKey is invalid: it must be valid Unicode text")
+    fields["scope_key"] = scope_key
+    return scope_key
+
+
+def _query(value: object, *, required: bool) -> str | None:
+    if value is None and not required:
+        return None
+    if not isinstance(value, str):
+        raise Refusal(400, "query must be a string")
+    if len(value) > MAX_QUERY_CHARS:
+        raise Refusal(400, f"query must be at most {MAX_QUERY_CHARS} characters")
+    if not is_unicode_text(value):
+        raise Refusal(400, "query must be valid Unicode text")
+    return value
+
+
+def _limit(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
+        raise Refusal(400, f"limit must be an integer from 1 to {MAX_LIMIT}")
+    return value
+
+
+def _cap(value: object) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SCOPE_CAP:
+        raise Refusal(400, f"cap must be an integer from 1 to {MAX_SCOPE_CAP}")
+    return value
+
+
+def _record_id(value: object) -> str:
+    if not isinstance(value, str) or not value:
+        raise Refusal(400, "id must be a non-empty string")
+    if len(value) > MAX_ID_CHARS:
+        raise Refusal(400, f"id must be at most {MAX_ID_CHARS} characters")
+    if _ID_FORBIDDEN.search(value):
+        raise Refusal(400, "id must not contain whitespace or control characters")
+    if not is_unicode_text(value):
+        raise Refusal(400, "id must be valid Unicode text")
+    return value

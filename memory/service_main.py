@@ -1,0 +1,140 @@
+"""`switchboard memory-service`: serve the embedded durable store over HTTP with uvicorn.
+
+The bearer token comes only from the MEMORY_TOKEN environment variable. Without it the service still
+starts (health checks pass) but refuses every data request: fail closed, loudly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import structlog
+import uvicorn
+
+from memory.build import memory_dir
+from memory.service import CapAwareStore, create_app
+from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
+
+log = structlog.get_logger("memory.service")
+
+TOKEN_ENV = "MEMORY_TOKEN"
+DATABASE_URL_ENV = "DATABASE_URL"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="switchboard memory-service",
+        description="Serve the memory store over HTTP so several bot processes share one memory. "
+        f"The bearer token is read from ${TOKEN_ENV}.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8787, help="TCP port (default 8787)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("data"),
+        metavar="DIR",
+        help="data directory; the store lives in DIR/memory (default ./data, as the bot's data_dir)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        metavar="DSN",
+        help=f"serve the PostgreSQL store at DSN instead of SQLite (default ${DATABASE_URL_ENV}, if set)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    configure_logging()
+    database_url = args.database_url or os.environ.get(DATABASE_URL_ENV) or None
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn handles SIGINT; a second ^C lands here
+        try:
+            asyncio.run(serve(args.host, args.port, args.data_dir, os.environ, database_url=database_url))
+        except MemoryStoreError as error:  # the store cannot start: one line, exit 2
+            print(f"switchboard memory-service: {error}", file=sys.stderr)
+            return 2
+    return 0
+
+
+async def serve(
+    host: str, port: int, data_dir: Path, env: Mapping[str, str], *, database_url: str | None = None
+) -> None:
+    """Open the store, serve until a signal, then close the store."""
+    from memory.sqlite_store import SqliteMemoryStore
+
+    token = env.get(TOKEN_ENV, "")
+    if not token:
+        log.warning(
+            "memory.service_config_warning",
+            env_var=TOKEN_ENV,
+            message=f"{TOKEN_ENV} is unset or empty: every data request will be refused with 401",
+        )
+    path = memory_dir(data_dir)
+    store: CapAwareStore
+    if database_url:  # PostgreSQL: verified before serving, so a bad DSN is one line at start-up
+        from memory.postgres_store import PostgresMemoryStore
+
+        try:
+            store = PostgresMemoryStore(database_url, cap=DEFAULT_SCOPE_CAP)
+        except ValueError as error:  # a malformed DSN (the message names the setting)
+            raise MemoryStoreError(str(error)) from None
+        await store.open()
+    else:
+        store = SqliteMemoryStore(path, cap=DEFAULT_SCOPE_CAP)
+    try:
+        app = create_app(store, token)
+        config = uvicorn.Config(
+            app, host=host, port=port, access_log=False, log_level="warning", lifespan="off"
+        )
+        log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
+        await _GracefulServer(config).serve()
+    finally:
+        await store.aclose()
+        log.info("memory.service_stopped")
+
+
+class _GracefulServer(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, which kills the process before
+    the store is closed; this server returns instead, so `serve` closes the store and the exit is 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        for sig in signals:
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+
+def configure_logging() -> None:
+    """One JSON line per event on stdout, unless the process already configured structlog."""
+    if structlog.is_configured():
+        return
+    structlog.configure(
+        processors=[
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        cache_logger_on_first_use=True,
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

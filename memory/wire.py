@@ -1,0 +1,214 @@
+"""The memory service's JSON shapes: camelCase records and candidates, one (de)serializer each.
+
+The service and its HTTP client both go through these functions, so the two ends cannot drift apart.
+Optional fields absent in storage are omitted on the wire, never sent as `null`. Times are epoch
+seconds (floats), as in `MemoryRecord`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any, TypeGuard, cast, get_args
+
+from memory.types import RECORD_KINDS, MemoryCandidate, MemoryRecord, RecordKind, RecordStatus
+
+# Field caps of a write batch (§16). The scope key and record id caps live with their own rules.
+MAX_BATCH = 50
+MAX_TEXT_CHARS = 4000
+MAX_QUERY_CHARS = 4000
+MAX_KEYWORDS = 20
+MAX_KEYWORD_CHARS = 64
+MAX_REF_CHARS = 200  # sourceThreadKey, sourceRunId, supersedes
+
+RECORD_STATUSES: frozenset[str] = frozenset(get_args(RecordStatus))
+
+JsonObject = dict[str, Any]
+
+# JSON may spell a lone UTF-16 surrogate (`"\\ud800"`); such a string cannot be stored or sent back.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+class WireError(ValueError):
+    """A JSON value does not have the shape the contract promises; the message names the field."""
+
+
+# --- records: the service writes them, the client reads them -------------------------------------
+
+
+def record_to_wire(record: MemoryRecord) -> JsonObject:
+    """A stored record as the service sends it; unset optionals are left out, never `null`."""
+    out: JsonObject = {
+        "id": record.id,
+        "scopeKey": record.scope_key,
+        "kind": record.kind,
+        "text": record.text,
+        "keywords": list(record.keywords),
+        "sourceThreadKey": record.source_thread_key,
+        "createdAt": record.created_at,
+        "useCount": record.use_count,
+        "status": record.status,
+    }
+    if record.source_run_id is not None:
+        out["sourceRunId"] = record.source_run_id
+    if record.last_used_at is not None:
+        out["lastUsedAt"] = record.last_used_at
+    if record.confidence is not None:
+        out["confidence"] = record.confidence
+    if record.supersedes is not None:
+        out["supersedes"] = record.supersedes
+    return out
+
+
+def record_from_wire(value: object) -> MemoryRecord:
+    """A record from a service reply; raises WireError so the caller can drop just this one."""
+    obj = _object(value, "record")
+    kind = obj.get("kind")
+    if kind not in RECORD_KINDS:
+        raise WireError("record.kind must be 'fact' or 'summary'")
+    status = obj.get("status", "active")
+    if status not in RECORD_STATUSES:
+        raise WireError("record.status is not a known status")
+    use_count = obj.get("useCount", 0)
+    if not _is_int(use_count) or use_count < 0:
+        raise WireError("record.useCount must be a non-negative integer")
+    return MemoryRecord(
+        id=_nonempty_str(obj.get("id"), "record.id"),
+        scope_key=_nonempty_str(obj.get("scopeKey"), "record.scopeKey"),
+        kind=cast(RecordKind, kind),
+        text=_str(obj.get("text"), "record.text"),
+        source_thread_key=_str(obj.get("sourceThreadKey"), "record.sourceThreadKey"),
+        created_at=_number(obj.get("createdAt"), "record.createdAt"),
+        keywords=_keywords(obj.get("keywords"), "record.keywords", limit=None),
+        source_run_id=_optional_str(obj.get("sourceRunId"), "record.sourceRunId"),
+        last_used_at=_optional_number(obj.get("lastUsedAt"), "record.lastUsedAt"),
+        use_count=use_count,
+        confidence=_optional_number(obj.get("confidence"), "record.confidence"),
+        supersedes=_optional_str(obj.get("supersedes"), "record.supersedes"),
+        status=cast(RecordStatus, status),
+    )
+
+
+# --- candidates: the client writes them, the service reads (and validates) them -----------------
+
+
+def candidate_to_wire(candidate: MemoryCandidate) -> JsonObject:
+    out: JsonObject = {
+        "kind": candidate.kind,
+        "text": candidate.text,
+        "sourceThreadKey": candidate.source_thread_key,
+    }
+    if candidate.keywords:
+        out["keywords"] = list(candidate.keywords)
+    if candidate.source_run_id is not None:
+        out["sourceRunId"] = candidate.source_run_id
+    if candidate.confidence is not None:
+        out["confidence"] = candidate.confidence
+    if candidate.supersedes is not None:
+        out["supersedes"] = candidate.supersedes
+    return out
+
+
+def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
+    """One `records[i]` of a /write body, validated with the §16 caps (WireError names the field)."""
+    at = f"records[{index}]"
+    obj = _object(value, at)
+    kind = obj.get("kind")
+    if kind not in RECORD_KINDS:
+        raise WireError(f"{at}.kind must be 'fact' or 'summary'")
+    text = obj.get("text")
+    if not isinstance(text, str) or not text.strip():
+        raise WireError(f"{at}.text must be a non-empty string")
+    _str(text, f"{at}.text")
+    if len(text) > MAX_TEXT_CHARS:
+        raise WireError(f"{at}.text must be at most {MAX_TEXT_CHARS} characters")
+    thread = obj.get("sourceThreadKey")
+    if not isinstance(thread, str) or not thread or len(thread) > MAX_REF_CHARS:
+        raise WireError(
+            f"{at}.sourceThreadKey must be a non-empty string of at most {MAX_REF_CHARS} characters"
+        )
+    _str(thread, f"{at}.sourceThreadKey")
+    confidence = obj.get("confidence")
+    if confidence is not None and (not _is_number(confidence) or not 0.0 <= confidence <= 1.0):
+        raise WireError(f"{at}.confidence must be a number in [0, 1]")
+    return MemoryCandidate(
+        kind=cast(RecordKind, kind),
+        text=text,
+        source_thread_key=thread,
+        keywords=_keywords(obj.get("keywords"), f"{at}.keywords", limit=MAX_KEYWORDS),
+        source_run_id=_ref(obj.get("sourceRunId"), f"{at}.sourceRunId"),
+        confidence=float(confidence) if confidence is not None else None,
+        supersedes=_ref(obj.get("supersedes"), f"{at}.supersedes"),
+    )
+
+
+# --- shape checks ---------------------------------------------------------------------------------
+
+
+def _object(value: object, field: str) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise WireError(f"{field} must be a JSON object")
+    return cast(dict[str, object], value)
+
+
+def _is_int(value: object) -> TypeGuard[int]:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> TypeGuard[int | float]:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value)
+
+
+def is_unicode_text(value: str) -> bool:
+    """False for a string holding a lone surrogate: not valid Unicode text, not encodable as UTF-8."""
+    return _SURROGATE.search(value) is None
+
+
+def _str(value: object, field: str) -> str:
+    if not isinstance(value, str):
+        raise WireError(f"{field} must be a string")
+    if not is_unicode_text(value):
+        raise WireError(f"{field} must be valid Unicode text")
+    return value
+
+
+def _nonempty_str(value: object, field: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise WireError(f"{field} must be a non-empty string")
+    return value
+
+
+def _optional_str(value: object, field: str) -> str | None:
+    return None if value is None else _str(value, field)
+
+
+def _number(value: object, field: str) -> float:
+    if not _is_number(value):
+        raise WireError(f"{field} must be a finite number")
+    return float(value)
+
+
+def _optional_number(value: object, field: str) -> float | None:
+    return None if value is None else _number(value, field)
+
+
+def _ref(value: object, field: str) -> str | None:
+    """An optional provenance reference: absent (or null) → None, else a string ≤ 200 characters."""
+    if value is None:
+        return None
+    if not isinstance(value, str) or len(value) > MAX_REF_CHARS:
+        raise WireError(f"{field} must be a string of at most {MAX_REF_CHARS} characters")
+    return _str(value, field)
+
+
+def _keywords(value: object, field: str, *, limit: int | None) -> tuple[str, ...]:
+    """Absent → (); on input (limit set) at most 20 non-empty strings of ≤ 64 characters."""
+    if value is None:
+        return ()
+    if not isinstance(value, list) or not all(isinstance(k, str) and is_unicode_text(k) for k in value):
+        raise WireError(f"{field} must be an array of strings")
+    if limit is not None and (len(value) > limit or not all(0 < len(k) <= MAX_KEYWORD_CHARS for k in value)):
+        raise WireError(f"{field} must hold at most {limit} strings of 1–{MAX_KEYWORD_CHARS} characters")
+    return tuple(cast(list[str], value))

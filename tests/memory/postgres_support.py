@@ -1,0 +1,130 @@
+"""The PostgreSQL test server, a private schema per test, and a TCP forwarder that can lose the server.
+
+Tests never share tables: each gets its own schema (reached through `search_path` in the DSN), dropped
+afterwards, so parallel runs and other helpers on the same server never collide. An unreachable server
+FAILS the test with a line saying how to start it — PostgreSQL tests are never skipped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from psycopg import sql
+from psycopg.conninfo import make_conninfo
+
+BASE_DSN = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+PG_HOST = "127.0.0.1"
+PG_PORT = 5432
+
+
+@dataclass(frozen=True, slots=True)
+class TempSchema:
+    name: str
+    dsn: str  # BASE_DSN with search_path set to this schema
+
+
+def admin_connect() -> psycopg.Connection[tuple[object, ...]]:
+    try:
+        return psycopg.connect(BASE_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as error:
+        pytest.fail(
+            f"PostgreSQL is not reachable at {BASE_DSN} ({error}); run scripts/ensure_postgres.sh",
+            pytrace=False,
+        )
+
+
+def schema_dsn(schema: str, base: str = BASE_DSN, **params: str | int) -> str:
+    return make_conninfo(base, options=f"-csearch_path={schema}", **params)
+
+
+@contextlib.contextmanager
+def temp_schema(prefix: str = "sbtest") -> Iterator[TempSchema]:
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with admin_connect() as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    try:
+        yield TempSchema(name, schema_dsn(name))
+    finally:
+        with admin_connect() as conn:
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def unique_application_name(prefix: str = "sbtest") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+async def terminate_backends(application_name: str) -> int:
+    """Kill every server backend of one pool (what a server restart does to it); how many died."""
+    async with await psycopg.AsyncConnection.connect(BASE_DSN, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity"
+            " WHERE application_name = %s",
+            (application_name,),
+        )
+        row = await cursor.fetchone()
+        return int(row[0]) if row else 0
+
+
+class TcpForwarder:
+    """127.0.0.1:<port> → the PostgreSQL server; `stop()` is the server vanishing, `start()` its return.
+
+    Stopping closes the listener (new connections are refused) and drops every open connection, as a
+    crashed or unreachable server would; restarting listens on the same port again.
+    """
+
+    def __init__(self, target_host: str = PG_HOST, target_port: int = PG_PORT) -> None:
+        self._target = (target_host, target_port)
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self.port = 0
+
+    async def start(self) -> int:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in list(self._writers):
+            writer.transport.abort()
+        self._writers.clear()
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    def dsn(self, schema: str) -> str:
+        return schema_dsn(schema, host="127.0.0.1", port=self.port)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_reader, up_writer = await asyncio.open_connection(*self._target)
+        except OSError:
+            writer.transport.abort()
+            return
+        self._writers.update((writer, up_writer))
+        for source, sink in ((reader, up_writer), (up_reader, writer)):
+            task = asyncio.create_task(self._pipe(source, sink))
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+    async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+        try:
+            while data := await source.read(65536):
+                sink.write(data)
+                await sink.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            sink.transport.abort()
+            self._writers.discard(sink)

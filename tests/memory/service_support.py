@@ -1,0 +1,175 @@
+"""Shared helpers for the memory-service tests: an in-process client, raw ASGI calls, a real server."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator, MutableMapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "test-memory-token-7f3a"
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+def asgi_client(app: Starlette, headers: dict[str, str] | None = None) -> httpx.AsyncClient:
+    """A client that talks to the app in-process through httpx's real ASGI transport."""
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://memory.test", headers=headers
+    )
+
+
+def fact(text: str, thread: str = "slack:C1:1700000000.000100", **extra: Any) -> dict[str, Any]:
+    """One wire candidate (camelCase), as the bot's client sends it."""
+    return {"kind": "fact", "text": text, "sourceThreadKey": thread, **extra}
+
+
+@dataclass
+class RawReply:
+    status: int
+    headers: dict[str, str]
+    body: Any
+    receive_calls: int = 0
+
+
+@dataclass
+class _Receiver:
+    chunks: list[bytes]
+    calls: int = 0
+    sent: list[bytes] = field(default_factory=list)
+
+    async def __call__(self) -> dict[str, Any]:
+        self.calls += 1
+        if self.chunks:
+            chunk = self.chunks.pop(0)
+            return {"type": "http.request", "body": chunk, "more_body": bool(self.chunks)}
+        return {"type": "http.disconnect"}
+
+
+async def raw_asgi(
+    app: Starlette,
+    method: str,
+    path: str,
+    headers: Sequence[tuple[str, str | bytes]],
+    chunks: Sequence[bytes] = (),
+) -> RawReply:
+    """Call the ASGI app directly with exactly these headers; counts how often the body was asked for.
+
+    This reaches header forms no HTTP client will send (blank or non-digit Content-Length, none at all).
+    """
+    receiver = _Receiver(list(chunks))
+    messages: list[MutableMapping[str, Any]] = []
+
+    async def send(message: MutableMapping[str, Any]) -> None:
+        messages.append(message)
+
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "query_string": b"",
+        "root_path": "",
+        "headers": [
+            (k.lower().encode("latin-1"), v if isinstance(v, bytes) else v.encode("latin-1"))
+            for k, v in headers
+        ],
+        "client": ("127.0.0.1", 50000),
+        "server": ("memory.test", 80),
+    }
+    await app(scope, receiver, send)
+    start = next(m for m in messages if m["type"] == "http.response.start")
+    body = b"".join(m.get("body", b"") for m in messages if m["type"] == "http.response.body")
+    return RawReply(
+        status=start["status"],
+        headers={k.decode(): v.decode() for k, v in start["headers"]},
+        body=json.loads(body) if body else None,
+        receive_calls=receiver.calls,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+@dataclass(frozen=True)
+class RunningService:
+    base_url: str
+    host: str
+    port: int
+    process: subprocess.Popen[bytes]
+
+
+@contextmanager
+def memory_service_process(
+    data_dir: Path, token: str | None = TOKEN, *, via_cli: bool = False, startup_timeout: float = 20.0
+) -> Iterator[RunningService]:
+    """`python -m memory.service_main` (or `python -m app memory-service`, the `switchboard` CLI) on a
+    free loopback port; always stopped afterwards."""
+    env = {k: v for k, v in os.environ.items() if k != "MEMORY_TOKEN"}
+    if token is not None:
+        env["MEMORY_TOKEN"] = token
+    env["PYTHONPATH"] = str(ROOT)
+    errors: list[str] = []
+    for _ in range(3):  # a free port can be taken between probing and binding: retry on a fresh one
+        port = free_port()
+        entry = ["-m", "app", "memory-service"] if via_cli else ["-m", "memory.service_main"]
+        process = subprocess.Popen(
+            [sys.executable, *entry, "--port", str(port), "--data-dir", str(data_dir)],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        try:
+            if _wait_healthy(process, port, startup_timeout):
+                yield RunningService(f"http://127.0.0.1:{port}", "127.0.0.1", port, process)
+                return
+        finally:
+            errors.append(_stop(process))
+    raise RuntimeError("memory service did not start:\n" + "\n".join(errors))
+
+
+def _wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            return False
+        try:
+            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200:
+                return True
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.05)
+    return False
+
+
+def _stop(process: subprocess.Popen[bytes]) -> str:
+    """Stop the server (SIGTERM, then SIGKILL) and return what it wrote to stderr."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=10)
+    if process.stderr is None:
+        return ""
+    with process.stderr:
+        return process.stderr.read().decode(errors="replace")[-4000:]
