@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
+from memory.engine import is_valid_cap
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP, MemoryStore
 
@@ -68,7 +69,7 @@ def validate_scope_cap(raw: object) -> ScopeCap:
     """`memory.max_records_per_scope`: an integer 1–10000; anything else warns and the default applies."""
     if raw is None:
         return ScopeCap(DEFAULT_SCOPE_CAP, configured=False)
-    if isinstance(raw, bool) or not isinstance(raw, int) or not 1 <= raw <= MAX_SCOPE_CAP:
+    if not is_valid_cap(raw):
         log.warning(
             "memory.config_warning",
             key=CAP_KEY,

@@ -8,10 +8,16 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, TypeGuard
 
-from memory.scorer import query_tokens, recency_score, record_tokens, weighted_score
-from memory.types import MemoryCandidate, MemoryRecord
+from memory.scorer import query_tokens, recency_score, record_tokens, tokenize, weighted_score
+from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryRecord
+
+# The FTS prefilter takes at most this many of the query's tokens: the longest distinct ones (§17).
+MAX_MATCH_TOKENS = 24
+# Candidates a store hands to rank_records: at least this many, else 5 × limit (§17).
+MIN_CANDIDATES = 50
+CANDIDATES_PER_RESULT = 5
 
 _WHITESPACE = re.compile(r"\s+")
 _RECORD_ID = re.compile(r"^mem:(?P<scope>.+):(?P<seq>[0-9]+)$")
@@ -32,6 +38,34 @@ def parse_record_id(value: str) -> tuple[str, int] | None:
     if match is None:
         return None
     return match.group("scope"), int(match.group("seq"))
+
+
+def match_tokens(query: str) -> list[str]:
+    """The query's distinct tokens for a store's prefilter: longest first (ties by first appearance), ≤ 24.
+
+    Longer tokens are the selective ones; a record matched only by a dropped short token is not a
+    candidate (the accepted trade of §17).
+    """
+    distinct = list(dict.fromkeys(tokenize(query)))
+    order = {token: index for index, token in enumerate(distinct)}
+    distinct.sort(key=lambda token: (-len(token), order[token]))
+    return distinct[:MAX_MATCH_TOKENS]
+
+
+def candidate_cap(limit: int) -> int:
+    """How many prefiltered candidates reach rank_records: a small scope hands over every match."""
+    return max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
+
+
+def is_valid_cap(value: object) -> TypeGuard[int]:
+    """A per-scope cap is an integer from 1 to 10,000 (§29): the config, the wire and every store agree."""
+    return not isinstance(value, bool) and isinstance(value, int) and 1 <= value <= MAX_SCOPE_CAP
+
+
+def validate_cap(value: object) -> int:
+    if not is_valid_cap(value):
+        raise ValueError(f"cap must be an integer from 1 to {MAX_SCOPE_CAP}, got {value!r}")
+    return value
 
 
 def rank_records(records: Iterable[MemoryRecord], query: str, limit: int, now: float) -> list[MemoryRecord]:

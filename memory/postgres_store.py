@@ -29,6 +29,8 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from memory.engine import (
+    candidate_cap,
+    match_tokens,
     matches_filter,
     mint_record,
     normalize_text,
@@ -36,12 +38,10 @@ from memory.engine import (
     plan_eviction,
     plan_write,
     rank_records,
+    validate_cap,
 )
 from memory.scope import validate_scope_key
 from memory.scorer import record_tokens
-
-# The §17 token rules and the cap rule are shared with the SQLite store, never restated.
-from memory.sqlite_store import candidate_cap, match_tokens, validate_cap
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     RECORD_KINDS,

@@ -23,6 +23,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from memory.engine import is_valid_cap
 from memory.scope import validate_scope_key
 from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate, MemoryStore, WriteResult
 from memory.wire import (
@@ -264,7 +265,7 @@ def _limit(value: object) -> int:
 def _cap(value: object) -> int | None:
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_SCOPE_CAP:
+    if not is_valid_cap(value):
         raise Refusal(400, f"cap must be an integer from 1 to {MAX_SCOPE_CAP}")
     return value
 

@@ -37,6 +37,8 @@ from typing import Any, TypeVar
 import structlog
 
 from memory.engine import (
+    candidate_cap,
+    match_tokens,
     matches_filter,
     mint_record,
     normalize_text,
@@ -44,6 +46,7 @@ from memory.engine import (
     plan_eviction,
     plan_write,
     rank_records,
+    validate_cap,
 )
 from memory.engine import record_id as make_record_id
 from memory.scope import validate_scope_key
@@ -51,7 +54,6 @@ from memory.scorer import tokenize
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_LIMIT,
-    MAX_SCOPE_CAP,
     RECORD_KINDS,
     MemoryCandidate,
     MemoryRecord,
@@ -68,11 +70,6 @@ Clock = Callable[[], float]
 StatementHook = Callable[[str, str], None]
 T = TypeVar("T")
 
-# The FTS MATCH takes at most this many of the query's tokens: the longest distinct ones (§17).
-MAX_MATCH_TOKENS = 24
-# Candidates handed to the engine: at least this many, else 5 × limit (§17).
-MIN_CANDIDATES = 50
-CANDIDATES_PER_RESULT = 5
 DEFAULT_MAX_OPEN = 64
 # Worker threads: SQLite releases the GIL while it runs, so reads of different scopes overlap.
 DEFAULT_WORKERS = 2
@@ -140,30 +137,12 @@ def database_filename(scope_key: str) -> str:
     return f"{prefix}-{digest}.sqlite3"
 
 
-def match_tokens(query: str) -> builtins.list[str]:
-    """The query's distinct engine tokens, longest first (ties by first appearance), at most 24."""
-    distinct = builtins.list(dict.fromkeys(tokenize(query)))
-    order = {token: index for index, token in enumerate(distinct)}
-    distinct.sort(key=lambda token: (-len(token), order[token]))
-    return distinct[:MAX_MATCH_TOKENS]
-
-
 def fts_match_query(query: str) -> str | None:
     """Quoted tokens OR-joined: user text never reaches the FTS5 parser as syntax. None: no tokens."""
     tokens = match_tokens(query)
     if not tokens:
         return None
     return " OR ".join(f'"{token}"' for token in tokens)
-
-
-def candidate_cap(limit: int) -> int:
-    return max(MIN_CANDIDATES, CANDIDATES_PER_RESULT * limit)
-
-
-def validate_cap(cap: object) -> int:
-    if isinstance(cap, bool) or not isinstance(cap, int) or not 1 <= cap <= MAX_SCOPE_CAP:
-        raise ValueError(f"cap must be an integer from 1 to {MAX_SCOPE_CAP}, got {cap!r}")
-    return cap
 
 
 class SqliteMemoryStore:

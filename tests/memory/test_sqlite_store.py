@@ -24,14 +24,8 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from memory.sqlite_store import (
-    MAX_MATCH_TOKENS,
-    SqliteMemoryStore,
-    candidate_cap,
-    database_filename,
-    fts_match_query,
-    match_tokens,
-)
+from memory.engine import MAX_MATCH_TOKENS, candidate_cap, match_tokens
+from memory.sqlite_store import SqliteMemoryStore, database_filename, fts_match_query
 from memory.stores import InMemoryMemoryStore
 from memory.types import MAX_LIMIT, MemoryCandidate, MemoryStoreError, WriteResult
 from tests.memory.store_contract import DAY, START, FakeClock, fact, ids, rid
