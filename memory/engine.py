@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
-from memory.scorer import query_tokens, recency_score, record_tokens, tokenize, weighted_score
+from memory.scorer import query_terms, query_tokens, recency_score, record_tokens, weighted_score
 from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryRecord
 
 # The FTS prefilter takes at most this many of the query's tokens: the longest distinct ones (§17).
@@ -46,7 +46,7 @@ def match_tokens(query: str) -> list[str]:
     Longer tokens are the selective ones; a record matched only by a dropped short token is not a
     candidate (the accepted trade of §17).
     """
-    distinct = list(dict.fromkeys(tokenize(query)))
+    distinct = list(dict.fromkeys(query_terms(query)))
     order = {token: index for index, token in enumerate(distinct)}
     distinct.sort(key=lambda token: (-len(token), order[token]))
     return distinct[:MAX_MATCH_TOKENS]

@@ -38,8 +38,114 @@ def record_tokens(record: MemoryRecord) -> frozenset[str]:
     return frozenset(tokens)
 
 
+# Function words a chat message is full of and a fact is never about. A query's stopwords select
+# nothing: a record that shares only "the" and "to" with a question is not relevant to it, and leaving
+# them out of the prefilter keeps a store from scoring nearly every row of a scope on every retrieve.
+STOPWORDS: frozenset[str] = frozenset(
+    {
+        "a",
+        "about",
+        "after",
+        "all",
+        "also",
+        "am",
+        "an",
+        "and",
+        "any",
+        "are",
+        "as",
+        "at",
+        "be",
+        "because",
+        "been",
+        "before",
+        "being",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "doing",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "having",
+        "he",
+        "her",
+        "here",
+        "hers",
+        "him",
+        "his",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "just",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "ours",
+        "s",
+        "she",
+        "should",
+        "so",
+        "some",
+        "such",
+        "t",
+        "than",
+        "that",
+        "the",
+        "their",
+        "theirs",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "through",
+        "to",
+        "too",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "while",
+        "who",
+        "whom",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "yours",
+    }
+)
+
+
+def query_terms(query: str) -> list[str]:
+    """The query's tokens that can select a record, in order of appearance: every token but stopwords."""
+    return [token for token in tokenize(query) if token not in STOPWORDS]
+
+
 def query_tokens(query: str) -> frozenset[str]:
-    return frozenset(tokenize(query))
+    return frozenset(query_terms(query))
 
 
 def keyword_match(query: str | Collection[str], record: MemoryRecord) -> float:

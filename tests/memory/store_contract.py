@@ -181,6 +181,15 @@ class StoreContract:
         assert await store.retrieve("org:elsewhere", "deploy", 5) == []
         assert await store.list("org:elsewhere", 5) == []
 
+    async def test_a_record_sharing_only_stopwords_with_the_query_is_not_retrieved(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("the deploy goes to the staging cluster"), fact("what is on the menu")])
+        assert ids(await store.retrieve(ORG, "what is the deploy plan", 5)) == [rid(ORG, 1)]
+        assert await store.retrieve(ORG, "what is it", 5) == []
+        assert await store.list(ORG, 5, query="what is it") == []
+
     async def test_fts_syntax_in_queries_is_inert(self, make_store: StoreFactory) -> None:
         store = make_store()
         await store.write(
@@ -194,7 +203,8 @@ class StoreContract:
             "*": [],
             "NEAR(deploy api)": [1, 2],
             "NEAR": [2],
-            "deploy OR": [1, 3],
+            "deploy OR": [1],  # "or" is a stopword: it selects nothing, as syntax or as a word
+            "deploy OR keywords": [1, 3],
             "AND NOT": [],
             "-deploy": [1],
             "text:deploy": [1, 3],

@@ -10,6 +10,8 @@ from memory.scorer import (
     apply_budget,
     clean_memory_field,
     keyword_match,
+    query_terms,
+    query_tokens,
     recency_score,
     render_bullet,
     render_memory_block,
@@ -218,3 +220,14 @@ def test_budget_never_exceeds_max_tokens_times_four_except_the_first_record(
     if len(kept) > 1:
         rendered = "\n".join(render_bullet(r) for r in kept)
         assert len(rendered) <= max_tokens * 4
+
+
+def test_stopwords_never_select_a_record() -> None:
+    rec = record("the deploy goes to the staging cluster")
+    assert keyword_match("what is the plan", rec) == 0.0
+    assert keyword_match("how do we deploy to staging", rec) == 1.0
+
+
+def test_a_query_of_only_stopwords_has_no_tokens() -> None:
+    assert query_tokens("what is it to you") == frozenset()
+    assert query_terms("How do WE deploy the API") == ["deploy", "api"]
