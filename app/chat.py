@@ -121,6 +121,12 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"switchboard chat: {error}", file=sys.stderr)
         return 2
+    try:
+        await runtime.start()
+    except ConfigError as error:
+        print(f"switchboard chat: {error}", file=sys.stderr)
+        await runtime.aclose()
+        return 2
     if runtime.agents.default.model_ref is None:
         from app.agents import missing_model_message
 

@@ -38,6 +38,16 @@ class Runtime:
     lifecycle: Lifecycle
     github: GitHubSetup | None = None
 
+    async def start(self) -> None:
+        """Verify what can be verified before taking messages; raises ConfigError with one clear line."""
+        from memory.build import open_memory_store
+        from memory.types import MemoryStoreError
+
+        try:
+            await open_memory_store(self.memory_store)
+        except MemoryStoreError as error:
+            raise ConfigError(f"memory store unavailable: {error}") from None
+
     async def aclose(self) -> None:
         await self.providers.aclose()
         await self.memory_store.aclose()

@@ -117,6 +117,12 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
     except ConfigError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
+    try:
+        await runtime.start()
+    except ConfigError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        await runtime.aclose()
+        return 2
     if runtime.agents.default.model_ref is None:
         print(f"{PROG}: {missing_model_message(runtime.agents.default)}", file=sys.stderr)
         await runtime.aclose()

@@ -83,7 +83,8 @@ def _log_to_stderr() -> None:
 async def _main(argv: list[str]) -> int:
     # Imported here so `--help` works even where the settings cannot load.
     from config.settings import ConfigError, load_settings
-    from memory.build import MemoryConfigError, build_memory_store
+    from memory.build import MemoryConfigError, build_memory_store, open_memory_store
+    from memory.types import MemoryStoreError
 
     try:
         settings = load_settings()
@@ -95,6 +96,12 @@ async def _main(argv: list[str]) -> int:
         store = build_memory_store(settings) if enabled else NullMemoryStore()
     except (MemoryConfigError, ValueError, OSError) as error:
         print(f"⚠️ switchboard memory: cannot open the memory store: {error}", file=sys.stderr)
+        return 1
+    try:
+        await open_memory_store(store)
+    except MemoryStoreError as error:
+        print(f"⚠️ switchboard memory: cannot open the memory store: {error}", file=sys.stderr)
+        await store.aclose()
         return 1
     try:
         return await run_memory_cli(

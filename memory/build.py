@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
@@ -86,6 +86,20 @@ def validate_scope_cap(raw: object) -> ScopeCap:
 def memory_dir(data_dir: str | os.PathLike[str]) -> Path:
     """Where the embedded store keeps its per-scope databases (shared with `memory-service`)."""
     return Path(data_dir) / "memory"
+
+
+@runtime_checkable
+class OpenableStore(Protocol):
+    """A store with a server behind it that can be verified before the bot takes messages."""
+
+    async def open(self) -> None: ...
+
+
+async def open_memory_store(store: MemoryStore) -> None:
+    """Verify the store at start-up (a database that answers), so a bad DSN or an unreachable server is
+    one clear line now rather than a failure on the first message. Raises MemoryStoreError."""
+    if isinstance(store, OpenableStore):
+        await store.open()
 
 
 def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None) -> MemoryStore:
@@ -165,7 +179,7 @@ def _sqlite_store(data_dir: str | os.PathLike[str], cap: ScopeCap) -> MemoryStor
 
 def _postgres_store(env: Mapping[str, str], cap: ScopeCap) -> MemoryStore:
     """The PostgreSQL backend, DSN from DATABASE_URL. Built unopened (this function is synchronous):
-    the caller awaits `store.open()` at start-up to verify the server, else the first use opens it."""
+    start-up awaits `open_memory_store` to verify the server."""
     from memory.postgres_store import PostgresMemoryStore
 
     dsn = env.get(DATABASE_URL_ENV, "").strip()

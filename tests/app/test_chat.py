@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 from pathlib import Path
 
@@ -126,3 +127,24 @@ async def test_the_terminal_surface_prints_replies_and_keeps_status_off_stdout(t
     await surface.send_reply("answer\n")
     out.seek(0)
     assert out.read() == "answer\n"
+
+
+def test_an_unreachable_postgres_memory_store_stops_start_up_with_one_line_naming_the_setting(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        **anthropic_env(fake_anthropic),
+        "SWITCHBOARD_MEMORY__ENABLED": "true",
+        "SWITCHBOARD_ORGANIZATION": "acme",
+        "SWITCHBOARD_MEMORY__STORE": "postgres",
+        "DATABASE_URL": f"postgresql://postgres:sekret@127.0.0.1:{port}/test?connect_timeout=2",
+    }
+    result = run_chat(tmp_path, env, "--thread", "t", "hi")
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("switchboard chat: memory store unavailable:")
+    assert "DATABASE_URL" in lines[0] and "sekret" not in lines[0]
+    assert fake_anthropic.requests == []
