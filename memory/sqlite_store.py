@@ -602,6 +602,8 @@ def _fts_keywords(keywords: Iterable[str]) -> str:
 
 
 def _load_keywords(raw: str) -> tuple[str, ...]:
+    if raw == "[]":
+        return ()
     value = json.loads(raw)
     if not isinstance(value, builtins.list):
         return ()
