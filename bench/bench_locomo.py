@@ -1,0 +1,169 @@
+"""How well memory finds the right records: the LoCoMo retrieval benchmark (DEV split), no model calls.
+
+    .venv/bin/python bench/bench_locomo.py                      # in-process store and SQLite store
+    .venv/bin/python bench/bench_locomo.py --records turns      # one record per dialogue turn
+    .venv/bin/python bench/bench_locomo.py --data PATH          # another copy of locomo_dev.jsonl
+
+Protocol (../shared/bench/locomo/README.md): one scope per conversation; each observation (or turn)
+becomes a record whose evidence is its dia_ids; each QA item with evidence is a query against its own
+conversation; a hit is a returned record whose evidence meets the QA's. Recall@5/10 and MRR, overall
+and per category. The clock is fixed, so recency is equal for every record and usage bumps from earlier
+queries cannot reorder later ones: the figures measure the relevance gate, the keyword score and (for
+SQLite) the bm25 candidate prefilter.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from memory.engine import normalize_text, record_id
+from memory.sqlite_store import SqliteMemoryStore
+from memory.stores import InMemoryMemoryStore
+from memory.types import MemoryCandidate, MemoryStore
+
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo_dev.jsonl"
+NOW = 1_800_000_000.0
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
+BATCH = 50  # the memory service's batch cap
+
+
+@dataclass
+class Tally:
+    queries: int = 0
+    hit5: int = 0
+    hit10: int = 0
+    reciprocal: float = 0.0
+
+    def add(self, rank: int | None) -> None:
+        self.queries += 1
+        if rank is not None:
+            self.hit5 += rank <= 5
+            self.hit10 += rank <= 10
+            self.reciprocal += 1 / rank
+
+    def row(self, name: str) -> str:
+        n = max(self.queries, 1)
+        rates = (self.hit5 / n, self.hit10 / n, self.reciprocal / n)
+        return f"| {name} | {self.queries} | " + " | ".join(f"{rate:.3f}" for rate in rates) + " |"
+
+
+@dataclass
+class Results:
+    by_category: dict[int, Tally] = field(default_factory=lambda: {c: Tally() for c in CATEGORIES})
+
+    def overall(self, categories: Sequence[int]) -> Tally:
+        total = Tally()
+        for c in categories:
+            t = self.by_category[c]
+            total.queries += t.queries
+            total.hit5 += t.hit5
+            total.hit10 += t.hit10
+            total.reciprocal += t.reciprocal
+        return total
+
+
+def records_of(conversation: dict[str, object], kind: str) -> list[tuple[str, frozenset[str]]]:
+    """(text, evidence dia_ids) for each record of a conversation."""
+    if kind == "turns":
+        return [
+            (f"{turn['speaker']}: {turn['text']}", frozenset({turn["dia_id"]}))
+            for session in conversation["sessions"]  # type: ignore[attr-defined]
+            for turn in session["turns"]
+        ]
+    return [
+        (f"{obs['speaker']}: {obs['text']}", frozenset(obs["evidence"]))
+        for obs in conversation["observations"]  # type: ignore[attr-defined]
+    ]
+
+
+async def evaluate(store: MemoryStore, conversations: list[dict[str, object]], kind: str) -> Results:
+    results = Results()
+    for conversation in conversations:
+        scope = f"org:{conversation['sample_id']}"
+        records = records_of(conversation, kind)
+        evidence_by_id = expected_ids(scope, records)
+        inserted = 0
+        for start in range(0, len(records), BATCH):
+            chunk = records[start : start + BATCH]
+            candidates = [
+                MemoryCandidate(kind="fact", text=text, source_thread_key=scope) for text, _ in chunk
+            ]
+            inserted += (await store.write(scope, candidates)).inserted
+        assert inserted == len(evidence_by_id), "ids are not what the engine mints"
+        for qa in conversation["qa"]:  # type: ignore[attr-defined]
+            if not qa["has_evidence"]:
+                continue
+            wanted = frozenset(qa["evidence"])
+            found = await store.retrieve(scope, qa["question"], 10)
+            rank = next((i for i, r in enumerate(found, 1) if evidence_by_id[r.id] & wanted), None)
+            results.by_category[qa["category"]].add(rank)
+    return results
+
+
+def expected_ids(scope: str, records: list[tuple[str, frozenset[str]]]) -> dict[str, frozenset[str]]:
+    """The id each record gets (mem:<scope>:<n>, n counting inserts); a duplicate text dedups into the
+    earlier record, which then stands for both evidences."""
+    by_norm: dict[str, str] = {}
+    evidence: dict[str, frozenset[str]] = {}
+    for text, ids in records:
+        norm = normalize_text(text)
+        if norm in by_norm:
+            evidence[by_norm[norm]] |= ids
+            continue
+        by_norm[norm] = record_id(scope, len(by_norm) + 1)
+        evidence[by_norm[norm]] = ids
+    return evidence
+
+
+def table(title: str, results: Results) -> str:
+    lines = [f"**{title}**", "", "| subset | n | R@5 | R@10 | MRR |", "|---|---:|---:|---:|---:|"]
+    for c, name in CATEGORIES.items():
+        lines.append(results.by_category[c].row(f"cat {c} {name}"))
+    lines.append(results.overall([1, 2, 3, 4]).row("overall cat 1–4"))
+    lines.append(results.overall([1, 2, 3, 4, 5]).row("overall cat 1–5"))
+    return "\n".join(lines)
+
+
+async def run(conversations: list[dict[str, object]], kind: str) -> None:
+    print(
+        table(f"In-process store (the engine alone), {kind}", await evaluate(_memory(), conversations, kind))
+    )
+    print()
+    with tempfile.TemporaryDirectory() as workdir:
+        store = SqliteMemoryStore(Path(workdir), cap=10_000, clock=lambda: NOW)
+        try:
+            print(
+                table(
+                    f"SQLite store (bm25 prefilter + engine), {kind}",
+                    await evaluate(store, conversations, kind),
+                )
+            )
+        finally:
+            await store.aclose()
+
+
+def _memory() -> InMemoryMemoryStore:
+    return InMemoryMemoryStore(clock=lambda: NOW)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
+    parser.add_argument("--records", choices=("observations", "turns"), default="observations")
+    args = parser.parse_args(argv)
+    conversations = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]
+    asyncio.run(run(conversations, args.records))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
