@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -43,15 +44,24 @@ async def read_memory(
     clock: Callable[[], float] = time.time,
 ) -> MemoryRead:
     """Org, channel and user are fetched at once, in parallel; the repo joins when it resolves."""
-    scopes = request_scope_keys(organization, user_id=user_id, channel_id=channel_id)
+    try:
+        scopes = request_scope_keys(organization, user_id=user_id, channel_id=channel_id)
+    except ValueError:
+        if inspect.iscoroutine(repo):
+            repo.close()  # never awaited now: close it rather than leave a warning behind
+        raise
     fetches = {
         key: asyncio.create_task(_retrieve(store, key, query, limit)) for key in list_scope_keys(scopes)
     }
-    repo_key = await _resolve_repo(repo)
-    if repo_key is not None:
-        scopes = RequestScopes(org=scopes.org, repo=repo_key, channel=scopes.channel, user=scopes.user)
-        fetches[repo_key] = asyncio.create_task(_retrieve(store, repo_key, query, limit))
-    found = {key: await task for key, task in fetches.items()}
+    try:
+        repo_key = await _resolve_repo(repo)
+        if repo_key is not None:
+            scopes = RequestScopes(org=scopes.org, repo=repo_key, channel=scopes.channel, user=scopes.user)
+            fetches[repo_key] = asyncio.create_task(_retrieve(store, repo_key, query, limit))
+        found = {key: await task for key, task in fetches.items()}
+    finally:  # a cancelled read leaves no retrieve running behind it
+        for task in fetches.values():
+            task.cancel()
     order = list_scope_keys(scopes)
     pool = [record for key in order for record in found.get(key, [])]
     if not pool:

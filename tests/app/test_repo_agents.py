@@ -297,3 +297,36 @@ async def test_build_runtime_with_github_wires_the_resolver_tools_and_review_fro
     assert answered.replies == ["Empty repo."]
     assert outcome.completed is not None and outcome.completed.tool_calls == 1
     assert all(call.headers.get("authorization") == "Bearer ghp_env" for call in github_api.calls)
+
+
+async def test_a_review_on_the_production_runtime_posts_one_review_and_reflection_never_runs(
+    tmp_path: Path, fake_anthropic: FakeModelServer, github_api: FakeGitHub
+) -> None:
+    """The same rule on `build_runtime`'s own reflection hook (memory on), not the harness's step."""
+    from app.runtime import build_runtime
+    from tests.app.github_harness import RecordingStore
+
+    github_api.add_repo("acme/widgets")
+    github_api.add_pull("acme/widgets", 3, "Tidy", files=[{"filename": "a.py", "patch": "+a"}])
+    store = RecordingStore()
+    env = {"GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghp_env"}
+    runtime = build_runtime(
+        make_settings(tmp_path, fake_anthropic.base_url),
+        environ=env,
+        memory_store=store,
+        with_commands=False,
+        github=True,
+    )
+    history = tuple(HistoryTurn("user" if i % 2 == 0 else "assistant", f"earlier turn {i}") for i in range(6))
+    fake_anthropic.script("Looks fine.")
+    surface = RecordingSurface()
+    try:
+        review = message("review acme/widgets#3", history=history)
+        outcome = await runtime.dispatcher.dispatch(review, surface)
+        assert await runtime.lifecycle.drain()
+    finally:
+        await runtime.aclose()
+    assert outcome.agent == "review" and outcome.status == "answered"
+    assert [review["event"] for review in github_api.reviews("acme/widgets")] == ["COMMENT"]
+    assert len(fake_anthropic.requests) == 1  # the review; no extractor call
+    assert store.writes() == []

@@ -3,17 +3,28 @@ Anthropic SDK against the fake model server, the real command registry, and the 
 
 from __future__ import annotations
 
+import asyncio
+import json
+import os
+import re
+import sys
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from structlog.testing import capture_logs
 
 from app.dispatch import Dispatcher
-from app.runtime import build_commands, build_runtime
+from app.runtime import Runtime, build_commands, build_runtime
 from app.slack import registry_caller
+from app.slack_format import markdown_to_mrkdwn
+from commands.memory import UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN
 from config.settings import load_settings
+from memory.build import memory_dir
+from memory.reflection import REFLECTION_SYSTEM
+from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate, MemoryStore
 from tests.app.slack_harness import RunningBot, running_bot
@@ -26,6 +37,13 @@ MODEL = "anthropic/e2e-model"
 def runtime(
     tmp_path: Path, model_server: FakeModelServer, *, memory: bool, store: MemoryStore
 ) -> tuple[Dispatcher, Any]:
+    built, commands = full_runtime(tmp_path, model_server, memory=memory, store=store)
+    return built.dispatcher, commands
+
+
+def full_runtime(
+    tmp_path: Path, model_server: FakeModelServer, *, memory: bool, store: MemoryStore
+) -> tuple[Runtime, Any]:
     config = tmp_path / "switchboard.toml"
     config.write_text(
         f'model = "{MODEL}"\n'
@@ -45,7 +63,7 @@ def runtime(
     built = build_runtime(
         settings, environ=env, memory_store=store, commands=commands, make_caller=make_caller
     )
-    return built.dispatcher, commands
+    return built, commands
 
 
 @pytest.fixture
@@ -291,3 +309,179 @@ async def test_with_memory_on_the_model_request_carries_the_background_block_for
     assert all("background_memory" not in text for _, text in _turns(request))
     [reply] = slack_api.bot_replies("C1", posted["ts"])
     assert reply.text == "Use the release pipeline."
+
+
+# -- one registry, three surfaces (issue 8) ------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def _terminal(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """`switchboard memory …` in a real process, on the same config and data directory as the bot."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_") and k != "MEMORY_TOKEN"}
+    env.update(PYTHONPATH=str(ROOT), SWITCHBOARD_CONFIG=str(tmp_path / "switchboard.toml"))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "app",
+        "memory",
+        *args,
+        cwd=tmp_path,
+        env=env,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(process.communicate(), timeout=60)
+    assert process.returncode is not None
+    return process.returncode, out.decode(), err.decode()
+
+
+def _as_a_person_reads_it(terminal: str) -> str:
+    """The terminal's machine rendering with the untrusted wrapper turned back into the code span the
+    human surfaces use (the Markdown a streamed Slack answer carries)."""
+    body = "\n".join(line for line in terminal.split("\n") if line != UNTRUSTED_NOTE).strip("\n")
+    body = re.sub(
+        rf"{re.escape(UNTRUSTED_OPEN)}(.*?){re.escape(UNTRUSTED_CLOSE)}",
+        lambda m: "`" + m.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") + "`",
+        body,
+    )
+    return body
+
+
+async def test_one_memory_list_text_answers_alike_in_a_slack_thread_the_slash_command_and_the_terminal(
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer
+) -> None:
+    durable = SqliteMemoryStore(memory_dir(tmp_path / "data"))
+    await durable.write(
+        "org:acme",
+        [
+            MemoryCandidate("fact", "deploy runs through the release pipeline", "slack:C9:1.0"),
+            MemoryCandidate("fact", "standups are at ten", "slack:C9:1.0"),
+        ],
+    )
+    await durable.write(
+        "org:acme", [MemoryCandidate("fact", "deploy <prod> only with a ticket & a buddy", "slack:C9:2.0")]
+    )
+    words = ["list", "org", "deploy", "--limit", "5"]
+    slack_api.add_conversation("C1", "public")
+    fake_anthropic.script("Hello!")
+    try:
+        async for bot in _bot(slack_api, tmp_path, fake_anthropic, durable, memory=True):
+            root = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> hi")
+            await bot.slack.event(as_app_mention(root))
+            await bot.settle()
+            # 1. a message in the bot's thread (no mention needed there), through the real Bolt app
+            follow_up = slack_api.post_as_user("C1", "U1", "memory " + " ".join(words), thread_ts=root["ts"])
+            await bot.slack.event(follow_up)
+            await bot.settle()
+            # 2. the `/memory` slash command
+            await bot.slack.slash(
+                text=" ".join(words), user_id="U1", channel_id="C1", response_url=slack_api.response_url()
+            )
+            await bot.settle()
+            # 3. `switchboard memory …` in a terminal, on the configured (same) store
+            code, terminal, err = await _terminal(tmp_path, *words)
+    finally:
+        await durable.aclose()
+
+    assert len(fake_anthropic.requests) == 1  # only "hi": the commands never reached the model
+    in_thread = slack_api.bot_replies("C1", root["ts"])[1].text
+    [slash] = slack_api.responses
+    assert code == 0, err
+    assert re.findall(r"`(mem:[^`]+)`", in_thread) == ["mem:org:acme:3", "mem:org:acme:1"]
+    assert "standups" not in in_thread
+    # The thread's answer is streamed as Markdown (`markdown_text`); the slash response is mrkdwn.
+    assert slash["text"] == markdown_to_mrkdwn(in_thread)
+    assert "`deploy &lt;prod&gt; only with a ticket &amp; a buddy`" in slash["text"]
+    assert terminal.startswith(UNTRUSTED_NOTE)  # the machine surface marks record text …
+    assert _as_a_person_reads_it(terminal) == in_thread  # … and otherwise says the same thing
+
+
+# -- forget through the whole bot (issue 8) ------------------------------------------------------
+
+
+async def test_forgetting_an_org_record_in_slack_admin_only_removes_it_from_list_and_the_next_runs_memory(
+    memory_bot: RunningBot,
+    slack_api: FakeSlackApi,
+    fake_anthropic: FakeModelServer,
+    store: InMemoryMemoryStore,
+) -> None:
+    await _seed(store)
+    slack_api.add_conversation("C1", "public")
+
+    async def say(user: str, text: str) -> str:
+        posted = slack_api.post_as_user("C1", user, f"<@{BOT_USER_ID}> {text}")
+        await memory_bot.slack.event(as_app_mention(posted))
+        await memory_bot.settle()
+        [reply] = slack_api.bot_replies("C1", posted["ts"])
+        return reply.text
+
+    question = "how does deploy work here?"
+    with capture_logs() as events:
+        refused = await say("U1", "memory forget mem:org:acme:1")
+    assert refused.startswith("🚫") and "`memory list me`" in refused
+    assert [(e["caller"], e["outcome"]) for e in events if e["event"] == "memory.forget"] == [
+        ("user:slack:U1", "refused")
+    ]
+    fake_anthropic.script("Through the release pipeline.")
+    await say("U1", question)
+    assert "release pipeline" in _system(fake_anthropic.bodies()[-1])  # the record stays
+    assert "`mem:org:acme:1`" in await say("U1", "memory list org")
+
+    with capture_logs() as events:
+        forgot = await say("U0ADMIN", "memory forget mem:org:acme:1")
+    assert forgot == "🧹 Forgot `mem:org:acme:1`."
+    assert [(e["caller"], e["id"], e["outcome"]) for e in events if e["event"] == "memory.forget"] == [
+        ("user:slack:U0ADMIN", "mem:org:acme:1", "forgotten")
+    ]
+    listed = await say("U1", "memory list org")
+    assert "mem:org:acme:1" not in listed and "no active records" in listed
+    fake_anthropic.script("I am not sure; check the docs.")
+    await say("U1", question)
+    system = _system(fake_anthropic.bodies()[-1])
+    assert "owns the deploy tooling" in system  # the next run still reads memory …
+    assert "release pipeline" not in system  # … but not the forgotten record
+    assert len(fake_anthropic.requests) == 2  # the four commands made no model call
+
+
+# -- exactly once, reflection included (issue 7) -------------------------------------------------
+
+
+async def test_a_redelivered_event_makes_one_model_call_one_reply_and_schedules_one_reflection(
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InMemoryMemoryStore
+) -> None:
+    built, commands = full_runtime(tmp_path, fake_anthropic, memory=True, store=store)
+    slack_api.add_conversation("C1", "public")
+    root = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> where do we deploy from?")
+    slack_api.post_as_bot("C1", "From main.", thread_ts=root["ts"])
+    slack_api.post_as_user("C1", "U1", "and staging?", thread_ts=root["ts"])
+    slack_api.post_as_bot("C1", "From the staging branch.", thread_ts=root["ts"])
+    # Four earlier turns: the run qualifies for reflection without any tool call.
+    event = as_app_mention(
+        slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> who approves releases?", thread_ts=root["ts"])
+    )
+    facts = {"facts": [{"text": "the release captain approves releases", "confidence": 0.9}], "summary": ""}
+    fake_anthropic.script("The release captain.", json.dumps(facts))
+    try:
+        async with running_bot(
+            slack_api, built.dispatcher, registry=commands, caller_factory=registry_caller
+        ) as bot:
+            first = await bot.slack.event(event, event_id="EvREFLECT")
+            second = await bot.slack.event(event, event_id="EvREFLECT", retry_num=1)
+            third = await bot.slack.event(event, event_id="EvREFLECT", retry_num=2)
+            await bot.settle()
+            assert await built.lifecycle.drain()  # every scheduled reflection has finished
+    finally:
+        await built.aclose()
+
+    assert (first.status, second.status, third.status) == (200, 200, 200)
+    requests = fake_anthropic.bodies()
+    assert [_system(r).startswith(REFLECTION_SYSTEM[:60]) for r in requests] == [False, True]
+    assert _turns(requests[0])[-1] == ("user", "who approves releases?")
+    assert [m.text for m in slack_api.bot_replies("C1", root["ts"])] == [
+        "From main.",
+        "From the staging branch.",
+        "The release captain.",
+    ]
+    [record] = store.records("org:acme")
+    assert (record.text, record.use_count) == ("the release captain approves releases", 0)

@@ -190,6 +190,16 @@ class StoreContract:
         assert await store.retrieve(ORG, "what is it", 5) == []
         assert await store.list(ORG, 5, query="what is it") == []
 
+    async def test_stopwords_take_no_prefilter_slot_from_a_real_token(self, make_store: StoreFactory) -> None:
+        # 24 distinct 5-letter tokens fill the prefilter exactly; the long stopwords before them
+        # ("because", "through", "should") must not push the last of them out of it.
+        words = [f"wd{chr(97 + n // 26)}{chr(97 + n % 26)}x" for n in range(24)]
+        store = make_store()
+        await store.write(ORG, [fact(f"only {words[-1]} here")])
+        query = "because through should " + " ".join(words)
+        assert ids(await store.retrieve(ORG, query, 5)) == [rid(ORG, 1)]
+        assert ids(await store.list(ORG, 5, query)) == [rid(ORG, 1)]
+
     async def test_fts_syntax_in_queries_is_inert(self, make_store: StoreFactory) -> None:
         store = make_store()
         await store.write(

@@ -1,6 +1,8 @@
 import asyncio
 from collections.abc import Sequence
 
+import pytest
+
 from memory.context import memory_context_block, read_memory
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
@@ -165,3 +167,62 @@ async def test_a_failing_scope_reads_as_empty_and_the_rest_still_arrives() -> No
     block = await memory_context_block(broken, "deploys", organization="acme", user_id="slack:UA")
     assert block is not None and "tuesdays" in block
     assert "morning" not in block
+
+
+class BarrierStore(RecordingStore):
+    """Each retrieve waits until `expected` retrieves are in flight at once: a sequential read hangs."""
+
+    def __init__(self, inner: InMemoryMemoryStore, expected: int) -> None:
+        super().__init__(inner)
+        self.expected = expected
+        self.all_started = asyncio.Event()
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+        self.retrieved.append(scope_key)
+        if len(self.retrieved) >= self.expected:
+            self.all_started.set()
+        await self.all_started.wait()
+        return await self.inner.retrieve(scope_key, query, limit)
+
+
+async def test_org_channel_and_user_are_retrieved_in_parallel() -> None:
+    store = BarrierStore((await seeded()).inner, expected=3)
+    read = read_memory(store, "deploys", organization="acme", user_id="slack:UA", channel_id="slack:C1")
+    result = await asyncio.wait_for(read, timeout=5)
+    assert sorted(store.retrieved) == ["channel:slack:C1", "org:acme", "user:slack:UA"]
+    assert [r.scope_key for r in result.records] == ["org:acme", "channel:slack:C1", "user:slack:UA"]
+
+
+async def test_one_token_budget_covers_the_whole_request_not_each_scope() -> None:
+    store = InMemoryMemoryStore(clock=lambda: NOW)
+    await store.write("org:acme", [fact("deploy " + "org " * 60)])
+    await store.write("user:slack:UA", [fact("deploy " + "mine " * 60)])
+    # each bullet alone fits 100 tokens (≈ 70 and ≈ 80); the two together do not
+    read = await read_memory(store, "deploy", organization="acme", user_id="slack:UA", max_tokens=100)
+    assert [r.scope_key for r in read.records] == ["org:acme"]
+    assert read.block is not None and len(read.block.splitlines()) == 4
+    both = await read_memory(store, "deploy", organization="acme", user_id="slack:UA", max_tokens=200)
+    assert [r.scope_key for r in both.records] == ["org:acme", "user:slack:UA"]
+
+
+async def test_a_cancelled_read_leaves_no_retrieve_running() -> None:
+    started = asyncio.Event()
+    finished: list[str] = []
+
+    class SlowStore(RecordingStore):
+        async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+            started.set()
+            await asyncio.sleep(3600)
+            finished.append(scope_key)
+            return []
+
+    store = SlowStore(InMemoryMemoryStore())
+    read = asyncio.create_task(read_memory(store, "deploys", organization="acme", user_id="slack:UA"))
+    await started.wait()
+    read.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await read
+    for _ in range(3):
+        await asyncio.sleep(0)
+    pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
+    assert pending == [] and finished == []

@@ -27,7 +27,7 @@ from structlog.testing import capture_logs
 from memory.engine import MAX_MATCH_TOKENS, candidate_cap, match_tokens
 from memory.sqlite_store import SqliteMemoryStore, database_filename, fts_match_query
 from memory.stores import InMemoryMemoryStore
-from memory.types import MAX_LIMIT, MemoryCandidate, MemoryStoreError, WriteResult
+from memory.types import DEFAULT_SCOPE_CAP, MAX_LIMIT, MemoryCandidate, MemoryStoreError, WriteResult
 from tests.memory.store_contract import DAY, START, FakeClock, fact, ids, rid
 
 ORG = "org:acme"
@@ -344,6 +344,32 @@ async def test_user_text_reaches_fts_only_as_quoted_tokens(
         expression = re.search(r"MATCH '([^']*)'", sql)
         assert expression is not None
         assert re.fullmatch(r'"[a-z0-9]+"( OR "[a-z0-9]+")*', expression.group(1)), expression.group(1)
+
+
+async def test_stopwords_never_reach_the_fts_match(store: SqliteMemoryStore, statements: Statements) -> None:
+    await store.write(ORG, [fact("the deploy goes to the staging cluster")])
+    assert fts_match_query("How do we deploy the API?") == '"deploy" OR "api"'
+    assert fts_match_query("what is it to you") is None
+    statements.clear()
+
+    assert ids(await store.retrieve(ORG, "what is the deploy plan", 5)) == [rid(ORG, 1)]
+    assert ids(await store.list(ORG, 5, "where is the deploy")) == [rid(ORG, 1)]
+    matches = [sql for sql in statements.sql() if "MATCH" in sql]
+    assert [re.findall(r'"([a-z0-9]+)"', sql) for sql in matches] == [["deploy", "plan"], ["deploy"]]
+
+    statements.clear()  # a query of stopwords only selects nothing and never touches the database
+    assert await store.retrieve(ORG, "what is it to you", 5) == []
+    assert await store.list(ORG, 5, "what is it to you") == []
+    assert statements.sql() == []
+
+
+async def test_the_whole_token_gate_checks_the_record_not_a_stale_fts_row(store: SqliteMemoryStore) -> None:
+    await store.write(ORG, [fact("use pnpm"), fact("deploy on fridays")])
+    with raw(store.database_path(ORG)) as connection:  # FTS content drifted from its record
+        connection.execute("UPDATE records_fts SET text = 'use pnpm rollback' WHERE rowid = 1")
+    assert await store.retrieve(ORG, "rollback", 5) == []
+    assert await store.list(ORG, 5, "rollback") == []
+    assert ids(await store.retrieve(ORG, "pnpm", 5)) == [rid(ORG, 1)]
 
 
 async def test_bm25_candidates_rescue_a_relevant_but_old_record(tmp_path: Path) -> None:
@@ -851,6 +877,12 @@ async def test_bad_candidates_are_refused_before_anything_is_written(store: Sqli
     with pytest.raises(ValueError, match=r"candidates\[0\]\.keywords\[1\]"):
         await store.write(ORG, [fact("fine", keywords=("ok", "\udfff"))])
     assert not store.database_path(ORG).exists()
+
+
+async def test_the_default_cap_is_the_scope_default(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path)
+    assert store.cap == DEFAULT_SCOPE_CAP == 500
+    await store.aclose()
 
 
 @pytest.mark.parametrize("cap", [0, -1, 10_001, True, 2.5])

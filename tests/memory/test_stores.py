@@ -178,6 +178,7 @@ async def test_in_memory_evicted_rows_are_hidden_from_retrieve_list_and_dedup() 
     await store.write("org:acme", [fact("new deploy fact")])
     assert [r.text for r in await store.retrieve("org:acme", "deploy", 8)] == ["new deploy fact"]
     assert [r.text for r in await store.list("org:acme", 8)] == ["new deploy fact"]
+    assert [r.status for r in store.records("org:acme")] == ["evicted", "active"]
     clock.now += 1
     assert (await store.write("org:acme", [fact("old deploy fact")])).inserted == 1
 
