@@ -194,7 +194,9 @@ class PostgresMemoryStore:
         timeout: float = 5.0,
         reconnect_timeout: float = 10.0,
         application_name: str | None = None,
+        connection_class: type[Connection] = AsyncConnection,
     ) -> None:
+        """`connection_class` makes every connection (a subclass may observe the statements run)."""
         if not 1 <= min_size <= max_size:
             raise ValueError(f"pool sizes must satisfy 1 <= min_size <= max_size, got {min_size}, {max_size}")
         if timeout <= 0:
@@ -208,6 +210,7 @@ class PostgresMemoryStore:
         self._max_size = max_size
         self._timeout = timeout
         self._reconnect_timeout = reconnect_timeout
+        self._connection_class = connection_class
         # Explicit, else the DSN's own, else ours: what pg_stat_activity shows for this pool.
         self._application_name = (
             application_name or params.get("application_name") or DEFAULT_APPLICATION_NAME
@@ -378,7 +381,7 @@ class PostgresMemoryStore:
             "connect_timeout": max(2, round(self._timeout)),
         }
         try:
-            conn = await AsyncConnection.connect(self._dsn, **connect_kwargs)
+            conn = await self._connection_class.connect(self._dsn, **connect_kwargs)
         except psycopg.Error as error:
             raise self._unusable("cannot connect to", error) from None
         try:
@@ -390,6 +393,7 @@ class PostgresMemoryStore:
         pool: AsyncConnectionPool[Connection] = AsyncConnectionPool(
             self._dsn,
             kwargs=connect_kwargs,
+            connection_class=self._connection_class,
             min_size=self._min_size,
             max_size=self._max_size,
             open=False,

@@ -64,10 +64,10 @@ def record_from_wire(value: object) -> MemoryRecord:
     """A record from a service reply; raises WireError so the caller can drop just this one."""
     obj = _object(value, "record")
     kind = obj.get("kind")
-    if kind not in RECORD_KINDS:
+    if not isinstance(kind, str) or kind not in RECORD_KINDS:  # a list or object is unhashable
         raise WireError("record.kind must be 'fact' or 'summary'")
     status = obj.get("status", "active")
-    if status not in RECORD_STATUSES:
+    if not isinstance(status, str) or status not in RECORD_STATUSES:
         raise WireError("record.status is not a known status")
     use_count = obj.get("useCount", 0)
     if not _is_int(use_count) or use_count < 0:
@@ -114,7 +114,7 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
     at = f"records[{index}]"
     obj = _object(value, at)
     kind = obj.get("kind")
-    if kind not in RECORD_KINDS:
+    if not isinstance(kind, str) or kind not in RECORD_KINDS:  # a list or object is unhashable
         raise WireError(f"{at}.kind must be 'fact' or 'summary'")
     text = obj.get("text")
     if not isinstance(text, str) or not text.strip():

@@ -19,11 +19,12 @@ import pytest
 from structlog.testing import capture_logs
 
 from config.settings import load_settings
-from memory.build import MemoryConfigError, build_memory_store, validate_scope_cap
+from memory.build import MemoryConfigError, build_memory_store, open_memory_store, validate_scope_cap
 from memory.http_store import HttpMemoryStore
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
-from memory.types import MemoryCandidate, MemoryStore
+from memory.types import MemoryCandidate, MemoryStore, MemoryStoreError
+from tests.memory.service_support import free_port
 
 SCOPE = "org:acme"
 
@@ -258,3 +259,25 @@ async def test_real_settings_drive_the_selection(tmp_path: Path, built: list[Mem
     built.append(store)
     assert isinstance(store, HttpMemoryStore)
     assert store.cap == 42
+
+
+# --- the start-up check ------------------------------------------------------------------------------------
+
+
+async def test_open_memory_store_turns_an_unreachable_database_into_one_line_naming_the_setting(
+    tmp_path: Path, built: list[MemoryStore]
+) -> None:
+    dsn = f"postgresql://postgres:s3cret@127.0.0.1:{free_port()}/test"
+    store = build(built, FakeSettings(tmp_path, Memory(store="postgres")), {"DATABASE_URL": dsn})
+    with pytest.raises(MemoryStoreError, match="DATABASE_URL") as refused:
+        await open_memory_store(store)
+    assert "\n" not in str(refused.value) and "s3cret" not in str(refused.value)
+
+
+async def test_open_memory_store_is_a_no_op_for_stores_without_a_server(
+    tmp_path: Path, built: list[MemoryStore]
+) -> None:
+    for memory in (Memory(enabled=False), Memory(store="memory"), Memory()):
+        with capture_logs():
+            store = build(built, FakeSettings(tmp_path, memory))
+        await open_memory_store(store)  # nothing to verify: must not raise

@@ -340,6 +340,8 @@ async def test_retrieve_drops_malformed_records_individually() -> None:
         wire_record("bad keywords", 5, keywords="deploy"),
         wire_record("bad count", 6, useCount=-1),
         wire_record("bad status", 7, status="archived"),
+        wire_record("unhashable kind", 10, kind=["fact"]),  # must be dropped, never a TypeError
+        wire_record("unhashable status", 11, status={"active": True}),
         wire_record("other scope", 8, scopeKey="user:slack:U2"),
         "not even an object",
         wire_record("optional extras", 9, lastUsedAt=1_700_000_100.0, confidence=0.7, supersedes="mem:x:1"),
@@ -357,7 +359,7 @@ async def test_retrieve_drops_malformed_records_individually() -> None:
         "mem:x:1",
     )
     (warning,) = logs
-    assert (warning["event"], warning["dropped"]) == ("memory.retrieve_dropped_records", 8)
+    assert (warning["event"], warning["dropped"]) == ("memory.retrieve_dropped_records", 10)
 
 
 async def test_records_round_trip_through_the_shared_wire_format() -> None:

@@ -496,6 +496,91 @@ async def test_long_texts_are_deduped_without_hitting_the_btree_size_limit(
     assert await store.write(SCOPE, [fact(long_text.upper())]) == WriteResult(deduped=1)
 
 
+# --- the write path reads only what plan_write needs (§18) ----------------------------------------
+
+SCOPE_INDEXES = INDEXES - {"memory_records_fts"}  # the btree indexes, each prefixed by scope_key
+
+
+def recording_connection() -> tuple[type[psycopg.AsyncConnection[Any]], list[tuple[str, Any]]]:
+    """A real psycopg connection class that also keeps every (statement, params) the store runs."""
+    statements: list[tuple[str, Any]] = []
+
+    class Recording(psycopg.AsyncConnection[Any]):
+        async def execute(self, query: Any, params: Any = None, **options: Any) -> Any:
+            statements.append((str(query), params))
+            return await super().execute(query, params, **options)
+
+    return Recording, statements
+
+
+def plan_nodes(plan: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    yield plan
+    for child in plan.get("Plans", []):
+        yield from plan_nodes(child)
+
+
+async def explain_analyze(schema: TempSchema, statement: str, params: Any) -> list[dict[str, Any]]:
+    """The executed plan of one recorded statement with its own values, rolled back afterwards."""
+    async with await psycopg.AsyncConnection.connect(
+        schema.dsn, cursor_factory=psycopg.AsyncClientCursor
+    ) as conn:
+        cursor = await conn.execute(f"EXPLAIN (ANALYZE, FORMAT JSON) {statement}", params)
+        row = await cursor.fetchone()
+        await conn.rollback()
+    assert row is not None
+    return list(plan_nodes(row[0][0]["Plan"]))
+
+
+async def test_a_write_under_the_cap_makes_targeted_index_lookups_never_a_scan_of_the_scope(
+    schema: TempSchema, clock: Clock
+) -> None:
+    connection_class, statements = recording_connection()
+    store = await PostgresMemoryStore.connect(schema.dsn, clock=clock, connection_class=connection_class)
+    try:
+        for start in range(0, 400, 50):
+            await store.write(
+                SCOPE, [fact(f"note {n} about topic {n % 7}") for n in range(start, start + 50)]
+            )
+        # A crowd in another scope: a lookup not led by scope_key, or a scan, shows in the plans.
+        await run_sql(
+            schema,
+            "INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, source_thread_key, created_at)"
+            " SELECT 'org:other', n, 'mem:org:other:' || n, 'fact', 'other ' || n, 'other ' || n, 't', 0"
+            " FROM generate_series(1, 20000) AS n",
+        )
+        await run_sql(schema, "VACUUM ANALYZE memory_records")
+        statements.clear()
+        batch = [
+            fact("Note 3 about   topic 3"),  # a dedup
+            fact("the revised fifth note", supersedes="mem:org:acme:5"),
+            fact("a brand new note"),
+        ]
+        assert await store.write(SCOPE, batch) == WriteResult(inserted=2, deduped=1, superseded=1)
+    finally:
+        await store.aclose()
+
+    reads = [(sql, params) for sql, params in statements if sql.lstrip().startswith(("SELECT", "UPDATE"))]
+    sql_run = [" ".join(sql.split()) for sql, _ in reads]
+    # The eviction fetch reads every active row of the scope: over the cap only.
+    assert " ".join(postgres_store._SELECT_ACTIVE.split()) not in sql_run
+    lookups = [sql for sql in sql_run if sql.startswith("SELECT seq,")]
+    assert len(lookups) == len(batch)  # one targeted lookup per candidate
+    for sql, params in reads:
+        if "pg_advisory_xact_lock" in sql:
+            continue
+        nodes = await explain_analyze(schema, sql, params)
+        scans = [n for n in nodes if "Relation Name" in n and n["Node Type"] != "ModifyTable"]
+        assert scans, sql
+        for node in scans:
+            assert node["Node Type"] != "Seq Scan", (sql, node["Node Type"])
+            assert node.get("Index Name") in SCOPE_INDEXES, (sql, node.get("Index Name"))
+            assert "scope_key" in node.get("Index Cond", ""), (sql, node.get("Index Cond"))
+            if sql.lstrip().startswith("SELECT COUNT(*)"):
+                continue  # the active count reads the scope's active index entries only (§15)
+            touched = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
+            assert touched <= 2, (sql, node["Node Type"], touched)
+
+
 # --- atomicity and concurrency --------------------------------------------------------------------
 
 

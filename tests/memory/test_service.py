@@ -313,6 +313,12 @@ LONG_SCOPE = "org:" + "a" * 197
             body_of(scopeKey=SCOPE, records=[{"text": "x", "sourceThreadKey": "t"}]),
             "records[0].kind",
         ),
+        (  # an unhashable kind is a 400 like any other, never a 500 (found by the fuzz test)
+            "/write",
+            body_of(scopeKey=SCOPE, records=[fact("x", kind=[])]),
+            "records[0].kind",
+        ),
+        ("/write", body_of(scopeKey=SCOPE, records=[fact("x", kind={"fact": 1})]), "records[0].kind"),
         ("/write", body_of(scopeKey=SCOPE, records=[fact("")]), "records[0].text"),
         ("/write", body_of(scopeKey=SCOPE, records=[fact("   \n")]), "records[0].text"),
         ("/write", body_of(scopeKey=SCOPE, records=[fact("t" * 4001)]), "records[0].text"),

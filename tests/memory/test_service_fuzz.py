@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 import httpx
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memory.service import create_app
@@ -59,7 +59,7 @@ json_values = st.recursive(
 )
 candidates = st.fixed_dictionaries(
     {
-        "kind": st.sampled_from(["fact", "summary"]),
+        "kind": st.sampled_from(["fact", "summary"]) | json_values,
         "text": st.text(min_size=1, max_size=60),
         "sourceThreadKey": st.just("t"),
     },
@@ -141,6 +141,7 @@ def test_arbitrary_bytes_as_an_authenticated_body_never_cause_a_5xx(
 
 @settings(max_examples=150, deadline=None)
 @given(path=st.sampled_from(ROUTES[:4]), body=near_valid)
+@example(path="/write", body={"scopeKey": "org:acme", "records": [{"kind": []}]})  # once a 500
 def test_authenticated_near_valid_bodies_are_either_served_or_refused_with_a_reason(
     path: str, body: dict[str, Any]
 ) -> None:
