@@ -75,7 +75,9 @@ def echo_tool() -> Tool:
 async def test_memory_disabled_sends_byte_identical_requests_to_a_dispatcher_without_memory(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    off = settings_for(fake_anthropic)
+    # An organization is configured, so a read *could* run: only `memory.enabled = false` stops it.
+    off = settings_for(fake_anthropic, organization="acme")
+    assert off.memory.enabled is False
     agents = build_agents(off).with_tools("general", (echo_tool(),))
     store = await seeded_store({"org:acme": "deploys happen on fridays"})
     contenders = [
@@ -95,6 +97,7 @@ async def test_memory_disabled_sends_byte_identical_requests_to_a_dispatcher_wit
     assert [m["content"] for m in sent["messages"]] == [text for _, text in HISTORY] + [QUESTION]
     assert sent["tools"][0]["name"] == "echo" and sent["max_tokens"] == 4096
     assert store.records("org:acme")[0].use_count == 0  # never retrieved
+    assert all(isinstance(d.memory_store, NullMemoryStore) for d in contenders)
 
 
 async def test_memory_enabled_with_nothing_matched_leaves_the_request_unchanged(
@@ -376,6 +379,24 @@ async def test_a_model_failure_becomes_a_warning_reply_and_releases_the_slot(
     assert surface.replies == [outcome.reply]
     assert surface.replies[0].startswith("⚠️") and "529" in surface.replies[0]
     assert steps == [] and dispatcher.active_run_count == 0
+
+
+async def test_an_unexpected_failure_in_the_run_becomes_a_warning_reply_never_silence(
+    fake_anthropic: FakeModelServer, stack: AsyncExitStack
+) -> None:
+    def broken_toolset(context: ToolContext) -> tuple[Tool, ...]:
+        raise RuntimeError("toolset bug: do not show me")
+
+    steps: list[CompletedRun] = []
+    settings = settings_for(fake_anthropic)
+    agents = build_agents(settings).with_tools("general", toolset=broken_toolset)
+    surface = RecordingSurface()
+    dispatcher = build(stack, settings, agents=agents, post_run=[steps.append])
+    outcome = await dispatcher.dispatch(message("hi"), surface)
+    assert outcome.status == "failed" and surface.replies == [outcome.reply]
+    assert surface.replies[0].startswith("⚠️") and "RuntimeError" in surface.replies[0]
+    assert "do not show me" not in surface.replies[0]
+    assert steps == [] and dispatcher.active_run_count == 0 and fake_anthropic.requests == []
 
 
 async def test_an_empty_answer_is_a_warning_not_silence(

@@ -7,6 +7,7 @@ import json
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -163,3 +164,83 @@ def test_sigterm_lets_the_run_in_flight_finish_and_reply_before_the_process_exit
     assert any("lifecycle.drained" in line for line in log_lines)
     stored = json.loads((tmp_path / "data" / "chat" / "drain.json").read_text())
     assert stored["turns"][-1] == {"role": "assistant", "text": "the answer in flight"}
+
+
+def test_sigterm_waits_for_a_pending_reflection_before_the_process_exits(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    """Memory on, a real `switchboard chat` process: the reply has landed, the extractor call is still in
+    flight at SIGTERM → the process stays up until the reflection wrote its fact, then exits cleanly."""
+    from memory.build import memory_dir
+    from memory.sqlite_store import SqliteMemoryStore
+
+    fact = "The api service deploys with make deploy from the main branch"
+    data = tmp_path / "data"
+    (data / "chat").mkdir(parents=True)
+    turns = [{"role": role, "text": text} for role, text in (("user", "a"), ("assistant", "b")) * 2]
+    (data / "chat" / "reflect.json").write_text(json.dumps({"thread": "reflect", "turns": turns}))
+    extraction = json.dumps({"facts": [{"text": fact, "confidence": 0.9}], "summary": ""})
+    fake_anthropic.script("use make deploy", Reply(text=extraction, hold=True))
+    env = subprocess_env(
+        {
+            "HOME": str(tmp_path),
+            "SWITCHBOARD_DATA_DIR": str(data),
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+            "SWITCHBOARD_MODEL": "anthropic/test-model",
+            "SWITCHBOARD_MODELS__ANTHROPIC__MAX_RETRIES": "0",
+            "SWITCHBOARD_ORGANIZATION": "acme",
+            "SWITCHBOARD_MEMORY__ENABLED": "true",
+        }
+    )
+    process = subprocess.Popen(
+        app_command("chat", "--thread", "reflect", "--log-level", "info"),
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    stopping = threading.Event()
+    log_lines: list[str] = []
+
+    def read_logs() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            log_lines.append(line)
+            if "lifecycle.stopping" in line:
+                stopping.set()
+
+    reader = threading.Thread(target=read_logs, daemon=True)
+    reader.start()
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write("how do I deploy the api?\n")
+        process.stdin.flush()
+        assert process.stdout.readline() == "use make deploy\n"  # the reply landed first
+        fake_anthropic.wait_for_requests(2, timeout=60)  # the extractor call is in flight, held
+
+        process.send_signal(signal.SIGTERM)
+        assert stopping.wait(timeout=30), "".join(log_lines)
+        time.sleep(0.2)
+        assert process.poll() is None, "".join(log_lines)  # draining: the reflection is still pending
+
+        fake_anthropic.release()
+        assert process.wait(timeout=60) == 0, "".join(log_lines)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+        reader.join(timeout=5)
+
+    assert any("lifecycle.drained" in line for line in log_lines)
+
+    async def stored() -> list[str]:
+        store = SqliteMemoryStore(memory_dir(data))
+        try:
+            return [record.text for record in await store.list("org:acme", 10)]
+        finally:
+            await store.aclose()
+
+    assert asyncio.run(stored()) == [fact]

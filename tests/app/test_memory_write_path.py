@@ -224,11 +224,14 @@ async def test_memory_disabled_makes_no_reflection_call_even_on_a_qualifying_run
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
     store = InMemoryMemoryStore()
+    # An organization is configured, so scopes could be derived: only `memory.enabled = false` stops it.
+    settings = settings_for(fake_anthropic, organization="acme")
+    assert settings.memory.enabled is False
     runtime = build_runtime(
-        settings_for(fake_anthropic),
+        settings,
         environ={},
         memory_store=store,
-        agents=build_agents(settings_for(fake_anthropic)).with_tools("general", (echo_tool(),)),
+        agents=build_agents(settings).with_tools("general", (echo_tool(),)),
     )
     stack.push_async_callback(runtime.providers.aclose)
     fake_anthropic.script(tool_reply("echo", {"word": "x"}), "done")

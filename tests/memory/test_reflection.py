@@ -434,6 +434,20 @@ async def test_an_unparseable_reply_writes_nothing_and_resolves_with_a_warning(r
     assert len(events) == 1 and events[0]["log_level"] == "warning"
 
 
+async def test_a_rejected_reply_is_never_logged_only_its_reason_token() -> None:
+    # Prose around the JSON, or a bare list of facts: the model's words (fact text) stay out of the log.
+    for reply in (
+        'Here you go: {"facts": [{"text": "the secret plan is blue", "confidence": 0.9}]}',
+        '[{"text": "the secret plan is blue", "confidence": 0.9}]',
+    ):
+        with capture_logs() as logs:
+            outcome, store, _ = await run_reflect(reply)
+        assert outcome.outcome == "rejected" and store.writes == []
+        (event,) = logs
+        assert event["event"] == "memory.reflection" and event["reason"] in ("not_json", "not_object")
+        assert "blue" not in repr(event) and "secret plan" not in repr(event)
+
+
 async def test_a_provider_failure_writes_nothing_and_is_one_warning() -> None:
     with capture_logs() as logs:
         outcome, store, provider = await run_reflect(ProviderError("529 overloaded: secret detail"))
