@@ -53,8 +53,13 @@ class RepoUnavailable(RuntimeError):
 
 
 class CommandReplyLike(Protocol):
+    """commands/registry.CommandReply: `receipt` is set for an inline run that changed state (forget)."""
+
     @property
     def text(self) -> str: ...
+
+    @property
+    def receipt(self) -> Any: ...
 
 
 class CommandHandler(Protocol):
@@ -130,6 +135,7 @@ class DispatchOutcome:
     run_id: str | None = None
     agent: str | None = None
     completed: CompletedRun | None = None
+    receipt: Any = None  # an inline run's audit record (a command that changed state)
 
 
 def fold_memory_block(block: str | None, instructions: str) -> str:
@@ -354,9 +360,13 @@ class Dispatcher:
             return DispatchOutcome("failed", text)
         if reply is None:
             return None
-        log.info("dispatch.command", surface=message.surface, ok=getattr(reply, "ok", True))
+        run_id = None
+        if reply.receipt is not None:  # an inline run: it gets a run id and its receipt is recorded
+            run_id = self._new_run_id()
+            log.info("dispatch.inline_run", run_id=run_id, surface=message.surface, **reply.receipt.as_dict())
+        log.info("dispatch.command", surface=message.surface, ok=getattr(reply, "ok", True), run_id=run_id)
         await _send(surface, reply.text)
-        return DispatchOutcome("command", reply.text)
+        return DispatchOutcome("command", reply.text, run_id=run_id, receipt=reply.receipt)
 
     async def _resolve_repo(self, message: IncomingMessage, agent: Agent | None) -> str | None:
         """A resolver failure is no repo; only RepoUnavailable (the resolver's own verdict) passes."""

@@ -37,6 +37,7 @@ class RecordingDispatcher:
 class FakeReply:
     text: str
     ok: bool = True
+    receipt: Any = None
 
 
 @dataclass

@@ -269,6 +269,32 @@ async def test_a_command_is_answered_on_the_fast_path_without_a_model_turn_or_re
     assert dispatcher.active_run_count == 0
 
 
+async def test_memory_forget_is_an_inline_run_with_a_receipt_and_memory_list_is_not(
+    fake_anthropic: FakeModelServer, stack: AsyncExitStack
+) -> None:
+    from commands.registry import Caller, build_registry
+
+    settings = settings_for(fake_anthropic, **MEMORY_ON)
+    store = await seeded_store({"user:slack:U1": "this user deploys on fridays"})
+    registry = build_registry(store=store, memory_enabled=True, organization="acme", admins=[])
+    dispatcher = build(stack, settings, memory_store=store, commands=registry, make_caller=Caller)
+    surface = RecordingSurface()
+
+    listed = await dispatcher.dispatch(message("memory list me"), surface)
+    forgot = await dispatcher.dispatch(message("memory forget mem:user:slack:U1:1"), surface)
+
+    assert (listed.status, listed.run_id, listed.receipt) == ("command", None, None)
+    assert forgot.status == "command" and forgot.run_id is not None
+    assert forgot.receipt is not None
+    assert (forgot.receipt.id, forgot.receipt.outcome, forgot.receipt.ok) == (
+        "mem:user:slack:U1:1",
+        "forgotten",
+        True,
+    )
+    assert await store.list("user:slack:U1", 10) == []
+    assert fake_anthropic.requests == []
+
+
 async def test_the_command_handler_gets_the_caller_and_a_lazy_thread_repo(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
@@ -280,7 +306,7 @@ async def test_the_command_handler_gets_the_caller_and_a_lazy_thread_repo(
             callers.append(caller)
             if text.startswith("memory"):
                 repo = await caller.thread_repo()
-                return type("Reply", (), {"text": f"repo={repo}"})()
+                return type("Reply", (), {"text": f"repo={repo}", "receipt": None})()
             return None
 
     async def resolver(incoming: IncomingMessage, agent: Agent | None) -> str | None:
