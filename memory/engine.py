@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
 from memory.scorer import query_terms, query_tokens, recency_score, record_tokens, weighted_score
-from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryRecord
+from memory.types import MAX_SCOPE_CAP, RECORD_KINDS, MemoryCandidate, MemoryRecord
 
 # The FTS prefilter takes at most this many of the query's tokens: the longest distinct ones (§17).
 MAX_MATCH_TOKENS = 24
@@ -66,6 +66,31 @@ def validate_cap(value: object) -> int:
     if not is_valid_cap(value):
         raise ValueError(f"cap must be an integer from 1 to {MAX_SCOPE_CAP}, got {value!r}")
     return value
+
+
+def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
+    """What every store refuses before anything is written: an unknown kind, a non-string field, text a
+    database cannot hold (NUL, lone surrogates). The message names the field."""
+    if candidate.kind not in RECORD_KINDS:
+        raise ValueError(f"candidates[{index}].kind must be one of {sorted(RECORD_KINDS)}")
+    fields: dict[str, object] = {
+        "text": candidate.text,
+        "source_thread_key": candidate.source_thread_key,
+        "source_run_id": candidate.source_run_id,
+        "supersedes": candidate.supersedes,
+    }
+    fields.update({f"keywords[{n}]": keyword for n, keyword in enumerate(candidate.keywords)})
+    for name, value in fields.items():
+        if value is None and name in ("source_run_id", "supersedes"):
+            continue
+        if not isinstance(value, str):
+            raise ValueError(f"candidates[{index}].{name} must be a string")
+        if "\x00" in value:
+            raise ValueError(f"candidates[{index}].{name} must not contain NUL characters")
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError(f"candidates[{index}].{name} must be valid Unicode text") from None
 
 
 def rank_records(records: Iterable[MemoryRecord], query: str, limit: int, now: float) -> list[MemoryRecord]:

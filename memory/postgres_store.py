@@ -38,13 +38,13 @@ from memory.engine import (
     plan_eviction,
     plan_write,
     rank_records,
+    validate_candidate,
     validate_cap,
 )
 from memory.scope import validate_scope_key
 from memory.scorer import record_tokens
 from memory.types import (
     DEFAULT_SCOPE_CAP,
-    RECORD_KINDS,
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
@@ -308,7 +308,7 @@ class PostgresMemoryStore:
         batch_cap = self._cap if cap is None else validate_cap(cap)
         batch = builtins.list(candidates)
         for index, candidate in enumerate(batch):
-            _check_storable(candidate, index)
+            validate_candidate(index, candidate)
         if not batch:
             return WriteResult()
         pool = await self._ready()
@@ -585,28 +585,6 @@ def _own_seq(scope_key: str, record_id: str) -> int | None:
     if parsed is None or parsed[0] != scope_key or parsed[1] > _MAX_SEQ:
         return None
     return parsed[1]
-
-
-def _check_storable(candidate: MemoryCandidate, index: int) -> None:
-    """Refuse, before any statement, what a PostgreSQL text column cannot hold (NUL, lone surrogates)."""
-    if candidate.kind not in RECORD_KINDS:
-        raise ValueError(f"candidates[{index}].kind must be one of {sorted(RECORD_KINDS)}")
-    fields: dict[str, str | None] = {
-        "text": candidate.text,
-        "source_thread_key": candidate.source_thread_key,
-        "source_run_id": candidate.source_run_id,
-        "supersedes": candidate.supersedes,
-    }
-    fields.update({f"keywords[{n}]": keyword for n, keyword in enumerate(candidate.keywords)})
-    for name, value in fields.items():
-        if value is None:
-            continue
-        if "\x00" in value:
-            raise ValueError(f"candidates[{index}].{name} must not contain NUL characters")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"candidates[{index}].{name} must be valid Unicode text") from None
 
 
 def _dsn_params(dsn: str) -> dict[str, str]:

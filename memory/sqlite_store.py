@@ -46,6 +46,7 @@ from memory.engine import (
     plan_eviction,
     plan_write,
     rank_records,
+    validate_candidate,
     validate_cap,
 )
 from memory.engine import record_id as make_record_id
@@ -54,7 +55,6 @@ from memory.scorer import tokenize
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_LIMIT,
-    RECORD_KINDS,
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
@@ -209,7 +209,7 @@ class SqliteMemoryStore:
         batch_cap = self._cap if cap is None else validate_cap(cap)
         batch = builtins.list(candidates)
         for index, candidate in enumerate(batch):
-            _validate_candidate(index, candidate)
+            validate_candidate(index, candidate)
         if not batch:
             return WriteResult()
         result = await self._run(
@@ -641,25 +641,3 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
         supersedes=None if supersedes is None else str(supersedes),
         status=_STATUSES[str(status)],
     )
-
-
-def _validate_candidate(index: int, candidate: MemoryCandidate) -> None:
-    """Refuse what the schema could not hold, before anything is written."""
-    if candidate.kind not in RECORD_KINDS:
-        raise ValueError(f"candidates[{index}].kind must be one of {sorted(RECORD_KINDS)}")
-    fields: dict[str, object] = {
-        "text": candidate.text,
-        "source_thread_key": candidate.source_thread_key,
-        "source_run_id": candidate.source_run_id,
-        "supersedes": candidate.supersedes,
-    }
-    fields.update({f"keywords[{n}]": keyword for n, keyword in enumerate(candidate.keywords)})
-    for name, value in fields.items():
-        if value is None and name in ("source_run_id", "supersedes"):
-            continue
-        if not isinstance(value, str):
-            raise ValueError(f"candidates[{index}].{name} must be a string")
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ValueError(f"candidates[{index}].{name} must be valid Unicode text") from None

@@ -16,6 +16,7 @@ from memory.engine import (
     plan_eviction,
     plan_write,
     rank_records,
+    validate_candidate,
 )
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 
@@ -70,6 +71,8 @@ class InMemoryMemoryStore:
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
     ) -> WriteResult:
         """`cap` overrides the store's cap for this batch (the memory service's per-request cap)."""
+        for index, candidate in enumerate(candidates):
+            validate_candidate(index, candidate)
         if not candidates:
             return WriteResult()
         cap = self._cap if cap is None else cap

@@ -15,6 +15,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Protocol, cast
 
+import pytest
+
 from memory.types import DEFAULT_SCOPE_CAP, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
 
 START = 1_800_000_000.0
@@ -369,6 +371,19 @@ class StoreContract:
     async def test_an_empty_batch_writes_nothing(self, make_store: StoreFactory) -> None:
         store = make_store()
         assert await store.write(ORG, []) == WriteResult()
+        assert await store.list(ORG, 5) == []
+
+    async def test_a_bad_candidate_refuses_the_whole_batch_naming_the_field(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        bad_kind = MemoryCandidate(kind="opinion", text="x", source_thread_key="t")  # type: ignore[arg-type]
+        with pytest.raises(ValueError, match=r"candidates\[1\]\.kind"):
+            await store.write(ORG, [fact("fine"), bad_kind])
+        with pytest.raises(ValueError, match=r"candidates\[1\]\.text"):
+            await store.write(ORG, [fact("fine"), fact("nul \x00 inside")])
+        with pytest.raises(ValueError, match=r"candidates\[0\]\.keywords\[1\]"):
+            await store.write(ORG, [fact("fine", keywords=("ok", "\udfff"))])
         assert await store.list(ORG, 5) == []
 
     # -- list / forget ----------------------------------------------------------------------------
