@@ -26,7 +26,7 @@ from typing import Any, TextIO
 from app.dispatch import DispatchOutcome
 from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
 from app.logging_setup import configure_logging
-from app.runtime import Runtime, build_runtime, credentials_problem
+from app.runtime import Runtime, credentials_problem, start_runtime
 from config.settings import ConfigError, Settings, load_settings
 
 USER_ID = "cli:local"
@@ -117,21 +117,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def _run(settings: Settings, args: argparse.Namespace) -> int:
     try:
-        runtime = build_runtime(settings, github=True)
+        runtime = await start_runtime(settings, github=True)
     except ConfigError as error:
         print(f"switchboard chat: {error}", file=sys.stderr)
-        return 2
-    try:
-        await runtime.start()
-    except ConfigError as error:
-        print(f"switchboard chat: {error}", file=sys.stderr)
-        await runtime.aclose()
-        return 2
-    if runtime.agents.default.model_ref is None:
-        from app.agents import missing_model_message
-
-        print(f"switchboard chat: {missing_model_message(runtime.agents.default)}", file=sys.stderr)
-        await runtime.aclose()
         return 2
     threads = ChatThreads(Path(settings.data_dir) / "chat")
     thread = args.thread or time.strftime("chat-%Y%m%d-%H%M%S")

@@ -40,9 +40,12 @@ class Runtime:
 
     async def start(self) -> None:
         """Verify what can be verified before taking messages; raises ConfigError with one clear line."""
+        from app.agents import missing_model_message
         from memory.build import open_memory_store
         from memory.types import MemoryStoreError
 
+        if self.agents.default.model_ref is None:
+            raise ConfigError(missing_model_message(self.agents.default))
         try:
             await open_memory_store(self.memory_store)
         except MemoryStoreError as error:
@@ -141,6 +144,17 @@ def build_runtime(
             dispatcher, lifecycle, store=store, providers=providers, memory_model=settings.memory.model
         )
     return Runtime(settings, providers, agents, store, dispatcher, lifecycle, github_setup)
+
+
+async def start_runtime(settings: Settings, **options: Any) -> Runtime:
+    """build_runtime, then start: a surface gets a runtime ready for messages or one ConfigError."""
+    runtime = build_runtime(settings, **options)
+    try:
+        await runtime.start()
+    except BaseException:
+        await runtime.aclose()
+        raise
+    return runtime
 
 
 def describe(runtime: Runtime) -> dict[str, Any]:

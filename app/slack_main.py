@@ -105,27 +105,16 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: int) -> int:
     """Build the bot, serve until a signal, drain, close. Returns the process exit code."""
-    from app.agents import missing_model_message
-    from app.runtime import build_commands, build_memory, build_runtime
+    from app.runtime import build_commands, build_memory, start_runtime
 
     try:
         store = build_memory(settings, env)
         commands, make_caller = build_commands(settings, store)
-        runtime = build_runtime(
+        runtime = await start_runtime(
             settings, environ=env, memory_store=store, commands=commands, make_caller=make_caller, github=True
         )
     except ConfigError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
-        return 2
-    try:
-        await runtime.start()
-    except ConfigError as error:
-        print(f"{PROG}: {error}", file=sys.stderr)
-        await runtime.aclose()
-        return 2
-    if runtime.agents.default.model_ref is None:
-        print(f"{PROG}: {missing_model_message(runtime.agents.default)}", file=sys.stderr)
-        await runtime.aclose()
         return 2
 
     secrets = settings.secrets
