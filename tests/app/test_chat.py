@@ -148,3 +148,16 @@ def test_an_unreachable_postgres_memory_store_stops_start_up_with_one_line_namin
     assert len(lines) == 1 and lines[0].startswith("switchboard chat: memory store unavailable:")
     assert "DATABASE_URL" in lines[0] and "sekret" not in lines[0]
     assert fake_anthropic.requests == []
+
+
+def test_without_a_model_ref_it_exits_with_one_line_saying_where_to_set_it(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in anthropic_env(fake_anthropic).items() if k != "SWITCHBOARD_MODEL"}
+    result = run_chat(tmp_path, env, "--thread", "t", "hi")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip().splitlines() == [
+        'switchboard chat: no model is configured for the general agent: set model = "<provider>/<model>" '
+        "(or agents.general.model) in switchboard.toml, or SWITCHBOARD_MODEL"
+    ]
+    assert fake_anthropic.requests == []
