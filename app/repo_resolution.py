@@ -156,11 +156,6 @@ def find_requested_repo(text: str, *, web_hosts: Iterable[str] = ("github.com",)
     return None
 
 
-def strip_repo_flag(text: str) -> str:
-    """The message without its `--repo …` option (the model needs the question, not the flag)."""
-    return re.sub(r"\s{2,}", " ", _FLAG.sub(" ", text)).strip()
-
-
 def _find_url(text: str, web_hosts: Iterable[str]) -> str | None:
     hosts = "|".join(re.escape(host) for host in sorted(set(web_hosts)))
     pattern = re.compile(rf"https?://(?:www\.)?(?:{hosts})/({_OWNER})/({_NAME})(?![\w-])", re.IGNORECASE)

@@ -13,7 +13,6 @@ from app.repo_resolution import (
     RepoUnavailable,
     ThreadBindings,
     find_requested_repo,
-    strip_repo_flag,
 )
 from tests.fakes.github_api import FakeGitHub
 
@@ -193,6 +192,3 @@ def test_a_github_enterprise_url_is_recognized_on_its_own_host() -> None:
     assert found is not None and (found.repo, found.source) == ("acme/widgets", "url")
 
 
-def test_strip_repo_flag_leaves_the_question() -> None:
-    assert strip_repo_flag("--repo acme/widgets why is CI red?") == "why is CI red?"
-    assert strip_repo_flag("why --repo=acme/widgets is CI red?") == "why is CI red?"
