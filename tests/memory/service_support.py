@@ -138,15 +138,15 @@ def memory_service_process(
             stderr=subprocess.PIPE,
         )
         try:
-            if _wait_healthy(process, port, startup_timeout):
+            if wait_healthy(process, port, startup_timeout):
                 yield RunningService(f"http://127.0.0.1:{port}", "127.0.0.1", port, process)
                 return
         finally:
-            errors.append(_stop(process))
+            errors.append(stop_process(process))
     raise RuntimeError("memory service did not start:\n" + "\n".join(errors))
 
 
-def _wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
+def wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if process.poll() is not None:
@@ -160,7 +160,7 @@ def _wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float) -
     return False
 
 
-def _stop(process: subprocess.Popen[bytes]) -> str:
+def stop_process(process: subprocess.Popen[bytes]) -> str:
     """Stop the server (SIGTERM, then SIGKILL) and return what it wrote to stderr."""
     if process.poll() is None:
         process.terminate()

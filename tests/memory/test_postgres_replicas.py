@@ -10,7 +10,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
@@ -22,7 +21,7 @@ import pytest
 from psycopg.conninfo import make_conninfo
 
 from tests.memory.postgres_support import TempSchema, temp_schema, terminate_backends, unique_application_name
-from tests.memory.service_support import ROOT, free_port
+from tests.memory.service_support import ROOT, free_port, stop_process, wait_healthy
 
 TOKEN = "replica-test-token-41c9"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
@@ -47,6 +46,7 @@ def replica(database_url: str, *, via_env: bool = False, startup_timeout: float 
         env["DATABASE_URL"] = dsn
     else:
         args += ["--database-url", dsn]
+    errors: list[str] = []
     for _ in range(3):  # a free port can be taken between probing and binding: retry on a fresh one
         port = free_port()
         process = subprocess.Popen(
@@ -57,36 +57,8 @@ def replica(database_url: str, *, via_env: bool = False, startup_timeout: float 
                 yield Replica(f"http://127.0.0.1:{port}", name, process)
                 return
         finally:
-            stop(process)
-    raise RuntimeError(f"memory service replica did not start: {read_stderr(process)}")
-
-
-def wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200:
-                return True
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    return False
-
-
-def stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
-def read_stderr(process: subprocess.Popen[bytes]) -> str:
-    return process.stderr.read().decode(errors="replace") if process.stderr else ""
+            errors.append(stop_process(process))
+    raise RuntimeError("memory service replica did not start:\n" + "\n".join(errors))
 
 
 @pytest.fixture(scope="module")
