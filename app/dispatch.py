@@ -21,13 +21,13 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from app.agents import Agent, AgentRegistry, missing_model_message
+from app.agent.agents import Agent, AgentRegistry, missing_model_message
+from app.agent.providers.base import Message, Provider, ProviderError, Usage
+from app.agent.providers.registry import ProviderRegistry
+from app.agent.runner import RunEvent, RunResult, run_agent
+from app.agent.tools import ToolContext
 from app.incoming import IncomingMessage
-from app.providers.base import Message, Provider, ProviderError, Usage
-from app.providers.registry import ProviderRegistry
-from app.runner import RunEvent, RunResult, run_agent
 from app.surface import Surface
-from app.tools import ToolContext
 from config.settings import ConfigError, Settings
 from memory.context import MemoryRead, read_memory
 from memory.scope import RequestScopes, request_scope_keys

@@ -14,9 +14,9 @@ from typing import Protocol
 
 import structlog
 
+from app.agent.providers.base import CompletionRequest, Message, Provider
 from app.dispatch import CompletedRun
 from app.policy import Actor, Decision, authorize, reflection_actor
-from app.providers.base import CompletionRequest, Message, Provider
 from memory.reflection import (
     Extract,
     ExtractionRequest,
@@ -34,7 +34,7 @@ Authorize = Callable[[Actor, str, MemoryScopeResource], Decision]
 
 
 class ProviderResolver(Protocol):
-    """app.providers.registry.ProviderRegistry: a model ref → its provider and model name."""
+    """app.agent.providers.registry.ProviderRegistry: a model ref → its provider and model name."""
 
     def resolve(self, ref: str) -> tuple[Provider, str]: ...
 

@@ -11,15 +11,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.agents import AgentRegistry, build_agents
+from app.agent.agents import AgentRegistry, build_agents
+from app.agent.providers.registry import ProviderRegistry, build_provider_registry
 from app.dispatch import AgentRunner, CallerFactory, CommandHandler, Dispatcher, PostRunStep, RepoResolver
 from app.lifecycle import Lifecycle
-from app.providers.registry import ProviderRegistry, build_provider_registry
 from config.settings import ConfigError, Settings
 from memory.types import MemoryStore
 
 if TYPE_CHECKING:
-    from app.github_setup import GitHubSetup
+    from app.github.setup import GitHubSetup
 
 NO_CREDENTIALS = (
     "no model credentials: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or point the OpenAI-compatible "
@@ -40,7 +40,7 @@ class Runtime:
 
     async def start(self) -> None:
         """Verify what can be verified before taking messages; raises ConfigError with one clear line."""
-        from app.agents import missing_model_message
+        from app.agent.agents import missing_model_message
         from memory.build import open_memory_store
         from memory.types import MemoryStoreError
 
@@ -84,7 +84,8 @@ def build_memory(settings: Settings, environ: Mapping[str, str] | None = None) -
 
 
 def build_commands(settings: Settings, store: MemoryStore) -> tuple[CommandHandler, CallerFactory]:
-    from commands.registry import Caller, build_registry
+    from commands.memory import build_registry
+    from commands.registry import Caller
 
     registry = build_registry(
         store=store,
@@ -114,8 +115,8 @@ def build_runtime(
     providers = providers or build_provider_registry(settings, environ)
     agents = agents or build_agents(settings)
     github_setup = None
-    if github:  # the coding tools, the review runner, the verified repo resolver (app/github_setup.py)
-        from app.github_setup import build_github
+    if github:  # the coding tools, the review runner, the verified repo resolver (app/github/setup.py)
+        from app.github.setup import build_github
 
         github_setup = build_github(settings, agents, env=environ)
         agents = github_setup.agents

@@ -14,7 +14,8 @@ from typing import TextIO
 
 import structlog
 
-from commands.registry import Caller, build_registry
+from commands.memory import build_registry
+from commands.registry import Caller
 from memory.stores import NullMemoryStore
 from memory.types import MemoryStore
 

@@ -320,6 +320,22 @@ def register_memory_commands(registry: CommandRegistry, commands: MemoryCommands
     registry.add("memory forget", FORGET_USAGE, commands.handle_forget, "forget one record by its id")
 
 
+def build_registry(
+    *,
+    store: MemoryStore,
+    memory_enabled: bool,
+    organization: str | None,
+    admins: Iterable[str],
+) -> CommandRegistry:
+    """The registry every surface shares: today the memory commands."""
+    registry = CommandRegistry()
+    register_memory_commands(
+        registry,
+        MemoryCommands(store=store, memory_enabled=memory_enabled, organization=organization, admins=admins),
+    )
+    return registry
+
+
 # ------------------------------------------------------------------------------------ rendering
 
 

@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import structlog
-
-if TYPE_CHECKING:
-    from memory.types import MemoryStore
 
 log = structlog.get_logger("commands")
 
@@ -172,25 +169,6 @@ class CommandRegistry:
         hint = f" Did you mean `{head} {close[0]}`?" if close else ""
         reason = f"Unknown command {_code(head + ' ' + word)}.{hint}"
         return CommandReply(f"{reason}\n{self.usage(head)}", ok=False)
-
-
-def build_registry(
-    *,
-    store: MemoryStore,
-    memory_enabled: bool,
-    organization: str | None,
-    admins: Iterable[str],
-) -> CommandRegistry:
-    """The registry every surface shares: today the memory commands."""
-    # Imported here: commands.memory builds on the types above.
-    from commands.memory import MemoryCommands, register_memory_commands
-
-    registry = CommandRegistry()
-    register_memory_commands(
-        registry,
-        MemoryCommands(store=store, memory_enabled=memory_enabled, organization=organization, admins=admins),
-    )
-    return registry
 
 
 def _tokens(text: str) -> list[str]:

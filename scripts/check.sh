@@ -7,6 +7,8 @@ echo "== ruff"
 .venv/bin/ruff check .
 echo "== mypy"
 .venv/bin/mypy
+echo "== import contracts"
+.venv/bin/lint-imports --no-cache
 echo "== postgres"
 bash scripts/ensure_postgres.sh
 echo "== pytest"

@@ -10,7 +10,9 @@ from typing import Any
 
 import pytest
 
-from app.agents import GENERAL_INSTRUCTIONS, Agent, AgentRegistry, build_agents
+from app.agent.agents import GENERAL_INSTRUCTIONS, Agent, AgentRegistry, build_agents
+from app.agent.providers.registry import build_provider_registry
+from app.agent.tools import Tool, ToolContext, tool
 from app.dispatch import (
     CLOSED_REPLY,
     CommandCaller,
@@ -20,8 +22,6 @@ from app.dispatch import (
     fold_memory_block,
 )
 from app.incoming import IncomingMessage
-from app.providers.registry import build_provider_registry
-from app.tools import Tool, ToolContext, tool
 from config.settings import Settings
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord
@@ -246,7 +246,8 @@ async def test_a_repo_resolution_that_fails_or_yields_nothing_leaves_the_read_in
 async def test_a_command_is_answered_on_the_fast_path_without_a_model_turn_or_repo_resolution(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    from commands.registry import Caller, build_registry
+    from commands.memory import build_registry
+    from commands.registry import Caller
 
     resolved: list[Agent | None] = []
 
@@ -272,7 +273,8 @@ async def test_a_command_is_answered_on_the_fast_path_without_a_model_turn_or_re
 async def test_memory_forget_is_an_inline_run_with_a_receipt_and_memory_list_is_not(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    from commands.registry import Caller, build_registry
+    from commands.memory import build_registry
+    from commands.registry import Caller
 
     settings = settings_for(fake_anthropic, **MEMORY_ON)
     store = await seeded_store({"user:slack:U1": "this user deploys on fridays"})

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from app.agents import build_agents
+from app.agent.agents import build_agents
+from app.agent.providers.registry import build_provider_registry
 from app.dispatch import CLOSED_REPLY, Dispatcher, DispatchOutcome
 from app.lifecycle import Lifecycle
-from app.providers.registry import build_provider_registry
 from tests.app.runtime_support import RecordingSurface, app_command, message, settings_for, subprocess_env
 from tests.fakes.model_server import FakeModelServer, Reply
 

@@ -18,15 +18,15 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
-from app.agents import build_agents
+from app.agent.agents import build_agents
+from app.agent.providers.base import Usage
+from app.agent.providers.registry import build_provider_registry
+from app.agent.tools import Tool, tool
 from app.dispatch import CompletedRun, Dispatcher
 from app.incoming import HistoryTurn, IncomingMessage
 from app.policy import Actor, Decision, authorize
-from app.providers.base import Usage
-from app.providers.registry import build_provider_registry
 from app.reflection_hook import ReflectionHook, install_reflection
 from app.runtime import build_runtime
-from app.tools import Tool, tool
 from config.settings import Settings
 from memory.build import memory_dir
 from memory.reflection import REFLECTION_MAX_TOKENS, REFLECTION_SYSTEM

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from commands.cli import CLI_CALLER, main, run_memory_cli
-from commands.memory import LIST_USAGE, UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN
-from commands.registry import Caller, build_registry
+from commands.memory import LIST_USAGE, UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
+from commands.registry import Caller
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate

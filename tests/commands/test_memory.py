@@ -17,10 +17,11 @@ from commands.memory import (
     UNTRUSTED_NOTE,
     UNTRUSTED_OPEN,
     ListRequest,
+    build_registry,
     parse_forget_args,
     parse_list_args,
 )
-from commands.registry import Caller, CommandRegistry, CommandReply, UsageError, build_registry
+from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from memory.context import memory_context_block
 from memory.http_store import HttpMemoryStore
 from memory.stores import InMemoryMemoryStore

@@ -6,13 +6,12 @@ from collections.abc import Sequence
 
 import pytest
 
-from commands.memory import FORGET_USAGE, LIST_USAGE
+from commands.memory import FORGET_USAGE, LIST_USAGE, build_registry
 from commands.registry import (
     Caller,
     CommandRegistry,
     CommandReply,
     UsageError,
-    build_registry,
 )
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate

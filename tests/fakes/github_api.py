@@ -6,7 +6,7 @@ alike and a scripted delay never blocks the test's loop.
 Fixtures (function-scoped, registered through tests/conftest.py):
 
     github_api      FakeGitHub; .url = "http://127.0.0.1:<port>" (GitHubClient(base_url=…) / GITHUB_API_URL)
-    github_client   a real app.github.GitHubClient on it, token "ghp_test", millisecond backoffs
+    github_client   a real app.github.client.GitHubClient on it, token "ghp_test", millisecond backoffs
 
 Seeding (GitHub's routes answer from this state; anything unknown is GitHub's 404):
 
@@ -50,7 +50,7 @@ from urllib.parse import parse_qs
 import pytest
 from aiohttp import web
 
-from app.github import GitHubClient
+from app.github.client import GitHubClient
 
 
 @dataclass

@@ -8,8 +8,8 @@ from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
+from app.agent.providers.base import Completion, CompletionRequest
 from app.policy import authorize, reflection_actor
-from app.providers.base import Completion, CompletionRequest
 from memory.scope import RequestScopes
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from structlog.testing import capture_logs
 
+from app.agent.providers.base import ProviderError
 from app.incoming import HistoryTurn
-from app.providers.base import ProviderError
 from app.reflection_hook import provider_extractor
 from memory.reflection import (
     MAX_REFLECTION_FACTS,

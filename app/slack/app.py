@@ -1,0 +1,535 @@
+"""The Slack surface: a slack-bolt AsyncApp that turns mentions, DMs and thread follow-ups into
+IncomingMessages for the dispatcher, and the `/memory` slash command into a registry call.
+
+Every event is acknowledged at once; the work happens in a tracked background task (so shutdown can
+wait for it). A redelivered event (same `event_id`) and the twin delivery of one message (`app_mention`
+plus `message.channels` for the same `channel`/`ts`) are recognised before any task starts, so a
+message is answered at most once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import uuid
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import structlog
+from aiohttp import web
+from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.request.async_request import AsyncBoltRequest
+from slack_bolt.response import BoltResponse
+from slack_sdk.errors import SlackClientError
+from slack_sdk.http_retry.builtin_async_handlers import (
+    AsyncConnectionErrorRetryHandler,
+    AsyncRateLimitErrorRetryHandler,
+)
+from slack_sdk.web.async_client import AsyncWebClient
+
+from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
+from app.slack.events import (
+    SURFACE,
+    SlackIdentity,
+    addressed_to_someone_else,
+    history_from_replies,
+    is_thread_reply,
+    mentions_user,
+    message_text,
+    skip_reason,
+    thread_has_bot,
+    thread_root,
+    visibility_from_channel_type,
+    visibility_from_conversation,
+    visibility_from_slash_channel,
+)
+from app.slack.format import POST_TEXT_LIMIT, markdown_to_mrkdwn, split_message
+from app.slack.state import RecentKeys, TtlCache
+from app.slack.surface import ReplyOptions, SlackThreadSurface
+from app.surface import Surface
+
+log = structlog.get_logger("slack")
+
+EVENTS_PATH = "/slack/events"
+WARNING_REPLY = "⚠️ Something went wrong while I was answering this (reference `{ref}`). Please try again."
+EMPTY_MENTION_REPLY = "👋 Hi! Ask me something in this thread and I'll answer here."
+SLASH_USAGE = (
+    "Usage: `/memory list [words…] [--scope me|org|repo|channel|all] [--limit N]` or `/memory forget <id>`"
+)
+# conversations.replies pages of 200; a thread longer than this is trimmed anyway.
+REPLIES_PAGE_SIZE = 200
+MAX_REPLIES_PAGES = 5
+# A response_url accepts five responses; a longer command answer is cut there.
+MAX_SLASH_RESPONSES = 5
+
+
+class Dispatcher(Protocol):
+    """What the Slack surface needs from the bot's runtime (app/dispatch.py)."""
+
+    async def dispatch(self, message: IncomingMessage, surface: Surface) -> object: ...
+
+
+class CommandReplyLike(Protocol):
+    @property
+    def text(self) -> str: ...
+
+
+class CommandHandler(Protocol):
+    """What the slash command needs from the command registry (commands/registry.py)."""
+
+    async def handle(self, text: str, caller: Any) -> CommandReplyLike | None: ...
+
+
+CallerFactory = Callable[..., Any]
+ChannelRepo = Callable[[str], Awaitable[str | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class SlackOptions:
+    """The adapter's knobs (the `slack` settings section maps onto these)."""
+
+    multi_workspace: bool = False
+    allow_bots: bool = False
+    history_max_turns: int = 40
+    history_max_chars: int = 24_000
+    reply: ReplyOptions = field(default_factory=ReplyOptions)
+    slash_command: str = "/memory"
+    dedupe_ttl_seconds: float = 6 * 3600
+    dedupe_max_entries: int = 50_000
+    thread_memory_ttl_seconds: float = 7 * 24 * 3600
+    thread_memory_max_entries: int = 20_000
+    channel_cache_ttl_seconds: float = 3600
+    not_a_bot_thread_ttl_seconds: float = 60
+
+
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """One message to answer, with what the event told us about where it came from."""
+
+    event: Mapping[str, Any]
+    event_id: str
+    team_id: str | None
+    user_team_id: str | None
+    channel: str
+    ts: str
+    thread_ts: str
+    bot_user_id: str | None
+    bot_id: str | None
+    replies: tuple[Mapping[str, Any], ...] | None = None
+
+
+def make_web_client(token: str | None, base_url: str | None = None) -> AsyncWebClient:
+    """The Web API client with the SDK's retry handlers: connection errors and 429 rate limits."""
+    kwargs: dict[str, Any] = {}
+    if base_url:
+        kwargs["base_url"] = base_url if base_url.endswith("/") else base_url + "/"
+    return AsyncWebClient(
+        token=token,
+        retry_handlers=[
+            AsyncConnectionErrorRetryHandler(max_retry_count=2),
+            AsyncRateLimitErrorRetryHandler(max_retry_count=3),
+        ],
+        **kwargs,
+    )
+
+
+def registry_caller(**fields: Any) -> Any:
+    """The command registry's own Caller (imported late: the adapter does not need the registry)."""
+    from commands.registry import Caller
+
+    return Caller(**fields)
+
+
+class SlackBot:
+    """The Bolt app plus what it needs to answer exactly once: dedupe memory, bot-thread memory,
+    channel visibility cache, and the set of background tasks shutdown waits for."""
+
+    def __init__(
+        self,
+        *,
+        dispatcher: Dispatcher,
+        bot_token: str,
+        signing_secret: str | None,
+        registry: CommandHandler | None = None,
+        client: AsyncWebClient | None = None,
+        base_url: str | None = None,
+        options: SlackOptions | None = None,
+        caller_factory: CallerFactory = registry_caller,
+        channel_repo: ChannelRepo | None = None,
+    ) -> None:
+        self._dispatcher = dispatcher
+        self._registry = registry
+        self._options = options or SlackOptions()
+        self._identity = SlackIdentity(multi_workspace=self._options.multi_workspace)
+        self._caller_factory = caller_factory
+        self._channel_repo = channel_repo
+        self.client = client or make_web_client(bot_token, base_url)
+        opts = self._options
+        self._seen_events = RecentKeys(ttl=opts.dedupe_ttl_seconds, max_size=opts.dedupe_max_entries)
+        self._claimed_messages = RecentKeys(ttl=opts.dedupe_ttl_seconds, max_size=opts.dedupe_max_entries)
+        self._bot_threads = RecentKeys(
+            ttl=opts.thread_memory_ttl_seconds, max_size=opts.thread_memory_max_entries
+        )
+        self._not_bot_threads = RecentKeys(ttl=opts.not_a_bot_thread_ttl_seconds, max_size=10_000)
+        self._visibility_cache: TtlCache[ChannelVisibility] = TtlCache(
+            ttl=opts.channel_cache_ttl_seconds, max_size=10_000
+        )
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._accepting = True
+        bolt_logger = logging.getLogger("slack_bolt.switchboard")
+        # Bolt also reads SLACK_BOT_TOKEN itself and warns that our client wins; it does, on purpose.
+        bolt_logger.setLevel(logging.ERROR)
+        self.app = AsyncApp(
+            client=self.client,
+            logger=bolt_logger,
+            signing_secret=signing_secret or "",
+            request_verification_enabled=signing_secret is not None,
+            # Listeners below only claim the event and start a task, so the ack is immediate and the
+            # claim happens before the response: a retry can never race its original.
+            process_before_response=True,
+        )
+        bolt_logger.setLevel(logging.NOTSET)
+        self._register()
+
+    # ---- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def pending(self) -> int:
+        return sum(1 for task in self._tasks if not task.done())
+
+    def stop_accepting(self) -> None:
+        """From now on Slack gets a 503 (and retries later, elsewhere) instead of a new run here."""
+        self._accepting = False
+
+    async def drain(self, within: float | None = None) -> bool:
+        """Wait for every started answer; True when all finished within `within` seconds."""
+        while self._tasks:
+            pending = [task for task in self._tasks if not task.done()]
+            if not pending:
+                break
+            _, still = await asyncio.wait(pending, timeout=within)
+            if still:
+                return False
+        return True
+
+    async def aclose(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        session = getattr(self.client, "session", None)
+        if session is not None and not session.closed:
+            await session.close()
+
+    def _spawn(self, coro: Coroutine[Any, Any, None], name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ---- Bolt wiring -----------------------------------------------------------------------------
+
+    def _register(self) -> None:
+        app = self.app
+
+        @app.middleware
+        async def refuse_when_stopping(
+            req: AsyncBoltRequest, resp: BoltResponse, next: Callable[[], Awaitable[BoltResponse]]
+        ) -> BoltResponse | None:
+            if not self._accepting:
+                return BoltResponse(status=503, body="shutting down")
+            return await next()
+
+        @app.event("app_mention")
+        async def on_app_mention(
+            body: dict[str, Any], event: dict[str, Any], context: Any, request: AsyncBoltRequest
+        ) -> None:
+            self._accept_event(body, event, context, "app_mention", _retry_num(request))
+
+        @app.event("message")
+        async def on_message(
+            body: dict[str, Any], event: dict[str, Any], context: Any, request: AsyncBoltRequest
+        ) -> None:
+            self._accept_event(body, event, context, "message", _retry_num(request))
+
+        @app.command(self._options.slash_command)
+        async def on_slash(ack: Any, command: dict[str, Any], respond: Any, context: Any) -> None:
+            await ack()
+            self._spawn(self._run_slash(command, respond, context.team_id), name="slack-slash")
+
+    def _accept_event(
+        self,
+        body: Mapping[str, Any],
+        event: Mapping[str, Any],
+        context: Any,
+        kind: str,
+        retry_num: str | None,
+    ) -> None:
+        """Synchronous on purpose: every check-and-claim happens before the ack leaves."""
+        event_id = str(body.get("event_id") or "")
+        channel = str(event.get("channel") or "")
+        fields = {"event_id": event_id, "event_type": kind, "channel": channel, "ts": event.get("ts")}
+        if retry_num is not None:
+            fields["retry_num"] = retry_num
+        if event_id and not self._seen_events.claim(event_id):
+            log.info("slack.event", action="duplicate", **fields)
+            return
+        bot_user_id: str | None = context.bot_user_id
+        bot_id: str | None = context.bot_id
+        reason = skip_reason(
+            event, bot_user_id=bot_user_id, bot_id=bot_id, allow_bots=self._options.allow_bots
+        )
+        if reason is not None:
+            log.info("slack.event", action="ignored", reason=reason, **fields)
+            return
+        team_id = body.get("team_id") or context.team_id
+        job = _Job(
+            event=event,
+            event_id=event_id,
+            team_id=team_id,
+            user_team_id=event.get("user_team") or team_id,
+            channel=channel,
+            ts=str(event.get("ts") or ""),
+            thread_ts=thread_root(event),
+            bot_user_id=bot_user_id,
+            bot_id=bot_id,
+        )
+        thread_key = self._identity.thread_key(team_id, channel, job.thread_ts)
+        addressed = (
+            kind == "app_mention"
+            or event.get("channel_type") == "im"
+            or mentions_user(str(event.get("text") or ""), bot_user_id)
+        )
+        if addressed:
+            self._start(job, thread_key, fields, "mention")
+        elif addressed_to_someone_else(str(event.get("text") or ""), bot_user_id):
+            log.info("slack.event", action="ignored", reason="addressed_to_someone_else", **fields)
+        elif thread_key in self._bot_threads:
+            self._start(job, thread_key, fields, "follow_up")
+        elif is_thread_reply(event) and thread_key not in self._not_bot_threads:
+            log.info("slack.event", action="checking_thread", **fields)
+            self._spawn(self._follow_up_if_bot_thread(job, thread_key, fields), name="slack-thread-check")
+        else:
+            log.info("slack.event", action="ignored", reason="not_addressed", **fields)
+
+    def _start(self, job: _Job, thread_key: str, fields: Mapping[str, Any], how: str) -> None:
+        if not self._claimed_messages.claim(f"{job.team_id}:{job.channel}:{job.ts}"):
+            log.info("slack.event", action="twin", **fields)
+            return
+        self._bot_threads.add(thread_key)
+        log.info("slack.event", action="accepted", how=how, **fields)
+        self._spawn(self._answer(job, thread_key), name=f"slack-answer-{job.channel}-{job.ts}")
+
+    async def _follow_up_if_bot_thread(self, job: _Job, thread_key: str, fields: Mapping[str, Any]) -> None:
+        """A thread reply without a mention: ours only when the bot already speaks in that thread."""
+        try:
+            replies = await self._fetch_replies(job.channel, job.thread_ts)
+        except SlackClientError as error:
+            log.warning("slack.thread_check_failed", channel=job.channel, error=type(error).__name__)
+            return
+        if not thread_has_bot(replies, job.bot_user_id, job.bot_id):
+            self._not_bot_threads.add(thread_key)
+            log.info("slack.event", action="ignored", reason="not_a_bot_thread", **fields)
+            return
+        job = dataclasses.replace(job, replies=tuple(replies))
+        self._start(job, thread_key, fields, "follow_up")
+
+    # ---- answering -------------------------------------------------------------------------------
+
+    async def _answer(self, job: _Job, thread_key: str) -> None:
+        surface = SlackThreadSurface(
+            self.client,
+            channel=job.channel,
+            thread_ts=job.thread_ts,
+            message_ts=job.ts,
+            team_id=job.user_team_id,
+            user_id=str(job.event.get("user") or "") or None,
+            options=self._options.reply,
+        )
+        ref = uuid.uuid4().hex[:8]
+        try:
+            text = message_text(job.event, job.bot_user_id)
+            if not text:
+                await surface.post_notice(EMPTY_MENTION_REPLY)
+                return
+            visibility = await self._visibility(job.channel, job.event.get("channel_type"))
+            history = await self._history(job)
+            message = IncomingMessage(
+                text=text,
+                thread_key=thread_key,
+                surface=SURFACE,
+                user_id=self._identity.user(job.user_team_id, str(job.event.get("user") or "") or None),
+                channel_id=self._identity.channel(job.team_id, job.channel),
+                channel_visibility=visibility,
+                history=history,
+            )
+            log.info(
+                "slack.dispatch",
+                event_id=job.event_id,
+                channel=job.channel,
+                thread_ts=job.thread_ts,
+                visibility=visibility,
+                history_turns=len(history),
+            )
+            await self._dispatcher.dispatch(message, surface)
+        except asyncio.CancelledError:
+            raise
+        except Exception as error:
+            log.error(
+                "slack.answer_failed",
+                ref=ref,
+                event_id=job.event_id,
+                channel=job.channel,
+                error=type(error).__name__,
+                exc_info=True,
+            )
+            with contextlib.suppress(Exception):
+                await surface.post_notice(WARNING_REPLY.format(ref=ref))
+        finally:
+            with contextlib.suppress(Exception):
+                await surface.finish()
+
+    async def _visibility(self, channel: str, channel_type: object) -> ChannelVisibility | None:
+        visibility = visibility_from_channel_type(channel_type)
+        if visibility is not None:
+            return visibility
+        cached = self._visibility_cache.get(channel)
+        if cached is not None:
+            return cached
+        try:
+            response = await self.client.conversations_info(channel=channel)
+        except SlackClientError as error:
+            log.warning("slack.channel_info_failed", channel=channel, error=type(error).__name__)
+            return None
+        info = response.get("channel") or {}
+        visibility = visibility_from_conversation(info)
+        if visibility is not None:
+            self._visibility_cache.put(channel, visibility)
+        return visibility
+
+    async def _history(self, job: _Job) -> tuple[HistoryTurn, ...]:
+        if not is_thread_reply(job.event):
+            return ()
+        replies = job.replies
+        if replies is None:
+            try:
+                replies = tuple(await self._fetch_replies(job.channel, job.thread_ts))
+            except SlackClientError as error:
+                log.warning("slack.history_failed", channel=job.channel, error=type(error).__name__)
+                return ()
+        return history_from_replies(
+            replies,
+            current_ts=job.ts,
+            bot_user_id=job.bot_user_id,
+            bot_id=job.bot_id,
+            max_turns=self._options.history_max_turns,
+            max_chars=self._options.history_max_chars,
+        )
+
+    async def _fetch_replies(self, channel: str, thread_ts: str) -> list[Mapping[str, Any]]:
+        messages: list[Mapping[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(MAX_REPLIES_PAGES):
+            response = await self.client.conversations_replies(
+                channel=channel, ts=thread_ts, limit=REPLIES_PAGE_SIZE, cursor=cursor
+            )
+            messages.extend(response.get("messages") or [])
+            cursor = (response.get("response_metadata") or {}).get("next_cursor") or None
+            if not response.get("has_more") or not cursor:
+                break
+        return messages
+
+    # ---- the slash command -----------------------------------------------------------------------
+
+    async def _run_slash(self, command: Mapping[str, Any], respond: Any, team_id: str | None) -> None:
+        channel = str(command.get("channel_id") or "")
+        user = str(command.get("user_id") or "") or None
+        team = str(command.get("team_id") or team_id or "") or None
+        log.info("slack.command", command=command.get("command"), channel=channel)
+        try:
+            if self._registry is None:
+                raise RuntimeError("no command registry configured")
+            visibility = await self._visibility(channel, None) if channel else None
+            if visibility is None and channel:
+                visibility = visibility_from_slash_channel(channel, command.get("channel_name"))
+            channel_key = self._identity.channel(team, channel)
+            thread_repo = None
+            if self._channel_repo is not None and channel_key is not None:
+                lookup, key = self._channel_repo, channel_key
+
+                async def thread_repo() -> str | None:
+                    return await lookup(key)
+
+            caller = self._caller_factory(
+                user_id=self._identity.user(team, user),
+                channel_id=channel_key,
+                channel_visibility=visibility,
+                thread_key=f"{channel_key}:slash",
+                surface=SURFACE,
+                thread_repo=thread_repo,
+            )
+            words = str(command.get("text") or "").strip()
+            reply = await self._registry.handle(f"memory {words}".strip(), caller)
+            text = reply.text if reply is not None else SLASH_USAGE
+        except Exception as error:
+            ref = uuid.uuid4().hex[:8]
+            log.error("slack.command_failed", ref=ref, error=type(error).__name__, exc_info=True)
+            text = WARNING_REPLY.format(ref=ref)
+        pieces = split_message(markdown_to_mrkdwn(text), POST_TEXT_LIMIT)[:MAX_SLASH_RESPONSES]
+        for piece in pieces:
+            try:
+                await respond(text=piece, response_type="ephemeral")
+            except Exception as error:
+                log.warning("slack.command_respond_failed", error=type(error).__name__)
+                return
+
+
+def _retry_num(request: AsyncBoltRequest) -> str | None:
+    """Slack's redelivery counter (`X-Slack-Retry-Num`; Bolt mirrors it for Socket Mode envelopes)."""
+    values = request.headers.get("x-slack-retry-num")
+    return values[0] if values else None
+
+
+def build_slack_app(
+    *,
+    dispatcher: Dispatcher,
+    bot_token: str,
+    signing_secret: str | None,
+    registry: CommandHandler | None = None,
+    base_url: str | None = None,
+    client: AsyncWebClient | None = None,
+    options: SlackOptions | None = None,
+    caller_factory: CallerFactory = registry_caller,
+    channel_repo: ChannelRepo | None = None,
+) -> SlackBot:
+    """The Slack surface, ready for `start_http` or Socket Mode. `signing_secret=None` → Socket Mode
+    only (no request verification, which HTTP mode must never run without)."""
+    return SlackBot(
+        dispatcher=dispatcher,
+        bot_token=bot_token,
+        signing_secret=signing_secret,
+        registry=registry,
+        client=client,
+        base_url=base_url,
+        options=options,
+        caller_factory=caller_factory,
+        channel_repo=channel_repo,
+    )
+
+
+async def start_http(bot: SlackBot, *, host: str, port: int, path: str = EVENTS_PATH) -> web.AppRunner:
+    """Serve the Bolt app's Events API / slash command endpoint on aiohttp; returns the runner to
+    clean up. Port 0 picks a free port (see `bound_port`)."""
+    runner = web.AppRunner(bot.app.web_app(path=path, port=port))
+    await runner.setup()
+    site = web.TCPSite(runner, host=host, port=port)
+    await site.start()
+    return runner
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    for address in runner.addresses:
+        if isinstance(address, tuple) and len(address) >= 2:
+            return int(address[1])
+    raise RuntimeError("the Slack HTTP server is not listening")

@@ -1,0 +1,190 @@
+"""`switchboard serve`: run the Slack bot.
+
+Socket Mode when SLACK_APP_TOKEN is set (development: no public URL needed), otherwise HTTP mode on
+$PORT (default 3000) with Slack's Events API and the `/memory` slash command at /slack/events, every
+request signature-checked with SLACK_SIGNING_SECRET (production; the Procfile's `web:` line).
+SLACK_API_URL points the Web API client somewhere else (tests use a local fake).
+
+SIGTERM/SIGINT: stop taking events (Slack gets a 503 and redelivers later), wait for answers in flight
+and their post-run work (settings.shutdown_deadline_seconds), then exit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+from collections.abc import Mapping, Sequence
+
+import structlog
+
+from app.lifecycle import Lifecycle
+from app.logging_setup import configure_logging
+from app.slack.app import (
+    EVENTS_PATH,
+    ChannelRepo,
+    SlackBot,
+    SlackOptions,
+    bound_port,
+    build_slack_app,
+    start_http,
+)
+from config.settings import ConfigError, Settings, load_settings
+
+log = structlog.get_logger("slack")
+
+PROG = "switchboard serve"
+DEFAULT_PORT = 3000
+MANIFEST_HINT = (
+    "create the Slack app from manifest.yml (api.slack.com/apps → Create New App → From an app "
+    'manifest) and install it to your workspace; README.md, section "Slack", walks through it'
+)
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Run the Slack bot: Socket Mode when SLACK_APP_TOKEN is set, else HTTP on $PORT.",
+    )
+    parser.add_argument("--config", help="config file (default: switchboard.toml or $SWITCHBOARD_CONFIG)")
+    parser.add_argument("--host", default="0.0.0.0", help="HTTP mode: interface to bind (default 0.0.0.0)")
+    parser.add_argument("--port", type=int, default=None, help="HTTP mode: port (default $PORT, else 3000)")
+    parser.add_argument("--log-level", default=None, help="debug|info|warning|error (default info)")
+    return parser.parse_args(list(argv))
+
+
+def slack_credentials_problem(settings: Settings) -> str | None:
+    """One line naming the missing variable, or None when the chosen mode has what it needs."""
+    secrets = settings.secrets
+    if not secrets.slack_bot_token:
+        return (
+            "SLACK_BOT_TOKEN is not set: export the app's Bot User OAuth Token (xoxb-…, from OAuth & "
+            f"Permissions) — to get one, {MANIFEST_HINT}"
+        )
+    if not secrets.slack_app_token and not secrets.slack_signing_secret:
+        return (
+            "SLACK_SIGNING_SECRET is not set (HTTP mode, because SLACK_APP_TOKEN is not set either): export "
+            "the Signing Secret from the app's Basic Information page, or set SLACK_APP_TOKEN (xapp-…) for "
+            f"Socket Mode — to create the app, {MANIFEST_HINT}"
+        )
+    return None
+
+
+def http_port(args_port: int | None, env: Mapping[str, str], settings: Settings) -> int:
+    if args_port is not None:
+        return args_port
+    raw = env.get("PORT")
+    if raw:
+        if not raw.isdigit() or not 0 < int(raw) < 65536:
+            raise ConfigError(f"config error: PORT = {raw!r}: expected a TCP port number 1-65535")
+        return int(raw)
+    return settings.slack.port or DEFAULT_PORT
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    env = os.environ
+    try:
+        settings = load_settings(config_path=args.config)
+        port = http_port(args.port, env, settings)
+    except ConfigError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+    problem = slack_credentials_problem(settings)
+    if problem is None:
+        from app.runtime import credentials_problem
+
+        problem = credentials_problem(settings, env)
+    if problem is not None:
+        print(f"{PROG}: {problem}", file=sys.stderr)
+        return 2
+    configure_logging(args.log_level or env.get("SWITCHBOARD_LOG_LEVEL") or "info")
+    return asyncio.run(serve(settings, env, host=args.host, port=port))
+
+
+async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: int) -> int:
+    """Build the bot, serve until a signal, drain, close. Returns the process exit code."""
+    from app.runtime import build_commands, build_memory, start_runtime
+
+    try:
+        store = build_memory(settings, env)
+        commands, make_caller = build_commands(settings, store)
+        runtime = await start_runtime(
+            settings, environ=env, memory_store=store, commands=commands, make_caller=make_caller, github=True
+        )
+    except ConfigError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
+
+    secrets = settings.secrets
+    app_token = secrets.reveal(secrets.slack_app_token)
+    bot = build_slack_app(
+        dispatcher=runtime.dispatcher,
+        registry=commands,
+        bot_token=secrets.reveal(secrets.slack_bot_token) or "",
+        signing_secret=None if app_token else secrets.reveal(secrets.slack_signing_secret),
+        base_url=env.get("SLACK_API_URL") or settings.slack.api_url,
+        options=slack_options(settings),
+        caller_factory=make_caller,
+        channel_repo=_channel_repo(settings),
+    )
+    lifecycle = runtime.lifecycle
+    lifecycle.add_on_stop(bot.stop_accepting)
+    lifecycle.add_waiter(bot.drain)
+    lifecycle.install_signal_handlers()
+    try:
+        if app_token:
+            drained = await _socket_mode(bot, app_token, runtime.lifecycle)
+        else:
+            drained = await _http_mode(bot, host, port, runtime.lifecycle)
+    finally:
+        lifecycle.remove_signal_handlers()
+        await bot.aclose()
+        await runtime.aclose()
+    log.info("slack.stopped", drained=drained)
+    return 0 if drained else 1
+
+
+def slack_options(settings: Settings) -> SlackOptions:
+    slack = settings.slack
+    return SlackOptions(
+        allow_bots=slack.respond_to_bots,
+        multi_workspace=slack.multi_workspace,
+    )
+
+
+def _channel_repo(settings: Settings) -> ChannelRepo:
+    """The slash command has no thread: its repo is the channel's configured default."""
+
+    async def channel_repo(channel_id: str) -> str | None:
+        channel = settings.channel(channel_id)
+        return channel.repo if channel is not None else None
+
+    return channel_repo
+
+
+async def _http_mode(bot: SlackBot, host: str, port: int, lifecycle: Lifecycle) -> bool:
+    runner = await start_http(bot, host=host, port=port)
+    log.info("slack.serving", mode="http", host=host, port=bound_port(runner), path=EVENTS_PATH)
+    try:
+        await lifecycle.wait_for_stop()
+        # Still listening while draining: new deliveries get a 503 and Slack redelivers them later.
+        return await lifecycle.drain()
+    finally:
+        await runner.cleanup()
+
+
+async def _socket_mode(bot: SlackBot, app_token: str, lifecycle: Lifecycle) -> bool:
+    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+
+    handler = AsyncSocketModeHandler(bot.app, app_token=app_token, web_client=bot.client)
+    await handler.connect_async()  # type: ignore[no-untyped-call]
+    log.info("slack.serving", mode="socket")
+    try:
+        await lifecycle.wait_for_stop()
+        # Unacknowledged envelopes go back to Slack, which redelivers them to the next connection.
+        await handler.disconnect_async()  # type: ignore[no-untyped-call]
+        return await lifecycle.drain()
+    finally:
+        await handler.close_async()  # type: ignore[no-untyped-call]

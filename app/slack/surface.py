@@ -1,0 +1,220 @@
+"""One Slack thread as the dispatcher's Surface: a visible status while the agent works, the answer
+streamed into the thread (a plain message where streaming is refused), long answers split."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import structlog
+from slack_sdk.errors import SlackApiError, SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from app.slack.format import POST_TEXT_LIMIT, STREAM_TEXT_LIMIT, markdown_to_mrkdwn, split_message
+
+log = structlog.get_logger("slack")
+
+DEFAULT_LOADING_MESSAGES = (
+    "Reading the thread…",
+    "Thinking it through…",
+    "Checking what I know…",
+    "Writing the answer…",
+)
+# How much Markdown the SDK's chat stream buffers before each chat.appendStream call.
+STREAM_BUFFER = 600
+# The reaction shown on the person's message when the assistant thread status is not available.
+WORKING_REACTION = "hourglass_flowing_sand"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyOptions:
+    """How replies look and travel; from the `slack` settings."""
+
+    stream: bool = True
+    loading_messages: tuple[str, ...] = DEFAULT_LOADING_MESSAGES
+    working_reaction: str = WORKING_REACTION
+
+
+@dataclass(slots=True)
+class _State:
+    status_mode: str | None = None  # "assistant" | "reaction" | "off"
+    stream_refused: bool = False
+    replies: int = 0
+    reply_ts: list[str] = field(default_factory=list)
+
+
+class SlackThreadSurface:
+    """Replies into one thread (`thread_ts`) of one conversation, on behalf of one person's message.
+
+    Status: `assistant.threads.setStatus` with rotating loading messages; when Slack refuses it (not an
+    assistant-enabled app, an old workspace) a reaction on the person's message instead. Replies: the
+    streaming API (`chat.startStream` / `appendStream` / `stopStream`, which render Markdown) and, when
+    that is refused, `chat.postMessage` with the answer converted to mrkdwn and split under the limit.
+    """
+
+    def __init__(
+        self,
+        client: AsyncWebClient,
+        *,
+        channel: str,
+        thread_ts: str,
+        message_ts: str,
+        team_id: str | None,
+        user_id: str | None,
+        options: ReplyOptions = ReplyOptions(),
+    ) -> None:
+        self._client = client
+        self.channel = channel
+        self.thread_ts = thread_ts
+        self.message_ts = message_ts
+        self._team_id = team_id
+        self._user_id = user_id
+        self._options = options
+        self._state = _State()
+
+    @property
+    def replies_sent(self) -> int:
+        return self._state.replies
+
+    @property
+    def reply_ts(self) -> tuple[str, ...]:
+        return tuple(self._state.reply_ts)
+
+    async def set_status(self, text: str) -> None:
+        """Best effort: a status that cannot be shown never stops the answer."""
+        state = self._state
+        if state.status_mode in (None, "assistant"):
+            try:
+                await self._client.assistant_threads_setStatus(
+                    channel_id=self.channel,
+                    thread_ts=self.thread_ts,
+                    status=text,
+                    loading_messages=list(self._options.loading_messages) or None,
+                )
+                state.status_mode = "assistant"
+                return
+            except SlackClientError as error:
+                log.info("slack.status_fallback", channel=self.channel, error=_error_code(error))
+                if state.status_mode == "assistant":
+                    return
+        if state.status_mode is None:
+            state.status_mode = "off"
+            try:
+                await self._client.reactions_add(
+                    channel=self.channel, timestamp=self.message_ts, name=self._options.working_reaction
+                )
+                state.status_mode = "reaction"
+            except SlackClientError as error:
+                if _error_code(error) == "already_reacted":
+                    state.status_mode = "reaction"
+                else:
+                    log.info("slack.status_unavailable", channel=self.channel, error=_error_code(error))
+
+    async def send_reply(self, text: str) -> None:
+        """Deliver one answer (Markdown). Raises only when Slack refuses every way of posting it."""
+        if not text.strip():
+            log.info("slack.reply_empty", channel=self.channel, thread_ts=self.thread_ts)
+            return
+        if self._options.stream and not self._state.stream_refused:
+            parts = split_message(text, STREAM_TEXT_LIMIT)
+            for index, part in enumerate(parts):
+                if not await self._stream_part(part):
+                    for rest in parts[index:]:
+                        await self._post_markdown(rest)
+                    return
+            return
+        await self._post_markdown(text)
+
+    async def post_notice(self, text: str) -> None:
+        """A short plain message (a ⚠️ line, a hint): never streamed, always mrkdwn."""
+        await self._post_markdown(text)
+
+    async def finish(self) -> None:
+        """Take the status down: remove the reaction; clear an assistant status nobody replaced."""
+        mode = self._state.status_mode
+        try:
+            if mode == "reaction":
+                await self._client.reactions_remove(
+                    channel=self.channel, timestamp=self.message_ts, name=self._options.working_reaction
+                )
+            elif mode == "assistant" and self._state.replies == 0:
+                await self._client.assistant_threads_setStatus(
+                    channel_id=self.channel, thread_ts=self.thread_ts, status=""
+                )
+        except SlackClientError as error:
+            log.info("slack.status_clear_failed", channel=self.channel, error=_error_code(error))
+
+    async def _stream_part(self, markdown: str) -> bool:
+        """Stream one message's worth of Markdown; False when Slack refused to start a stream."""
+        stream = await self._client.chat_stream(
+            channel=self.channel,
+            thread_ts=self.thread_ts,
+            recipient_team_id=self._team_id,
+            recipient_user_id=self._user_id,
+            buffer_size=STREAM_BUFFER,
+        )
+        try:
+            for piece in _stream_pieces(markdown):
+                await stream.append(markdown_text=piece)
+            await stream.stop()
+        except SlackClientError as error:
+            if stream.ts is None:
+                self._state.stream_refused = True
+                log.info("slack.stream_refused", channel=self.channel, error=_error_code(error))
+                return False
+            # The stream started and broke mid-way: put the whole part into that message.
+            log.warning("slack.stream_broken", channel=self.channel, ts=stream.ts, error=_error_code(error))
+            await self._replace_message(stream.ts, markdown)
+            return True
+        self._record_reply(stream.ts)
+        return True
+
+    async def _replace_message(self, ts: str, markdown: str) -> None:
+        pieces = split_message(markdown_to_mrkdwn(markdown), POST_TEXT_LIMIT)
+        try:
+            await self._client.chat_update(channel=self.channel, ts=ts, text=pieces[0])
+        except SlackClientError as error:
+            log.warning("slack.update_failed", channel=self.channel, ts=ts, error=_error_code(error))
+            await self._post_pieces(pieces)
+            return
+        self._record_reply(ts)
+        await self._post_pieces(pieces[1:])
+
+    async def _post_markdown(self, markdown: str) -> None:
+        await self._post_pieces(split_message(markdown_to_mrkdwn(markdown), POST_TEXT_LIMIT))
+
+    async def _post_pieces(self, pieces: list[str]) -> None:
+        for piece in pieces:
+            response = await self._client.chat_postMessage(
+                channel=self.channel, thread_ts=self.thread_ts, text=piece, unfurl_links=False
+            )
+            self._record_reply(_ts_of(response))
+
+    def _record_reply(self, ts: str | None) -> None:
+        self._state.replies += 1
+        if ts:
+            self._state.reply_ts.append(ts)
+
+
+def _stream_pieces(markdown: str) -> list[str]:
+    """Line-sized pieces, so the stream grows the way a person reads it."""
+    pieces = [line + "\n" for line in markdown.split("\n")]
+    pieces[-1] = pieces[-1][:-1]  # the text's own end has no line break
+    return [piece for piece in pieces if piece]
+
+
+def _ts_of(response: Any) -> str | None:
+    try:
+        ts = response.get("ts")
+    except AttributeError:
+        return None
+    return str(ts) if ts else None
+
+
+def _error_code(error: BaseException) -> str:
+    if isinstance(error, SlackApiError):
+        try:
+            return str(error.response.get("error") or type(error).__name__)
+        except AttributeError:
+            return type(error).__name__
+    return type(error).__name__

@@ -1,0 +1,87 @@
+"""Markdown → mrkdwn and message splitting (pure)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from app.slack.format import markdown_to_mrkdwn, split_message
+
+
+@pytest.mark.parametrize(
+    ("markdown", "mrkdwn"),
+    [
+        ("**bold** and __bold__", "*bold* and *bold*"),
+        ("*italic* stays italic", "_italic_ stays italic"),
+        ("***both***", "*_both_*"),
+        ("~~gone~~", "~gone~"),
+        ("# Title", "*Title*"),
+        ("### **Already bold** heading", "*Already bold heading*"),
+        ("see [the docs](https://x.dev/a_b)", "see <https://x.dev/a_b|the docs>"),
+        ("![diagram](https://x.dev/d.png)", "<https://x.dev/d.png|diagram>"),
+        ("<https://y.dev> stays a link", "<https://y.dev> stays a link"),
+        ("ping <@U123> in <#C1|general> <!here>", "ping <@U123> in <#C1|general> <!here>"),
+        ("a < b && c > d", "a &lt; b &amp;&amp; c &gt; d"),
+        ("- one\n* two\n  + nested", "• one\n• two\n  • nested"),
+        ("1. first\n2. second", "1. first\n2. second"),
+        ("- [ ] todo\n- [x] done", "☐ todo\n☑ done"),
+        ("> quoted **words**", "> quoted *words*"),
+        ("snake_case_name and 2*3*4", "snake_case_name and 2*3*4"),
+        ("---", "──────────"),
+    ],
+)
+def test_markdown_becomes_slack_mrkdwn(markdown: str, mrkdwn: str) -> None:
+    assert markdown_to_mrkdwn(markdown) == mrkdwn
+
+
+def test_code_keeps_its_content_and_loses_only_the_language_tag() -> None:
+    markdown = "Run:\n```python\nif a < b and x**2:\n    print(*args)\n```\nand `a*b*c` inline"
+    assert markdown_to_mrkdwn(markdown) == (
+        "Run:\n```\nif a &lt; b and x**2:\n    print(*args)\n```\nand `a*b*c` inline"
+    )
+
+
+def test_a_table_is_kept_readable_in_a_code_block() -> None:
+    markdown = "| name | port |\n|---|---|\n| api | 8080 |\nafter"
+    assert markdown_to_mrkdwn(markdown) == "```\n| name | port |\n|---|---|\n| api | 8080 |\n```\nafter"
+
+
+def test_an_unclosed_code_block_is_closed() -> None:
+    assert markdown_to_mrkdwn("```\nopen") == "```\nopen\n```"
+
+
+def test_short_text_is_one_piece() -> None:
+    assert split_message("hello", 100) == ["hello"]
+    assert split_message("\n\n", 100) == []
+
+
+def test_splitting_prefers_paragraphs_then_lines_then_spaces() -> None:
+    text = "first paragraph here\n\nsecond paragraph here"
+    assert split_message(text, 30) == ["first paragraph here", "second paragraph here"]
+    assert split_message("line one is here\nline two is here", 24) == ["line one is here", "line two is here"]
+    assert split_message("word " * 10, 20) == ["word word word", "word word word", "word word word word"]
+
+
+def test_a_piece_that_ends_inside_a_code_block_closes_it_and_the_next_reopens_it() -> None:
+    code = "\n".join(f"line {n}" for n in range(40))
+    pieces = split_message(f"intro\n```\n{code}\n```\noutro", 120)
+    assert len(pieces) > 2
+    for piece in pieces:
+        assert len(piece) <= 120
+        assert piece.count("```") % 2 == 0, piece
+    assert pieces[1].startswith("```\n")
+
+
+def test_a_limit_too_small_to_hold_a_fence_is_refused() -> None:
+    with pytest.raises(ValueError, match="split limit"):
+        split_message("text", 8)
+
+
+@given(st.text(alphabet=st.sampled_from("ab \n`#*"), max_size=600), st.integers(min_value=16, max_value=200))
+def test_every_piece_fits_the_limit_and_no_word_is_lost(text: str, limit: int) -> None:
+    pieces = split_message(text, limit)
+    assert all(len(piece) <= limit for piece in pieces)
+    words = [w for w in text.replace("`", " ").split() if w]
+    rejoined = " ".join(pieces).replace("`", " ").split()
+    assert rejoined == words

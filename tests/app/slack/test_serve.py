@@ -1,0 +1,245 @@
+"""`switchboard serve`: start-up errors in-process, and the real process in HTTP and Socket Mode against
+the fake Slack API and the fake Anthropic server (answer, redelivery, SIGTERM drain)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from app.slack.serve import main
+from tests.fakes.model_server import FakeModelServer, Reply
+from tests.fakes.slack_api import (
+    APP_TOKEN,
+    BOT_USER_ID,
+    SIGNING_SECRET,
+    FakeSlackApi,
+    SlackDelivery,
+    as_app_mention,
+)
+
+ROOT = Path(__file__).resolve().parents[3]
+_OWN_ENV_PREFIXES = ("SLACK_", "SWITCHBOARD_", "ANTHROPIC_", "OPENAI_", "GITHUB_", "MEMORY_", "PORT")
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No Slack/model variables from the outside, no switchboard.toml in the working directory."""
+    for name in list(os.environ):
+        if name.startswith(_OWN_ENV_PREFIXES):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+
+
+def test_a_missing_bot_token_is_one_line_naming_it_and_the_manifest(
+    clean_env: None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "SLACK_BOT_TOKEN" in err
+    assert "manifest.yml" in err
+
+
+def test_http_mode_without_a_signing_secret_names_it(
+    clean_env: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    assert main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "SLACK_SIGNING_SECRET" in err
+    assert "SLACK_APP_TOKEN" in err  # the other way: Socket Mode
+    assert "manifest.yml" in err
+
+
+def test_socket_mode_needs_no_signing_secret_but_still_a_model(
+    clean_env: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-1")
+    assert main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert "SLACK_SIGNING_SECRET" not in err
+    assert "ANTHROPIC_API_KEY" in err
+
+
+def test_a_bad_port_is_a_config_error(
+    clean_env: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PORT", "eighty")
+    assert main([]) == 2
+    assert "PORT" in capsys.readouterr().err
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@dataclass
+class Serve:
+    process: asyncio.subprocess.Process
+    lines: list[str] = field(default_factory=list)
+    _seen: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        async for raw in self.process.stderr:
+            self.lines.append(raw.decode(errors="replace"))
+            self._seen.set()
+
+    async def wait_for_log(self, needle: str, within: float = 20) -> None:
+        async with asyncio.timeout(within):
+            while not any(needle in line for line in self.lines):
+                if self.process.returncode is not None:
+                    raise AssertionError("serve exited early:\n" + "".join(self.lines))
+                self._seen.clear()
+                await self._seen.wait()
+
+    async def wait_for_port(self, port: int, within: float = 20) -> None:
+        async with asyncio.timeout(within):
+            while True:
+                if self.process.returncode is not None:
+                    raise AssertionError("serve exited early:\n" + "".join(self.lines))
+                try:
+                    _, writer = await asyncio.open_connection("127.0.0.1", port)
+                except OSError:
+                    await asyncio.sleep(0.05)
+                    continue
+                writer.close()
+                await writer.wait_closed()
+                return
+
+    async def stop(self, within: float = 30) -> int:
+        self.process.send_signal(signal.SIGTERM)
+        return await asyncio.wait_for(self.process.wait(), within)
+
+
+@asynccontextmanager
+async def serve(tmp_path: Path, env: Mapping[str, str], *args: str) -> AsyncIterator[Serve]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(_OWN_ENV_PREFIXES)}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "app",
+        "serve",
+        *args,
+        cwd=tmp_path,
+        env={**base, "PYTHONPATH": str(ROOT), "SWITCHBOARD_LOG_LEVEL": "info", **env},
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    running = Serve(process)
+    reader = asyncio.create_task(running.read_stderr())
+    try:
+        yield running
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+        await reader
+
+
+def _bot_env(slack_api: FakeSlackApi, model: FakeModelServer, tmp_path: Path) -> dict[str, str]:
+    return {
+        "SLACK_BOT_TOKEN": slack_api.token,
+        "SLACK_API_URL": slack_api.base_url,
+        "ANTHROPIC_API_KEY": "test-anthropic-key",
+        "SWITCHBOARD_MODEL": "anthropic/serve-model",
+        "SWITCHBOARD_MODELS__ANTHROPIC__BASE_URL": model.base_url,
+        "SWITCHBOARD_MODELS__ANTHROPIC__MAX_RETRIES": "0",
+        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
+    }
+
+
+async def test_serve_in_http_mode_answers_a_signed_mention_and_drains_it_on_sigterm(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    fake_anthropic.script(Reply(text="Deploys run nightly.", hold=True))
+    port = _free_port()
+    env = {**_bot_env(slack_api, fake_anthropic, tmp_path), "SLACK_SIGNING_SECRET": SIGNING_SECRET}
+    async with serve(tmp_path, {**env, "PORT": str(port)}, "--host", "127.0.0.1") as bot:
+        await bot.wait_for_port(port)
+        slack = SlackDelivery(f"http://127.0.0.1:{port}/slack/events")
+        posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> when do deploys run?")
+        assert (await slack.event(as_app_mention(posted))).status == 200
+        await asyncio.to_thread(fake_anthropic.wait_for_requests, 1, 10)
+
+        bot.process.send_signal(signal.SIGTERM)  # the answer is still being written …
+        await bot.wait_for_log("lifecycle.stopping")
+        late = slack_api.post_as_user("C1", "U2", f"<@{BOT_USER_ID}> am I too late?")
+        assert (await slack.event(as_app_mention(late))).status == 503  # Slack redelivers it later
+        fake_anthropic.release()
+        code = await asyncio.wait_for(bot.process.wait(), 30)
+
+    assert code == 0, "".join(bot.lines)
+    [reply] = slack_api.bot_replies("C1", posted["ts"])  # … and was delivered before the exit
+    assert reply.text == "Deploys run nightly."
+    assert slack_api.bot_replies("C1", late["ts"]) == []
+    assert len(fake_anthropic.requests) == 1
+
+
+async def test_serve_in_socket_mode_answers_over_the_websocket_once_despite_a_redelivery(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    fake_anthropic.default_reply = "Hello from Socket Mode."
+    env = {**_bot_env(slack_api, fake_anthropic, tmp_path), "SLACK_APP_TOKEN": APP_TOKEN}
+    async with serve(tmp_path, env) as bot:
+        await slack_api.wait_for_socket(within=20)
+        posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> hi")
+        await slack_api.socket_event(as_app_mention(posted), event_id="EvSOCK")
+        await slack_api.socket_event(as_app_mention(posted), event_id="EvSOCK", retry_attempt=1)
+        await slack_api.wait_until(lambda: len(slack_api.bot_replies("C1", posted["ts"])) == 1)
+        code = await bot.stop()
+
+    assert code == 0, "".join(bot.lines)
+    assert [m.text for m in slack_api.bot_replies("C1")] == ["Hello from Socket Mode."]
+    assert len(fake_anthropic.requests) == 1
+    assert any("retry_num=1" in line or '"retry_num": "1"' in line for line in bot.lines)
+
+
+def _manifest_list(text: str, key: str) -> list[str]:
+    """The `- item` lines under `key:` in manifest.yml (no YAML dependency for one flat list)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"{key}:")
+    indent = len(lines[start + 1]) - len(lines[start + 1].lstrip())
+    items = []
+    for line in lines[start + 1 :]:
+        if not line.strip().startswith("- ") or len(line) - len(line.lstrip()) != indent:
+            break
+        items.append(line.strip()[2:].split("#")[0].strip())
+    return items
+
+
+def test_the_manifest_subscribes_to_what_the_adapter_handles_with_the_scopes_it_needs() -> None:
+    from app.slack.app import SlackOptions
+
+    text = (ROOT / "manifest.yml").read_text(encoding="utf-8")
+    assert _manifest_list(text, "bot_events") == [
+        "app_mention",
+        "message.channels",
+        "message.groups",
+        "message.im",
+        "message.mpim",
+    ]
+    assert f"- command: {SlackOptions().slash_command}" in text
+    assert "socket_mode_enabled: true" in text
+    scopes = set(_manifest_list(text, "bot"))
+    needed = {
+        "app_mentions:read", "commands", "chat:write", "assistant:write", "reactions:write",
+        "channels:history", "groups:history", "im:history", "mpim:history",
+        "channels:read", "groups:read", "im:read", "mpim:read",
+    }  # fmt: skip
+    assert needed <= scopes
