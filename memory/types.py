@@ -11,6 +11,12 @@ RecordStatus = Literal["active", "superseded", "forgotten", "evicted"]
 
 RECORD_KINDS: frozenset[str] = frozenset({"fact", "summary"})
 
+# Where a record was learned: the visibility of that conversation (`machine` = the terminal chat and
+# other machine surfaces, routed as the spec routes a machine origin and readable like `public`).
+# `unknown` is read as `dm`. See memory/visibility.py for where each may go.
+Origin = Literal["public", "private", "mpim", "dm", "machine", "unknown"]
+ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine", "unknown"})
+
 # The per-scope cap when nothing is configured (§27), and its valid range (§29).
 DEFAULT_SCOPE_CAP = 500
 MAX_SCOPE_CAP = 10_000
@@ -35,6 +41,8 @@ class MemoryRecord:
     confidence: float | None = None
     supersedes: str | None = None
     status: RecordStatus = "active"
+    origin: Origin = "unknown"
+    origin_conversation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +56,8 @@ class MemoryCandidate:
     source_run_id: str | None = None
     confidence: float | None = None
     supersedes: str | None = None
+    origin: Origin = "unknown"
+    origin_conversation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
