@@ -43,6 +43,7 @@ SECRET_ENV = {
     "openai_api_key": "OPENAI_API_KEY",
     "github_token": "GITHUB_TOKEN",
     "database_url": "DATABASE_URL",
+    "metrics_token": "METRICS_TOKEN",
 }
 
 _MODEL_REF = re.compile(r"^[a-z0-9][a-z0-9_.-]*/\S+$")
@@ -153,6 +154,7 @@ class Secrets(_Section):
     github_token: SecretStr | None = None
     memory_token: SecretStr | None = None
     database_url: SecretStr | None = None
+    metrics_token: SecretStr | None = None  # the bearer token /metrics answers (HTTP mode)
 
     @staticmethod
     def reveal(value: SecretStr | None) -> str | None:

@@ -34,6 +34,7 @@ from memory.wire import (
     is_unicode_text,
     record_to_wire,
 )
+from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
 
 log = structlog.get_logger("memory.service")
 
@@ -69,19 +70,29 @@ class Refusal(Exception):
 Handler = Callable[[dict[str, object], LogFields], Awaitable[dict[str, object]]]
 
 
-def create_app(store: CapAwareStore, token: str | None) -> Starlette:
-    """The service over `store`; `token` empty or None means every data request is refused (401)."""
+def create_app(
+    store: CapAwareStore,
+    token: str | None,
+    *,
+    metrics: Metrics | None = None,
+    metrics_token: str | None = None,
+) -> Starlette:
+    """The service over `store`; `token` empty or None means every data request is refused (401).
+
+    `/metrics` answers only `metrics_token` (ops/metrics.py), never the data token.
+    """
     if "cap" not in inspect.signature(store.write).parameters:
         raise TypeError(f"{type(store).__name__}.write must accept cap= (the wire's per-batch cap)")
-    service = _Service(store, token)
+    service = _Service(store, token, metrics if metrics is not None else Metrics())
     routes = [
         Route("/healthz", _healthz, methods=["GET"]),
+        Route(METRICS_PATH, service.scrape(metrics_token), methods=["GET"]),
         Route("/retrieve", service.endpoint("/retrieve", service.retrieve), methods=["POST"]),
         Route("/write", service.endpoint("/write", service.write), methods=["POST"]),
         Route("/list", service.endpoint("/list", service.list), methods=["POST"]),
         Route("/forget", service.endpoint("/forget", service.forget), methods=["POST"]),
     ]
-    app = Starlette(routes=routes, exception_handlers={HTTPException: _http_error})
+    app = Starlette(routes=routes, exception_handlers={HTTPException: service.http_error})
     app.router.redirect_slashes = False  # /write/ is not /write: 404, never a redirect
     return app
 
@@ -90,17 +101,26 @@ async def _healthz(request: Request) -> Response:
     return JSONResponse({"ok": True})
 
 
-async def _http_error(request: Request, exc: Exception) -> Response:
-    """Routing refusals (404, 405) speak JSON like every other answer."""
-    assert isinstance(exc, HTTPException)
-    reason = {404: "not found", 405: "method not allowed"}.get(exc.status_code, exc.detail)
-    return JSONResponse({"error": reason}, status_code=exc.status_code, headers=exc.headers)
-
-
 class _Service:
-    def __init__(self, store: CapAwareStore, token: str | None) -> None:
+    def __init__(self, store: CapAwareStore, token: str | None, metrics: Metrics) -> None:
         self._store = store
         self._token = token.encode("utf-8") if token else b""
+        self._metrics = metrics
+
+    async def http_error(self, request: Request, exc: Exception) -> Response:
+        """Routing refusals (404, 405) speak JSON like every other answer."""
+        assert isinstance(exc, HTTPException)
+        reason = {404: "not found", 405: "method not allowed"}.get(exc.status_code, exc.detail)
+        self._metrics.observe_request("memory", OTHER_ROUTE, exc.status_code, 0.0)
+        return JSONResponse({"error": reason}, status_code=exc.status_code, headers=exc.headers)
+
+    def scrape(self, metrics_token: str | None) -> Callable[[Request], Awaitable[Response]]:
+        async def scrape(request: Request) -> Response:
+            if not scrape_allowed(request.headers.get("authorization"), metrics_token):
+                return JSONResponse({"error": "unauthorized"}, status_code=401)
+            return Response(self._metrics.render(), media_type=CONTENT_TYPE)
+
+        return scrape
 
     def endpoint(self, route: str, handler: Handler) -> Callable[[Request], Awaitable[Response]]:
         async def endpoint(request: Request) -> Response:
@@ -114,6 +134,8 @@ class _Service:
             except Refusal as refusal:
                 payload, status = {"error": refusal.reason}, refusal.status
                 fields["error"] = refusal.reason
+                if status == 401:
+                    self._metrics.memory_denials.labels("unauthorized").inc()
             except ValueError as exc:  # the store refused what the wire rules let through
                 reason = str(exc)[:300]
                 payload, status = {"error": reason}, 400
@@ -121,11 +143,13 @@ class _Service:
             except Exception as exc:  # a store failure: answer 500, keep serving
                 log.error("memory.service.store_failed", route=route, error_type=type(exc).__name__)
                 payload, status = {"error": "store failure"}, 500
+            elapsed = time.perf_counter() - started
+            self._metrics.observe_request("memory", route, status, elapsed)
             log.info(
                 "memory.service.request",
                 route=route,
                 status=status,
-                duration_ms=round((time.perf_counter() - started) * 1000, 3),
+                duration_ms=round(elapsed * 1000, 3),
                 **fields,
             )
             return JSONResponse(payload, status_code=status)
@@ -151,6 +175,8 @@ class _Service:
         assert query is not None
         records = await self._store.retrieve(scope_key, query, limit)
         fields["records"] = len(records)
+        self._metrics.memory_reads.inc()
+        self._metrics.memory_records_read.inc(len(records))
         return {"records": [record_to_wire(r) for r in records]}
 
     async def write(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
@@ -169,6 +195,9 @@ class _Service:
         if cap is not None:
             fields["cap"] = cap
         result = await self._store.write(scope_key, candidates, cap=cap)
+        for name in ("inserted", "deduped", "superseded"):
+            self._metrics.memory_writes.labels(name).inc(getattr(result, name))
+        self._metrics.memory_evictions.inc(result.evicted)
         fields.update(
             inserted=result.inserted,
             deduped=result.deduped,

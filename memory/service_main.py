@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import structlog
 import uvicorn
@@ -22,6 +23,15 @@ import uvicorn
 from memory.build import memory_dir
 from memory.service import CapAwareStore, create_app
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
+from ops.http_guard import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    ConnectionGuard,
+    GuardLimits,
+    fd_bounded,
+)
+from ops.metrics import METRICS_TOKEN_ENV, Metrics
 
 log = structlog.get_logger("memory.service")
 
@@ -50,7 +60,42 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="DSN",
         help=f"serve the PostgreSQL store at DSN instead of SQLite (default ${DATABASE_URL_ENV}, if set)",
     )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="S",
+        help="close a connection whose request head is not complete in S seconds "
+        f"(default {DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="S",
+        help=f"close a connection whose body is not complete in S seconds (default {DEFAULT_BODY_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"answer connections beyond N with a 503 (default {DEFAULT_MAX_CONNECTIONS}, "
+        "lowered below the open-file limit)",
+    )
     return parser.parse_args(argv)
+
+
+def guard_limits(args: argparse.Namespace) -> GuardLimits:
+    """The slow-client limits from the flags; a bad value is a one-line start-up error."""
+    try:
+        return GuardLimits(
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            max_connections=fd_bounded(args.max_connections),
+        )
+    except ValueError as error:
+        raise MemoryStoreError(f"--{str(error).split()[0].replace('_', '-')}: {error}") from None
 
 
 def main(argv: list[str]) -> int:
@@ -59,7 +104,17 @@ def main(argv: list[str]) -> int:
     database_url = args.database_url or os.environ.get(DATABASE_URL_ENV) or None
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn handles SIGINT; a second ^C lands here
         try:
-            asyncio.run(serve(args.host, args.port, args.data_dir, os.environ, database_url=database_url))
+            limits = guard_limits(args)
+            asyncio.run(
+                serve(
+                    args.host,
+                    args.port,
+                    args.data_dir,
+                    os.environ,
+                    database_url=database_url,
+                    limits=limits,
+                )
+            )
         except MemoryStoreError as error:  # the store cannot start: one line, exit 2
             print(f"switchboard memory-service: {error}", file=sys.stderr)
             return 2
@@ -67,7 +122,13 @@ def main(argv: list[str]) -> int:
 
 
 async def serve(
-    host: str, port: int, data_dir: Path, env: Mapping[str, str], *, database_url: str | None = None
+    host: str,
+    port: int,
+    data_dir: Path,
+    env: Mapping[str, str],
+    *,
+    database_url: str | None = None,
+    limits: GuardLimits | None = None,
 ) -> None:
     """Open the store, serve until a signal, then close the store."""
     from memory.sqlite_store import SqliteMemoryStore
@@ -92,15 +153,31 @@ async def serve(
     else:
         store = SqliteMemoryStore(path, cap=DEFAULT_SCOPE_CAP)
     try:
-        app = create_app(store, token)
-        config = uvicorn.Config(
-            app, host=host, port=port, access_log=False, log_level="warning", lifespan="off"
-        )
+        metrics = Metrics()
+        app = create_app(store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None)
+        config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)
         log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
         await _GracefulServer(config).serve()
     finally:
         await store.aclose()
         log.info("memory.service_stopped")
+
+
+def uvicorn_config(app: Any, host: str, port: int, limits: GuardLimits, metrics: Metrics) -> uvicorn.Config:
+    """uvicorn with its HTTP protocol under the slow-client guard (ops/http_guard.py)."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    guard = ConnectionGuard("memory", limits, metrics)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=guard.wrap(AutoHTTPProtocol),  # type: ignore[arg-type]
+        timeout_keep_alive=int(limits.keep_alive),
+        access_log=False,
+        log_level="warning",
+        lifespan="off",
+    )
 
 
 class _GracefulServer(uvicorn.Server):

@@ -31,6 +31,7 @@ from app.slack.app import (
     start_http,
 )
 from config.settings import ConfigError, Settings, load_settings
+from ops.metrics import Metrics
 
 log = structlog.get_logger("slack")
 
@@ -107,6 +108,7 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
     """Build the bot, serve until a signal, drain, close. Returns the process exit code."""
     from app.runtime import build_commands, build_memory, start_runtime
 
+    metrics = Metrics()
     try:
         store = build_memory(settings, env)
         commands, make_caller = build_commands(settings, store)
@@ -137,7 +139,8 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
         if app_token:
             drained = await _socket_mode(bot, app_token, runtime.lifecycle)
         else:
-            drained = await _http_mode(bot, host, port, runtime.lifecycle)
+            metrics_token = secrets.reveal(secrets.metrics_token)
+            drained = await _http_mode(bot, host, port, runtime.lifecycle, metrics, metrics_token)
     finally:
         lifecycle.remove_signal_handlers()
         await bot.aclose()
@@ -164,8 +167,10 @@ def _channel_repo(settings: Settings) -> ChannelRepo:
     return channel_repo
 
 
-async def _http_mode(bot: SlackBot, host: str, port: int, lifecycle: Lifecycle) -> bool:
-    runner = await start_http(bot, host=host, port=port)
+async def _http_mode(
+    bot: SlackBot, host: str, port: int, lifecycle: Lifecycle, metrics: Metrics, metrics_token: str | None
+) -> bool:
+    runner = await start_http(bot, host=host, port=port, metrics=metrics, metrics_token=metrics_token)
     log.info("slack.serving", mode="http", host=host, port=bound_port(runner), path=EVENTS_PATH)
     try:
         await lifecycle.wait_for_stop()

@@ -8,7 +8,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -118,11 +118,17 @@ class RunningService:
 
 @contextmanager
 def memory_service_process(
-    data_dir: Path, token: str | None = TOKEN, *, via_cli: bool = False, startup_timeout: float = 20.0
+    data_dir: Path,
+    token: str | None = TOKEN,
+    *,
+    via_cli: bool = False,
+    startup_timeout: float = 20.0,
+    args: Sequence[str] = (),
+    env: Mapping[str, str] | None = None,
 ) -> Iterator[RunningService]:
     """`python -m memory.service_main` (or `python -m app memory-service`, the `switchboard` CLI) on a
-    free loopback port; always stopped afterwards."""
-    env = {k: v for k, v in os.environ.items() if k != "MEMORY_TOKEN"}
+    free loopback port with extra `args` and `env`; always stopped afterwards."""
+    env = {**{k: v for k, v in os.environ.items() if k != "MEMORY_TOKEN"}, **(env or {})}
     if token is not None:
         env["MEMORY_TOKEN"] = token
     env["PYTHONPATH"] = str(ROOT)
@@ -131,7 +137,7 @@ def memory_service_process(
         port = free_port()
         entry = ["-m", "app", "memory-service"] if via_cli else ["-m", "memory.service_main"]
         process = subprocess.Popen(
-            [sys.executable, *entry, "--port", str(port), "--data-dir", str(data_dir)],
+            [sys.executable, *entry, "--port", str(port), "--data-dir", str(data_dir), *args],
             cwd=ROOT,
             env=env,
             stdout=subprocess.DEVNULL,

@@ -190,5 +190,3 @@ def test_a_github_enterprise_url_is_recognized_on_its_own_host() -> None:
         "https://ghe.example.com/acme/widgets/issues/1", web_hosts=("ghe.example.com",)
     )
     assert found is not None and (found.repo, found.source) == ("acme/widgets", "url")
-
-

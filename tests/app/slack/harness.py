@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,8 +73,10 @@ async def running_bot(
     registry: Any = None,
     options: SlackOptions | None = None,
     caller_factory: Callable[..., Any] = dict_caller,
+    http: Mapping[str, Any] | None = None,
     **kwargs: Any,
 ) -> AsyncIterator[RunningBot]:
+    """`http` goes to `start_http` (slow-client limits, metrics and their token)."""
     bot = build_slack_app(
         dispatcher=dispatcher,
         registry=registry,
@@ -85,7 +87,7 @@ async def running_bot(
         caller_factory=caller_factory,
         **kwargs,
     )
-    runner = await start_http(bot, host="127.0.0.1", port=0)
+    runner = await start_http(bot, host="127.0.0.1", port=0, **(http or {}))
     url = f"http://127.0.0.1:{bound_port(runner)}{EVENTS_PATH}"
     try:
         yield RunningBot(bot=bot, slack=SlackDelivery(url), url=url)

@@ -1,0 +1,112 @@
+"""Prometheus metrics: one `Metrics` per process, in its own registry, served at `/metrics`.
+
+Every label value comes from a fixed set (a route template, a status code, an outcome token, a
+configured provider and model name), never from a request: no user text, scope key or record id can
+become a label, so neither secrets nor unbounded series reach the scraper.
+
+`/metrics` is not behind Slack's signature check nor the memory service's data token; it has its own
+bearer token (`METRICS_TOKEN`), compared in constant time, and answers 401 to everyone when that is
+unset. Prometheus sends it with `authorization: {credentials: …}` in the scrape config.
+"""
+
+from __future__ import annotations
+
+import hmac
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
+
+METRICS_PATH = "/metrics"
+METRICS_TOKEN_ENV = "METRICS_TOKEN"
+CONTENT_TYPE = CONTENT_TYPE_LATEST
+OTHER_ROUTE = "other"  # every path that is not one of the server's routes
+
+_HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+_MODEL_BUCKETS = (0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 20.0, 40.0, 80.0, 160.0)
+
+
+class Metrics:
+    """The instruments both processes know; each process moves the ones it has.
+
+    A fresh registry unless one is passed, so two apps (or two tests) in one process never share
+    counts and prometheus-client's process-global default registry is left alone.
+    """
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry if registry is not None else CollectorRegistry()
+        r = self.registry
+        self.http_requests = Counter(
+            "switchboard_http_requests", "HTTP requests answered", ["server", "route", "status"], registry=r
+        )
+        self.http_latency = Histogram(
+            "switchboard_http_request_duration_seconds",
+            "Time to answer an HTTP request",
+            ["server", "route"],
+            buckets=_HTTP_BUCKETS,
+            registry=r,
+        )
+        self.open_connections = Gauge(
+            "switchboard_http_open_connections", "Connections open now", ["server"], registry=r
+        )
+        self.connections_refused = Counter(
+            "switchboard_http_connections_refused",
+            "Connections refused at the cap (503)",
+            ["server"],
+            registry=r,
+        )
+        self.slow_clients_closed = Counter(
+            "switchboard_http_slow_clients_closed",
+            "Connections closed for missing the head or body deadline",
+            ["server", "phase"],
+            registry=r,
+        )
+        self.memory_reads = Counter("switchboard_memory_reads", "Scope retrieves served", registry=r)
+        self.memory_records_read = Counter(
+            "switchboard_memory_records_read", "Records returned by retrieves", registry=r
+        )
+        self.memory_writes = Counter(
+            "switchboard_memory_writes", "Written candidates by what the store did", ["result"], registry=r
+        )
+        self.memory_evictions = Counter(
+            "switchboard_memory_evictions", "Records evicted over a scope's cap", registry=r
+        )
+        self.memory_denials = Counter(
+            "switchboard_memory_denials",
+            "Memory access refused (unauthorized request, write gate denial)",
+            ["reason"],
+            registry=r,
+        )
+        self.reflection_outcomes = Counter(
+            "switchboard_reflection_outcomes", "Reflections by outcome", ["outcome"], registry=r
+        )
+        self.model_latency = Histogram(
+            "switchboard_model_call_duration_seconds",
+            "Time of one model call",
+            ["provider", "model"],
+            buckets=_MODEL_BUCKETS,
+            registry=r,
+        )
+        self.model_tokens = Counter(
+            "switchboard_model_tokens",
+            "Model tokens by direction",
+            ["provider", "model", "direction"],
+            registry=r,
+        )
+
+    def observe_request(self, server: str, route: str, status: int, seconds: float) -> None:
+        self.http_requests.labels(server, route, str(status)).inc()
+        self.http_latency.labels(server, route).observe(seconds)
+
+    def render(self) -> bytes:
+        """The registry in Prometheus text format."""
+        return generate_latest(self.registry)
+
+
+def scrape_allowed(authorization: str | None, token: str | None) -> bool:
+    """`Authorization: Bearer <METRICS_TOKEN>`, constant-time; no token configured → nobody."""
+    if not token or not authorization:
+        return False
+    scheme, _, presented = authorization.partition(" ")
+    if scheme.lower() != "bearer" or not presented:
+        return False
+    return hmac.compare_digest(presented.encode("latin-1", "replace"), token.encode("utf-8"))

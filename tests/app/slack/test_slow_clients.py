@@ -1,0 +1,124 @@
+"""The Slack HTTP endpoint under slow clients and floods (raw sockets), and its `/metrics`.
+
+The server runs in the test's event loop, so the raw clients here are asyncio streams.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from urllib.parse import urlsplit
+
+import aiohttp
+from prometheus_client.parser import text_string_to_metric_families
+
+from ops.http_guard import GuardLimits
+from ops.metrics import Metrics
+from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, as_app_mention
+
+HEAD_DEADLINE = 0.5
+BODY_DEADLINE = 1.0
+CAP = 6
+METRICS_TOKEN = "test-metrics-token-5d1e"
+LIMITS = GuardLimits(header_timeout=HEAD_DEADLINE, body_timeout=BODY_DEADLINE, max_connections=CAP)
+
+
+@asynccontextmanager
+async def guarded_bot(slack_api: FakeSlackApi, metrics: Metrics | None = None) -> AsyncIterator[RunningBot]:
+    slack_api.add_conversation("C1", "public")
+    http = {"limits": LIMITS, "metrics": metrics or Metrics(), "metrics_token": METRICS_TOKEN}
+    async with running_bot(slack_api, RecordingDispatcher(), http=http) as bot:
+        yield bot
+
+
+def address(bot: RunningBot) -> tuple[str, int]:
+    parts = urlsplit(bot.url)
+    assert parts.hostname is not None and parts.port is not None
+    return parts.hostname, parts.port
+
+
+async def until_closed(
+    bot: RunningBot, sent: bytes, within: float = 5
+) -> tuple[bytes, float, asyncio.StreamWriter]:
+    reader, writer = await asyncio.open_connection(*address(bot))
+    writer.write(sent)
+    started = time.monotonic()
+    async with asyncio.timeout(within):
+        received = await reader.read()
+    return received, time.monotonic() - started, writer
+
+
+async def timed_mention(bot: RunningBot, slack_api: FakeSlackApi) -> float:
+    started = time.monotonic()
+    delivery = await bot.slack.event(
+        as_app_mention(slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> hi"))
+    )
+    assert delivery.status == 200
+    return time.monotonic() - started
+
+
+async def test_a_half_sent_request_gets_a_408_at_the_head_deadline_and_a_signed_event_is_not_delayed(
+    slack_api: FakeSlackApi,
+) -> None:
+    async with guarded_bot(slack_api) as bot:
+        slow = asyncio.create_task(until_closed(bot, b"POST /slack/ev"))
+        await asyncio.sleep(0.05)
+        assert await timed_mention(bot, slack_api) < 1.0
+        received, elapsed, writer = await slow
+        writer.close()
+        await bot.settle()
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert HEAD_DEADLINE * 0.8 <= elapsed < HEAD_DEADLINE + 1.0
+
+
+async def test_a_body_that_stops_short_is_closed_at_the_body_deadline(slack_api: FakeSlackApi) -> None:
+    head = b'POST /slack/events HTTP/1.1\r\nHost: bot\r\nContent-Length: 500\r\n\r\n{"type"'
+    async with guarded_bot(slack_api) as bot:
+        received, elapsed, writer = await until_closed(bot, head)
+        writer.close()
+    assert received == b""
+    assert BODY_DEADLINE * 0.8 <= elapsed < BODY_DEADLINE + 1.0
+
+
+async def test_connections_past_the_cap_get_a_clean_503(slack_api: FakeSlackApi) -> None:
+    async with guarded_bot(slack_api) as bot:
+        held = [await asyncio.open_connection(*address(bot)) for _ in range(CAP)]
+        await asyncio.sleep(0.05)
+        received, _, writer = await until_closed(bot, b"")
+        writer.close()
+        for _, held_writer in held:
+            held_writer.close()
+        await asyncio.sleep(0.05)
+        assert await timed_mention(bot, slack_api) < 1.0
+        await bot.settle()
+    assert received.startswith(b"HTTP/1.1 503 ")
+
+
+async def test_metrics_are_beside_the_signature_check_behind_their_own_token(slack_api: FakeSlackApi) -> None:
+    async with guarded_bot(slack_api) as bot:
+        event = as_app_mention(slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> hi"))
+        await bot.slack.event(event)
+        await bot.slack.event(event, secret="not-the-signing-secret")
+        await bot.settle()
+        metrics_url = bot.url.replace("/slack/events", "/metrics")
+        async with aiohttp.ClientSession() as session:
+            async with session.get(metrics_url) as anonymous:
+                anonymous_status = anonymous.status
+            async with session.get(
+                metrics_url, headers={"Authorization": f"Bearer {METRICS_TOKEN}"}
+            ) as reply:
+                scraped_status, text = reply.status, await reply.text()
+
+    assert (anonymous_status, scraped_status) == (401, 200)
+    counts = {
+        (sample.labels.get("route"), sample.labels.get("status")): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "switchboard_http_requests_total"
+    }
+    assert counts[("/slack/events", "200")] == 1
+    assert counts[("/slack/events", "401")] == 1
+    assert counts[("/metrics", "401")] == 1
