@@ -30,9 +30,10 @@ from app.incoming import IncomingMessage
 from app.surface import Surface
 from config.settings import ConfigError, Settings
 from memory.context import MemoryRead, read_memory
-from memory.scope import RequestScopes, request_scope_keys
+from memory.scope import RequestScopes, list_scope_keys, request_scope_keys
 from memory.stores import NullMemoryStore
 from memory.types import MemoryStore
+from ops.tracing import annotate, span
 
 log = structlog.get_logger("dispatch")
 
@@ -238,7 +239,10 @@ class Dispatcher:
         self._active += 1
         self._idle.clear()
         try:
-            return await self._dispatch(message, surface)
+            with span("dispatch", {"switchboard.surface": message.surface}) as dispatch_span:
+                outcome = await self._dispatch(message, surface)
+                dispatch_span.set_attribute("switchboard.outcome", outcome.status)
+                return outcome
         finally:
             self._active -= 1
             if self._active == 0:
@@ -252,6 +256,7 @@ class Dispatcher:
         selection = self._agents.select(message)
         agent = selection.agent
         run_id = self._new_run_id()
+        annotate({"switchboard.run_id": run_id, "switchboard.agent": agent.name})
         log.info(
             "dispatch.start",
             run_id=run_id,
@@ -394,20 +399,26 @@ class Dispatcher:
         """Advisory: a read that fails leaves the run without a block, never without an answer."""
         organization = self._settings.organization
         assert organization is not None
-        try:
-            return await read_memory(
-                self.memory_store,
-                query,
-                organization=organization,
-                user_id=message.user_id,
-                channel_id=message.channel_id,
-                repo=repo,
-                limit=self._settings.memory.limit,
-                max_tokens=self._settings.memory.max_tokens,
+        with span("memory.read") as read_span:
+            try:
+                read = await read_memory(
+                    self.memory_store,
+                    query,
+                    organization=organization,
+                    user_id=message.user_id,
+                    channel_id=message.channel_id,
+                    repo=repo,
+                    limit=self._settings.memory.limit,
+                    max_tokens=self._settings.memory.max_tokens,
+                )
+            except Exception as error:
+                log.warning("memory.read_failed", error=type(error).__name__)
+                read_span.set_attribute("error.type", type(error).__name__)
+                return None
+            read_span.set_attributes(
+                {"memory.scopes": len(list_scope_keys(read.scopes)), "memory.records": len(read.records)}
             )
-        except Exception as error:
-            log.warning("memory.read_failed", error=type(error).__name__)
-            return None
+            return read
 
     def _scopes(
         self, message: IncomingMessage, read: MemoryRead | None, repo: str | None

@@ -8,6 +8,7 @@ for the tracker, so a restart (or the one-shot `switchboard chat`) never drops a
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from functools import partial
 from typing import Protocol
@@ -20,6 +21,7 @@ from app.policy import Actor, Decision, authorize, reflection_actor
 from memory.reflection import (
     Extract,
     ExtractionRequest,
+    ReflectionOutcome,
     ReflectionRun,
     ReflectionTracker,
     schedule_reflection,
@@ -27,6 +29,7 @@ from memory.reflection import (
 )
 from memory.types import MemoryStore
 from memory.write_gate import WRITE_ACTION, MemoryScopeResource
+from ops.metrics import Metrics
 
 log = structlog.get_logger("memory")
 
@@ -76,12 +79,14 @@ class ReflectionHook:
         memory_model: str | None,
         tracker: ReflectionTracker | None = None,
         authorize: Authorize = authorize,
+        metrics: Metrics | None = None,
     ) -> None:
         self.store = store
         self.providers = providers
         self.memory_model = memory_model
         self.tracker = tracker or ReflectionTracker()
         self.authorize = authorize
+        self.metrics = metrics
 
     @property
     def pending_reflection_count(self) -> int:
@@ -126,7 +131,7 @@ class ReflectionHook:
             run_id=completed.run_id,
             origin_visibility=message.channel_visibility,
         )
-        schedule_reflection(
+        task = schedule_reflection(
             self.tracker,
             run,
             store=self.store,
@@ -134,7 +139,24 @@ class ReflectionHook:
             model=model,
             gate=partial(self.authorize, reflection_actor(completed.scopes), WRITE_ACTION),
         )
+        if self.metrics is not None:
+            task.add_done_callback(partial(count_reflection, self.metrics))
         return True
+
+
+def count_reflection(metrics: Metrics, task: asyncio.Task[ReflectionOutcome | None]) -> None:
+    """A settled reflection into the metrics: its outcome, what it wrote, what the gate denied."""
+    outcome = None if task.cancelled() or task.exception() is not None else task.result()
+    metrics.reflection_outcomes.labels(outcome.outcome if outcome is not None else "failed").inc()
+    if outcome is None:
+        return
+    for _, result in outcome.writes:
+        for name in ("inserted", "deduped", "superseded"):
+            metrics.memory_writes.labels(name).inc(getattr(result, name))
+        metrics.memory_evictions.inc(result.evicted)
+    denied = sum(1 for item in outcome.routed if item.scope_key is None)
+    if denied:
+        metrics.memory_denials.labels("write_gate").inc(denied)
 
 
 def install_reflection(
@@ -145,9 +167,12 @@ def install_reflection(
     providers: ProviderResolver,
     memory_model: str | None,
     authorize: Authorize = authorize,
+    metrics: Metrics | None = None,
 ) -> ReflectionHook:
     """Register the reflection step on the dispatcher and its drain on the lifecycle."""
-    hook = ReflectionHook(store=store, providers=providers, memory_model=memory_model, authorize=authorize)
+    hook = ReflectionHook(
+        store=store, providers=providers, memory_model=memory_model, authorize=authorize, metrics=metrics
+    )
     dispatcher.add_post_run(hook)
     if lifecycle is not None:
         lifecycle.add_waiter(hook.drain)

@@ -17,6 +17,7 @@ from app.dispatch import AgentRunner, CallerFactory, CommandHandler, Dispatcher,
 from app.lifecycle import Lifecycle
 from config.settings import ConfigError, Settings
 from memory.types import MemoryStore
+from ops.metrics import Metrics
 
 if TYPE_CHECKING:
     from app.github.setup import GitHubSetup
@@ -110,9 +111,13 @@ def build_runtime(
     post_run: Sequence[PostRunStep] = (),
     agent_runners: Mapping[str, AgentRunner] | None = None,
     github: bool = False,
+    metrics: Metrics | None = None,
 ) -> Runtime:
-    """Everything a surface needs; raises ConfigError on a setting that cannot work."""
-    providers = providers or build_provider_registry(settings, environ)
+    """Everything a surface needs; raises ConfigError on a setting that cannot work.
+
+    `metrics` (HTTP mode's /metrics) counts model calls and reflection outcomes.
+    """
+    providers = providers or build_provider_registry(settings, environ, metrics)
     agents = agents or build_agents(settings)
     github_setup = None
     if github:  # the coding tools, the review runner, the verified repo resolver (app/github/setup.py)
@@ -142,7 +147,12 @@ def build_runtime(
         from app.reflection_hook import install_reflection
 
         install_reflection(
-            dispatcher, lifecycle, store=store, providers=providers, memory_model=settings.memory.model
+            dispatcher,
+            lifecycle,
+            store=store,
+            providers=providers,
+            memory_model=settings.memory.model,
+            metrics=metrics,
         )
     return Runtime(settings, providers, agents, store, dispatcher, lifecycle, github_setup)
 

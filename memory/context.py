@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import structlog
 
-from memory.scope import RequestScopes, derive_scope_key, list_scope_keys, request_scope_keys
+from memory.scope import RequestScopes, derive_scope_key, list_scope_keys, request_scope_keys, scope_kind
 from memory.scorer import apply_budget, query_tokens, render_memory_block, score_record
 from memory.types import MemoryRecord, MemoryStore
+from ops.tracing import span
 
 log = structlog.get_logger("memory")
 
@@ -43,7 +44,11 @@ async def read_memory(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     clock: Callable[[], float] = time.time,
 ) -> MemoryRead:
-    """Org, channel and user are fetched at once, in parallel; the repo joins when it resolves."""
+    """Org, channel and user are fetched at once, in parallel; the repo joins when it resolves.
+
+    Each scope's retrieve is a `memory.retrieve` span started from the caller's context, so every
+    scope has the same parent (the caller's `memory.read`).
+    """
     try:
         scopes = request_scope_keys(organization, user_id=user_id, channel_id=channel_id)
     except ValueError:
@@ -118,8 +123,12 @@ async def _resolve_repo(repo: RepoSource) -> str | None:
 
 async def _retrieve(store: MemoryStore, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
     """Retrieval is advisory: a failing store reads as nothing, with one warning."""
-    try:
-        return await store.retrieve(scope_key, query, limit)
-    except Exception as error:
-        log.warning("memory.retrieve_failed", scope_key=scope_key, error=type(error).__name__)
-        return []
+    with span("memory.retrieve", {"memory.scope_kind": scope_kind(scope_key)}) as retrieve_span:
+        try:
+            records = await store.retrieve(scope_key, query, limit)
+        except Exception as error:
+            log.warning("memory.retrieve_failed", scope_key=scope_key, error=type(error).__name__)
+            retrieve_span.set_attribute("error.type", type(error).__name__)
+            return []
+        retrieve_span.set_attribute("memory.records", len(records))
+        return records

@@ -17,6 +17,7 @@ import structlog
 
 from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, WriteResult
 from memory.wire import WireError, candidate_to_wire, record_from_wire
+from ops.tracing import client_span
 
 log = structlog.get_logger("memory.http_store")
 
@@ -131,14 +132,23 @@ class HttpMemoryStore:
             ) from None
 
     async def _call(self, route: str, body: dict[str, object]) -> dict[str, Any]:
-        """One POST, bounded as a whole by the timeout (httpx's own timeouts are per phase)."""
-        try:
-            async with asyncio.timeout(self._timeout):
-                response = await self._client.post(route, json=body)
-        except (TimeoutError, httpx.TimeoutException):
-            raise _CallFailed(None, "timed out") from None
-        except (httpx.HTTPError, httpx.InvalidURL) as exc:
-            raise _CallFailed(None, f"transport error ({type(exc).__name__})") from None
+        """One POST, bounded as a whole by the timeout (httpx's own timeouts are per phase).
+
+        The request is an http.client span whose W3C `traceparent` header makes the service's span
+        its child.
+        """
+        url = self._client.base_url
+        with client_span("POST", route, url.host, url.port) as (span, trace_headers):
+            try:
+                async with asyncio.timeout(self._timeout):
+                    response = await self._client.post(route, json=body, headers=trace_headers)
+            except (TimeoutError, httpx.TimeoutException):
+                span.set_attribute("error.type", "timeout")
+                raise _CallFailed(None, "timed out") from None
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                raise _CallFailed(None, f"transport error ({type(exc).__name__})") from None
+            span.set_attribute("http.response.status_code", response.status_code)
         try:
             reply = response.json()
         except ValueError:

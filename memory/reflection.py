@@ -31,6 +31,7 @@ from memory.scope import RequestScopes, list_scope_keys, scope_kind
 from memory.scorer import clean_memory_field
 from memory.types import MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
 from memory.write_gate import MemoryScopeResource, WriteGate
+from ops.tracing import span
 
 log = structlog.get_logger("memory")
 
@@ -419,8 +420,29 @@ async def reflect(
     """Exactly one extractor call, then at most one `store.write` per target scope.
 
     An extractor failure or a rejected reply writes nothing and resolves; one structlog event per
-    reflection with counts and reason tokens, never a fact's text.
+    reflection with counts and reason tokens, never a fact's text. One `memory.reflection` span with
+    the outcome and counts; the extractor call and each write are its children.
     """
+    with span("memory.reflection", {"switchboard.run_id": run.run_id}) as reflection_span:
+        outcome = await _reflect(run, store=store, extract=extract, model=model, gate=gate)
+        reflection_span.set_attributes(
+            {
+                "memory.reflection.outcome": outcome.outcome,
+                "memory.written_scopes": len(outcome.writes),
+                "memory.denied": sum(1 for item in outcome.routed if item.scope_key is None),
+            }
+        )
+        return outcome
+
+
+async def _reflect(
+    run: ReflectionRun,
+    *,
+    store: MemoryStore,
+    extract: Extract,
+    model: str,
+    gate: WriteGate,
+) -> ReflectionOutcome:
     scope_keys = list_scope_keys(run.scopes)
     shown_lists = await asyncio.gather(
         *(store.retrieve(key, run.query, SHOWN_RECORDS_PER_SCOPE) for key in scope_keys)
@@ -486,7 +508,7 @@ async def reflect(
         if not batch:
             continue
         try:
-            writes.append((key, await store.write(key, batch)))
+            writes.append((key, await _write(store, key, batch)))
         except Exception as error:  # the other scopes still get their facts
             reasons[f"write_failed_{type(error).__name__}"] += 1
 
@@ -514,6 +536,25 @@ async def reflect(
     return ReflectionOutcome(
         outcome=outcome, writes=tuple(writes), reasons=dict(reasons), routed=tuple(routed)
     )
+
+
+async def _write(store: MemoryStore, scope_key: str, batch: Sequence[MemoryCandidate]) -> WriteResult:
+    """One scope's batch under a `memory.write` span with its counts."""
+    attributes: dict[str, str | int] = {
+        "memory.scope_kind": scope_kind(scope_key),
+        "memory.candidates": len(batch),
+    }
+    with span("memory.write", attributes) as write_span:
+        result = await store.write(scope_key, batch)
+        write_span.set_attributes(
+            {
+                "memory.inserted": result.inserted,
+                "memory.deduped": result.deduped,
+                "memory.superseded": result.superseded,
+                "memory.evicted": result.evicted,
+            }
+        )
+        return result
 
 
 # ---------------------------------------------------------------------------------------------------

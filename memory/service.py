@@ -35,6 +35,7 @@ from memory.wire import (
     record_to_wire,
 )
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
+from ops.tracing import server_span
 
 log = structlog.get_logger("memory.service")
 
@@ -126,23 +127,12 @@ class _Service:
         async def endpoint(request: Request) -> Response:
             started = time.perf_counter()
             fields: LogFields = {}
-            try:
-                self._authorize(request)
-                body = await _read_body(request)
-                payload = await handler(body, fields)
-                status = 200
-            except Refusal as refusal:
-                payload, status = {"error": refusal.reason}, refusal.status
-                fields["error"] = refusal.reason
-                if status == 401:
-                    self._metrics.memory_denials.labels("unauthorized").inc()
-            except ValueError as exc:  # the store refused what the wire rules let through
-                reason = str(exc)[:300]
-                payload, status = {"error": reason}, 400
-                fields["error"] = reason
-            except Exception as exc:  # a store failure: answer 500, keep serving
-                log.error("memory.service.store_failed", route=route, error_type=type(exc).__name__)
-                payload, status = {"error": "store failure"}, 500
+            with server_span("POST", route, request.headers) as span:
+                payload, status = await self._answer(request, handler, route, fields)
+                span.set_attribute("http.response.status_code", status)
+                records = fields.get("records")
+                if isinstance(records, int):
+                    span.set_attribute("memory.records", records)
             elapsed = time.perf_counter() - started
             self._metrics.observe_request("memory", route, status, elapsed)
             log.info(
@@ -155,6 +145,26 @@ class _Service:
             return JSONResponse(payload, status_code=status)
 
         return endpoint
+
+    async def _answer(
+        self, request: Request, handler: Handler, route: str, fields: LogFields
+    ) -> tuple[dict[str, object], int]:
+        try:
+            self._authorize(request)
+            body = await _read_body(request)
+            return await handler(body, fields), 200
+        except Refusal as refusal:
+            fields["error"] = refusal.reason
+            if refusal.status == 401:
+                self._metrics.memory_denials.labels("unauthorized").inc()
+            return {"error": refusal.reason}, refusal.status
+        except ValueError as exc:  # the store refused what the wire rules let through
+            reason = str(exc)[:300]
+            fields["error"] = reason
+            return {"error": reason}, 400
+        except Exception as exc:  # a store failure: answer 500, keep serving
+            log.error("memory.service.store_failed", route=route, error_type=type(exc).__name__)
+            return {"error": "store failure"}, 500
 
     def _authorize(self, request: Request) -> None:
         """`Authorization: Bearer <token>`, compared in constant time; no configured token → nobody."""

@@ -32,6 +32,7 @@ from ops.http_guard import (
     fd_bounded,
 )
 from ops.metrics import METRICS_TOKEN_ENV, Metrics
+from ops.tracing import configure_tracing
 
 log = structlog.get_logger("memory.service")
 
@@ -101,6 +102,7 @@ def guard_limits(args: argparse.Namespace) -> GuardLimits:
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     configure_logging()
+    configure_tracing(os.environ, "switchboard-memory")
     database_url = args.database_url or os.environ.get(DATABASE_URL_ENV) or None
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn handles SIGINT; a second ^C lands here
         try:

@@ -4,4 +4,5 @@ pytest_plugins = [
     "tests.fakes.model_server",
     "tests.fakes.slack_api",
     "tests.fakes.github_api",
+    "tests.ops.tracing_support",
 ]

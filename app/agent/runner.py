@@ -24,6 +24,7 @@ from app.agent.providers.base import (
     Usage,
 )
 from app.agent.tools import Tool
+from ops.tracing import span
 
 log = structlog.get_logger("runner")
 
@@ -188,6 +189,14 @@ async def run_agent(
 
 
 async def _call_tool(tools: dict[str, Tool], call: ToolCall) -> ToolResult:
+    """One tool call under a `tool.call` span (its name and outcome, never its arguments or result)."""
+    with span("tool.call", {"gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id}) as call_span:
+        result = await _run_tool(tools, call)
+        call_span.set_attribute("switchboard.tool.error", result.is_error)
+        return result
+
+
+async def _run_tool(tools: dict[str, Tool], call: ToolCall) -> ToolResult:
     found = tools.get(call.name)
     if found is None:
         known = ", ".join(sorted(tools)) or "none"

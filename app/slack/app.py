@@ -54,6 +54,7 @@ from app.slack.surface import ReplyOptions, SlackThreadSurface
 from app.surface import Surface
 from ops.http_guard import ConnectionGuard, GuardLimits
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
+from ops.tracing import SpanKind, span
 
 log = structlog.get_logger("slack")
 
@@ -342,6 +343,12 @@ class SlackBot:
     # ---- answering -------------------------------------------------------------------------------
 
     async def _answer(self, job: _Job, thread_key: str) -> None:
+        """One event's answer under its root `slack.event` span (ids only, never the text)."""
+        attributes = {"slack.event_id": job.event_id, "slack.event.type": str(job.event.get("type") or "")}
+        with span("slack.event", attributes, kind=SpanKind.CONSUMER):
+            await self._answer_event(job, thread_key)
+
+    async def _answer_event(self, job: _Job, thread_key: str) -> None:
         surface = SlackThreadSurface(
             self.client,
             channel=job.channel,

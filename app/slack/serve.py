@@ -32,6 +32,7 @@ from app.slack.app import (
 )
 from config.settings import ConfigError, Settings, load_settings
 from ops.metrics import Metrics
+from ops.tracing import configure_tracing
 
 log = structlog.get_logger("slack")
 
@@ -101,6 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{PROG}: {problem}", file=sys.stderr)
         return 2
     configure_logging(args.log_level or env.get("SWITCHBOARD_LOG_LEVEL") or "info")
+    configure_tracing(env, "switchboard")
     return asyncio.run(serve(settings, env, host=args.host, port=port))
 
 
@@ -113,7 +115,13 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
         store = build_memory(settings, env)
         commands, make_caller = build_commands(settings, store)
         runtime = await start_runtime(
-            settings, environ=env, memory_store=store, commands=commands, make_caller=make_caller, github=True
+            settings,
+            environ=env,
+            memory_store=store,
+            commands=commands,
+            make_caller=make_caller,
+            github=True,
+            metrics=metrics,
         )
     except ConfigError as error:
         print(f"{PROG}: {error}", file=sys.stderr)

@@ -28,6 +28,7 @@ from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
 from app.logging_setup import configure_logging
 from app.runtime import Runtime, credentials_problem, start_runtime
 from config.settings import ConfigError, Settings, load_settings
+from ops.tracing import configure_tracing, span
 
 USER_ID = "cli:local"
 SURFACE = "cli"
@@ -103,6 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     configure_logging(args.log_level or os.environ.get("SWITCHBOARD_LOG_LEVEL") or "warning")
+    configure_tracing(os.environ, "switchboard-chat")
     try:
         settings = load_settings(config_path=args.config)
     except ConfigError as error:
@@ -146,7 +148,8 @@ async def _turn(
         channel_visibility=VISIBILITY,
         history=history,
     )
-    outcome = await runtime.dispatcher.dispatch(message, surface)
+    with span("chat.turn", {"switchboard.surface": message.surface}):
+        outcome = await runtime.dispatcher.dispatch(message, surface)
     if outcome.status == "answered" and outcome.reply is not None:
         await asyncio.to_thread(threads.append, thread, text, outcome.reply)
     return outcome

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from app.agent.providers.base import Provider
+from app.agent.providers.observed import ObservedProvider
+from ops.metrics import Metrics
 
 if TYPE_CHECKING:
     from config.settings import Settings
@@ -48,9 +50,10 @@ ProviderFactory = Callable[[], Provider]
 class ProviderRegistry:
     """Providers by name, each built on first use (an unused provider never needs credentials)."""
 
-    def __init__(self, factories: Mapping[str, ProviderFactory]) -> None:
+    def __init__(self, factories: Mapping[str, ProviderFactory], metrics: Metrics | None = None) -> None:
         self._factories = dict(factories)
         self._built: dict[str, Provider] = {}
+        self._metrics = metrics
 
     def names(self) -> list[str]:
         return sorted(self._factories)
@@ -60,7 +63,7 @@ class ProviderRegistry:
             known = ", ".join(self.names()) or "none"
             raise UnknownProviderError(f"unknown model provider {name!r} (configured: {known})")
         if name not in self._built:
-            self._built[name] = self._factories[name]()
+            self._built[name] = ObservedProvider(self._factories[name](), name, self._metrics)
         return self._built[name]
 
     def resolve(self, ref: str | ModelRef) -> tuple[Provider, str]:
@@ -88,7 +91,9 @@ class ProviderRegistry:
         self._built.clear()
 
 
-def build_provider_registry(settings: Settings, environ: Mapping[str, str] | None = None) -> ProviderRegistry:
+def build_provider_registry(
+    settings: Settings, environ: Mapping[str, str] | None = None, metrics: Metrics | None = None
+) -> ProviderRegistry:
     """One factory per `models.<name>` entry (anthropic and openai always exist)."""
     env = os.environ if environ is None else environ
     factories: dict[str, ProviderFactory] = {}
@@ -97,7 +102,7 @@ def build_provider_registry(settings: Settings, environ: Mapping[str, str] | Non
             factories[name] = _anthropic_factory(settings, name, env)
         else:
             factories[name] = _openai_factory(settings, name, env)
-    return ProviderRegistry(factories)
+    return ProviderRegistry(factories, metrics)
 
 
 def _key(settings: Settings, name: str, env: Mapping[str, str]) -> str | None:
