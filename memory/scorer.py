@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import math
 import re
-import unicodedata
 from collections.abc import Collection, Iterable, Sequence
 
+from memory.redact import redact_secrets
 from memory.types import MemoryRecord
 
 KEYWORD_WEIGHT = 0.7
@@ -22,7 +22,6 @@ FENCE_CLOSE = "</background_memory>"
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _WHITESPACE = re.compile(r"\s+")
-_ZERO_WIDTH_JOINER = "\u200d"
 
 
 def tokenize(text: str) -> list[str]:
@@ -172,17 +171,12 @@ def score_record(record: MemoryRecord, query: str | Collection[str], now: float)
 
 
 def clean_memory_field(text: str) -> str:
-    """Strip control characters and line breaks, collapse whitespace: one line, no escapes yet."""
-    out: list[str] = []
-    for char in text:
-        category = unicodedata.category(char)
-        if category in ("Cc", "Zl", "Zp"):
-            out.append(" ")
-        elif category in ("Cf", "Cs", "Co", "Cn") and char != _ZERO_WIDTH_JOINER:
-            continue
-        else:
-            out.append(char)
-    return _WHITESPACE.sub(" ", "".join(out)).strip()
+    """What a record field may show anywhere: redacted, then one line with whitespace collapsed.
+
+    Redaction normalizes first (memory/redact.py drops every invisible character before it matches),
+    and nothing after it removes a character, so no token a split hid can reassemble here.
+    """
+    return _WHITESPACE.sub(" ", redact_secrets(text)).strip()
 
 
 def escape_memory_field(text: str) -> str:

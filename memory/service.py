@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memory.engine import is_valid_cap
+from memory.redact import redact_record
 from memory.scope import validate_scope_key
 from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate, MemoryStore, WriteResult
 from memory.wire import (
@@ -187,7 +188,7 @@ class _Service:
         fields["records"] = len(records)
         self._metrics.memory_reads.inc()
         self._metrics.memory_records_read.inc(len(records))
-        return {"records": [record_to_wire(r) for r in records]}
+        return {"records": [record_to_wire(redact_record(r)) for r in records]}
 
     async def write(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = _scope_key(body, fields)
@@ -229,7 +230,7 @@ class _Service:
         fields["filtered"] = query is not None
         records = await self._store.list(scope_key, limit, query)
         fields["records"] = len(records)
-        return {"records": [record_to_wire(r) for r in records]}
+        return {"records": [record_to_wire(redact_record(r)) for r in records]}
 
     async def forget(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = _scope_key(body, fields)

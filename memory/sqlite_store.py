@@ -45,8 +45,8 @@ from memory.engine import (
     parse_record_id,
     plan_eviction,
     plan_write,
+    prepare_batch,
     rank_records,
-    validate_candidate,
     validate_cap,
 )
 from memory.engine import record_id as make_record_id
@@ -207,9 +207,7 @@ class SqliteMemoryStore:
         """Apply one batch in one transaction. `cap` overrides the store's cap for this batch."""
         validate_scope_key(scope_key)
         batch_cap = self._cap if cap is None else validate_cap(cap)
-        batch = builtins.list(candidates)
-        for index, candidate in enumerate(batch):
-            validate_candidate(index, candidate)
+        batch = prepare_batch(candidates)
         if not batch:
             return WriteResult()
         result = await self._run(

@@ -15,8 +15,8 @@ from memory.engine import (
     normalize_text,
     plan_eviction,
     plan_write,
+    prepare_batch,
     rank_records,
-    validate_candidate,
 )
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 
@@ -71,8 +71,7 @@ class InMemoryMemoryStore:
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
     ) -> WriteResult:
         """`cap` overrides the store's cap for this batch (the memory service's per-request cap)."""
-        for index, candidate in enumerate(candidates):
-            validate_candidate(index, candidate)
+        candidates = prepare_batch(candidates)
         if not candidates:
             return WriteResult()
         cap = self._cap if cap is None else cap

@@ -146,6 +146,27 @@ class StoreContract:
         await store.write(ORG, [fact("run the release script", keywords=("Shipping",))])
         assert ids(await store.retrieve(ORG, "shipping", 5)) == [rid(ORG, 1)]
 
+    async def test_a_direct_write_of_a_secret_stores_it_redacted(self, make_store: StoreFactory) -> None:
+        # Every store redacts in its own write path, whoever calls it: reflection, the service, a script.
+        token = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
+        split = "xoxb-2223334445-\u200b5556667778889-AbCdEfGhIjKlMnOpQrStUvWx"
+        store = make_store()
+        await store.write(
+            ORG,
+            [
+                fact(f"deploy with {token}", keywords=(token, "deploy")),
+                fact(f"deploy bot {split}"),
+                fact("deploy password: hunter2"),
+            ],
+        )
+        rows = await everything(store)
+        stored = repr(rows) + repr(await store.retrieve(ORG, "deploy", 5))
+        for secret in (token, "AbCdEfGhIjKlMnOpQrStUvWx", "hunter2", "\u200b"):
+            assert secret not in stored
+        assert rows[rid(ORG, 1)].text == "deploy with [REDACTED]"
+        assert rows[rid(ORG, 1)].keywords == ("[REDACTED]", "deploy")
+        assert rows[rid(ORG, 3)].text == "deploy password: [REDACTED]"
+
     async def test_a_query_without_tokens_retrieves_nothing(self, make_store: StoreFactory) -> None:
         store = make_store()
         await store.write(ORG, [fact("deploy the api")])

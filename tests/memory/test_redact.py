@@ -1,6 +1,9 @@
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from memory.redact import REDACTED, redact_secrets
+from memory.redact import REDACTED, normalize_untrusted, redact_secrets
+from tests.memory.redact_corpus import BENIGN, SECRET_CASES, SecretCase
 
 # Realistic shapes, made-up values.
 SAMPLES = {
@@ -17,6 +20,80 @@ SAMPLES = {
     "aws access key id": "AKIAIOSFODNN7EXAMPLE",
 }
 
+# Characters that draw nothing: zero-width space/non-joiner/joiner, word joiner, BOM, soft hyphen,
+# bidi marks, embeddings, overrides and isolates, the Mongolian vowel separator, a variation selector,
+# the combining grapheme joiner, a tag character, a private-use character, a NUL.
+INVISIBLE = (
+    "\u200b\u200c\u200d\u2060\ufeff\u00ad\u200e\u200f\u061c\u202a\u202b\u202c\u202d\u202e"
+    "\u2066\u2067\u2068\u2069\u180e\ufe0f\u034f\U000e0041\ue000\x00"
+)
+
+
+def _escapes(case: SecretCase, out: str) -> list[str]:
+    return [secret for secret in case.secrets if secret in out]
+
+
+def test_secret_corpus_has_no_escapes() -> None:
+    escaped = {case.kind: _escapes(case, redact_secrets(case.text)) for case in SECRET_CASES}
+    escaped = {kind: parts for kind, parts in escaped.items() if parts}
+    print(f"secret corpus: {len(SECRET_CASES)} forms, {len(escaped)} escaped")
+    assert len(SECRET_CASES) >= 40, f"the corpus has only {len(SECRET_CASES)} secret forms"
+    assert not escaped, f"{len(escaped)} of {len(SECRET_CASES)} secret forms escaped: {escaped}"
+
+
+def test_benign_corpus_is_at_most_one_percent_altered() -> None:
+    altered = [(text, out) for text in BENIGN if (out := redact_secrets(text)) != text]
+    print(f"benign corpus: {len(BENIGN)} sentences, {len(altered)} altered")
+    assert len(BENIGN) >= 200, f"the corpus has only {len(BENIGN)} benign sentences"
+    assert len(altered) <= len(BENIGN) // 100, (
+        f"{len(altered)} of {len(BENIGN)} benign sentences altered: {altered}"
+    )
+
+
+@given(case=st.sampled_from(SECRET_CASES), data=st.data())
+def test_invisible_characters_inserted_anywhere_in_a_secret_never_let_it_through(
+    case: SecretCase, data: st.DataObject
+) -> None:
+    secret = max(case.secrets, key=len)
+    start = case.text.index(secret) if secret in case.text else 0
+    end = start + len(secret)
+    positions = data.draw(st.lists(st.integers(start, end), min_size=1, max_size=6))
+    chars = data.draw(st.lists(st.sampled_from(INVISIBLE), min_size=len(positions), max_size=len(positions)))
+    text = case.text
+    for position, char in sorted(zip(positions, chars, strict=True), reverse=True):
+        text = text[:position] + char + text[position:]
+    out = redact_secrets(text)
+    assert not _escapes(case, out), f"{case.kind}: {out!r}"
+    assert not any(char in out for char in INVISIBLE if char != "\u200d" and char != "\ufe0f")
+
+
+@given(text=st.text(max_size=200) | st.sampled_from([c.text for c in SECRET_CASES] + list(BENIGN)))
+def test_redaction_is_idempotent(text: str) -> None:
+    once = redact_secrets(text)
+    assert redact_secrets(once) == once
+
+
+@given(text=st.text(max_size=200))
+def test_normalized_text_has_no_invisible_or_control_character_left(text: str) -> None:
+    out = normalize_untrusted(text)
+    assert not any(char in out for char in INVISIBLE if char not in "\u200d\ufe0f")
+    assert all(char in "\n\t" or not (char < " " or "\x7f" <= char <= "\x9f") for char in out)
+
+
+def test_normalization_keeps_newlines_tabs_and_emoji_sequences() -> None:
+    family = "\U0001f468\u200d\U0001f469\u200d\U0001f467"
+    heart = "\u2764\ufe0f"
+    assert normalize_untrusted(f"a\tb\r\nc\rd {family} {heart}") == f"a\tb\nc\nd {family} {heart}"
+
+
+def test_normalization_drops_a_joiner_next_to_ascii() -> None:
+    assert normalize_untrusted("ab\u200dcd \U0001f468\u200dx") == "abcd \U0001f468x"
+
+
+def test_full_width_and_compatibility_forms_are_folded_before_matching() -> None:
+    out = redact_secrets("ｇｈｐ＿" + "Ａ1ｂ2Ｃ3ｄ4Ｅ5" * 3 + "f6G7h8")
+    assert out == REDACTED
+
 
 @pytest.mark.parametrize("kind", sorted(SAMPLES))
 def test_redacts_each_secret_kind_in_running_text(kind: str) -> None:
@@ -24,6 +101,17 @@ def test_redacts_each_secret_kind_in_running_text(kind: str) -> None:
     out = redact_secrets(f"set it to {secret} and restart")
     assert secret not in out
     assert out == f"set it to {REDACTED} and restart"
+
+
+def test_redacts_an_assignment_value_but_keeps_the_name_and_the_quotes() -> None:
+    assert redact_secrets('DB_PASSWORD=hunter2 and "password": "x y"') == (
+        f'DB_PASSWORD={REDACTED} and "password": "{REDACTED}"'
+    )
+
+
+def test_leaves_references_placeholders_and_code_alone() -> None:
+    for text in ("password: ${DB_PASSWORD}", "token = get_token(scope)", "password: str", "max_tokens = 800"):
+        assert redact_secrets(text) == text
 
 
 def test_redacts_authorization_bearer_values_but_keeps_the_header_name() -> None:

@@ -33,6 +33,7 @@ from memory.scope import RequestScopes
 from memory.types import MemoryCandidate
 from memory.write_gate import MemoryScopeResource
 from tests.memory.records import record
+from tests.memory.redact_corpus import SECRET_CASES
 from tests.memory.reflection_fakes import (
     RUN_ID,
     SCOPES,
@@ -191,6 +192,15 @@ def test_input_redacts_secrets_in_transcript_and_records() -> None:
     assert SLACK_TOKEN not in text
     assert "sk-ant-" not in text
     assert "[REDACTED]" in text
+
+
+def test_input_redacts_every_corpus_secret_form_before_it_reaches_the_extractor() -> None:
+    # The extractor is a third-party model: none of the secret corpus may reach it, however it is split.
+    for case in SECRET_CASES:
+        text = build_reflection_input(
+            [record(case.text)], (HistoryTurn("user", case.text),), case.text, f"noted: {case.text}"
+        )
+        assert not [secret for secret in case.secrets if secret in text], case.kind
 
 
 def test_input_drops_images() -> None:

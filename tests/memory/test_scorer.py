@@ -71,8 +71,17 @@ def test_recency_breaks_ties_between_equal_keyword_matches() -> None:
     assert score_record(newer, "deploy", NOW) > score_record(older, "deploy", NOW)
 
 
-def test_sanitize_strips_control_characters_and_line_breaks() -> None:
-    assert sanitize_memory_field("a\nb\r\nc\u2028d\u2029e\x00f\tg\x1b[31m") == "a b c d e f g [31m"
+def test_sanitize_turns_line_breaks_into_spaces_and_drops_control_characters() -> None:
+    # Dropped, not spaced: a control character must not split a token redaction would then miss.
+    assert sanitize_memory_field("a\nb\r\nc\u2028d\u2029e\x00f\tg\x1b[31m") == "a b c d ef g[31m"
+
+
+def test_the_prompt_never_shows_a_token_that_a_zero_width_split_hid_from_redaction() -> None:
+    # Redaction sees the text normalized first; stripping the split later must not rebuild the token.
+    half = "A1b2C3d4E5f6G7h8J9k0"
+    block = render_memory_block([record(f"use ghp_{half}\u200b{half} for CI")], ["org:acme"])
+    assert f"ghp_{half}{half}" not in block and half not in block
+    assert "- use [REDACTED] for CI (source:" in block
 
 
 def test_sanitize_collapses_whitespace() -> None:

@@ -9,7 +9,9 @@ oversized body → 413 / undeclared length → 411, both before parsing; malform
 from __future__ import annotations
 
 import json
+import sqlite3
 from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +19,7 @@ from starlette.applications import Starlette
 from structlog.testing import capture_logs
 
 from memory.service import MAX_BODY_BYTES, create_app
+from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 from tests.memory.service_support import AUTH, TOKEN, asgi_client, fact, raw_asgi
@@ -705,14 +708,39 @@ async def test_non_ascii_text_is_found_by_its_ascii_tokens_and_accented_queries_
     assert only_accents.json() == {"records": []}
 
 
+async def test_record_text_leaves_the_service_redacted_even_from_a_row_stored_before_redaction(
+    tmp_path: Path,
+) -> None:
+    store = SqliteMemoryStore(tmp_path / "memory", cap=500)
+    try:
+        await post(create_app(store, TOKEN), "/write", {"scopeKey": SCOPE, "records": [fact("deploy notes")]})
+        token = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
+        with sqlite3.connect(store.database_path(SCOPE)) as raw:  # a row written by an older build
+            raw.execute(
+                "UPDATE records SET text = ?, keywords = ? WHERE seq = 1", (f"deploy {token}", f'["{token}"]')
+            )
+        app = create_app(store, TOKEN)
+        listed = await post(app, "/list", {"scopeKey": SCOPE, "limit": 5})
+        found = await post(app, "/retrieve", {"scopeKey": SCOPE, "query": "deploy", "limit": 5})
+        for reply in (listed, found):
+            assert reply.status_code == 200
+            assert token not in reply.text
+            assert [(r["text"], r["keywords"]) for r in reply.json()["records"]] == [
+                ("deploy [REDACTED]", ["[REDACTED]"])
+            ]
+    finally:
+        await store.aclose()
+
+
 # --- logs ---------------------------------------------------------------------------------------------------
 
 
 async def test_one_log_event_per_data_request_with_ids_and_counts_never_text_or_token(app: Starlette) -> None:
-    secret_text = "the vault password is hunter2-zebra"
+    # Record text, not a secret (a secret would be redacted before it is stored): it must stay out of logs.
+    secret_text = "the vault rotation word is marmalade-zebra"
     with capture_logs() as logs:
         await post(app, "/write", {"scopeKey": SCOPE, "records": [fact(secret_text)]})
-        await post(app, "/retrieve", {"scopeKey": SCOPE, "query": "hunter2 zebra vault", "limit": 5})
+        await post(app, "/retrieve", {"scopeKey": SCOPE, "query": "marmalade zebra vault", "limit": 5})
         await post(app, "/list", {"scopeKey": SCOPE, "limit": 5, "query": "zebra"})
         await post(app, "/forget", {"scopeKey": SCOPE, "id": "mem:org:acme:1"})
         await post(app, "/retrieve", {"scopeKey": SCOPE, "query": 5, "limit": 5})
@@ -741,7 +769,7 @@ async def test_one_log_event_per_data_request_with_ids_and_counts_never_text_or_
     assert unauthorized["status"] == 401
     assert "scope_key" not in unauthorized  # the body of an unauthenticated request is never read
     everything = repr(logs)
-    assert "hunter2" not in everything
+    assert "marmalade" not in everything
     assert "zebra" not in everything
     assert TOKEN not in everything
 
