@@ -1,8 +1,12 @@
 """How well memory finds the right records: the LoCoMo retrieval benchmark (DEV split), no model calls.
 
-    .venv/bin/python bench/bench_locomo.py                      # in-process store and SQLite store
+    .venv/bin/python bench/bench_locomo.py                      # every ranking, SQLite store
+    .venv/bin/python bench/bench_locomo.py --modes spec,v2      # some rankings only
+    .venv/bin/python bench/bench_locomo.py --stores memory,sqlite   # the engine alone too
     .venv/bin/python bench/bench_locomo.py --records turns      # one record per dialogue turn
     .venv/bin/python bench/bench_locomo.py --data PATH          # another copy of locomo_dev.jsonl
+
+Rankings (`--modes`): `spec` (the seed's scorer), `v2` (stems + IDF, no embedder).
 
 Protocol (../shared/bench/locomo/README.md): one scope per conversation; each observation (or turn)
 becomes a record whose evidence is its dia_ids; each QA item with evidence is a query against its own
@@ -19,6 +23,7 @@ import asyncio
 import json
 import sys
 import tempfile
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +31,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.engine import normalize_text, record_id
+from memory.ranking import Ranking
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate, MemoryStore
@@ -59,6 +65,7 @@ class Tally:
 @dataclass
 class Results:
     by_category: dict[int, Tally] = field(default_factory=lambda: {c: Tally() for c in CATEGORIES})
+    read_seconds: list[float] = field(default_factory=list)
 
     def overall(self, categories: Sequence[int]) -> Tally:
         total = Tally()
@@ -103,7 +110,9 @@ async def evaluate(store: MemoryStore, conversations: list[dict[str, object]], k
             if not qa["has_evidence"]:
                 continue
             wanted = frozenset(qa["evidence"])
+            started = time.perf_counter()
             found = await store.retrieve(scope, qa["question"], 10)
+            results.read_seconds.append(time.perf_counter() - started)
             rank = next((i for i, r in enumerate(found, 1) if evidence_by_id[r.id] & wanted), None)
             results.by_category[qa["category"]].add(rank)
     return results
@@ -130,38 +139,65 @@ def table(title: str, results: Results) -> str:
         lines.append(results.by_category[c].row(f"cat {c} {name}"))
     lines.append(results.overall([1, 2, 3, 4]).row("overall cat 1–4"))
     lines.append(results.overall([1, 2, 3, 4, 5]).row("overall cat 1–5"))
+    reads = sorted(results.read_seconds)
+    if reads:
+        p50 = reads[len(reads) // 2] * 1000
+        p95 = reads[min(len(reads) - 1, round(0.95 * (len(reads) - 1)))] * 1000
+        lines += ["", f"read latency (retrieve, limit 10): p50 {p50:.2f} ms, p95 {p95:.2f} ms"]
     return "\n".join(lines)
 
 
-async def run(conversations: list[dict[str, object]], kind: str) -> None:
-    print(
-        table(f"In-process store (the engine alone), {kind}", await evaluate(_memory(), conversations, kind))
-    )
-    print()
-    with tempfile.TemporaryDirectory() as workdir:
-        store = SqliteMemoryStore(Path(workdir), cap=10_000, clock=lambda: NOW)
-        try:
-            print(
-                table(
-                    f"SQLite store (bm25 prefilter + engine), {kind}",
-                    await evaluate(store, conversations, kind),
-                )
-            )
-        finally:
-            await store.aclose()
+def summary_row(label: str, results: Results) -> str:
+    """One line of the headline table: cat 1–4 R@5 / R@10 / MRR and cat 5 R@5."""
+    overall, adversarial = results.overall([1, 2, 3, 4]), results.by_category[5]
+    n, m = max(overall.queries, 1), max(adversarial.queries, 1)
+    cells = (overall.hit5 / n, overall.hit10 / n, overall.reciprocal / n, adversarial.hit5 / m)
+    return f"| {label} | " + " | ".join(f"{value:.3f}" for value in cells) + " |"
 
 
-def _memory() -> InMemoryMemoryStore:
-    return InMemoryMemoryStore(clock=lambda: NOW)
+def ranking_of(mode: str) -> Ranking:
+    if mode == "spec":
+        return Ranking(mode="spec")
+    if mode == "v2":
+        return Ranking(mode="v2")
+    raise SystemExit(f"unknown mode {mode!r}: expected spec or v2")
+
+
+async def run(
+    conversations: list[dict[str, object]], kind: str, modes: Sequence[str], stores: Sequence[str]
+) -> None:
+    summary = ["| mode, store | cat 1–4 R@5 | R@10 | MRR | cat 5 R@5 |", "|---|---:|---:|---:|---:|"]
+    for mode in modes:
+        ranking = ranking_of(mode)
+        for name in stores:
+            with tempfile.TemporaryDirectory() as workdir:
+                store: MemoryStore
+                if name == "memory":
+                    store, title = InMemoryMemoryStore(clock=lambda: NOW, ranking=ranking), "in-process store"
+                else:
+                    store = SqliteMemoryStore(Path(workdir), cap=10_000, clock=lambda: NOW, ranking=ranking)
+                    title = "SQLite store (FTS5 prefilter + engine)"
+                try:
+                    results = await evaluate(store, conversations, kind)
+                finally:
+                    await store.aclose()
+            print(table(f"{mode}: {title}, {kind}", results))
+            print()
+            summary.append(summary_row(f"{mode}, {name}", results))
+    print("\n".join(summary))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--records", choices=("observations", "turns"), default="observations")
+    parser.add_argument("--modes", default="spec,v2", help="comma-separated rankings: spec, v2")
+    parser.add_argument("--stores", default="sqlite", help="comma-separated: sqlite, memory")
     args = parser.parse_args(argv)
     conversations = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]
-    asyncio.run(run(conversations, args.records))
+    modes = [mode for mode in args.modes.split(",") if mode]
+    stores = [name for name in args.stores.split(",") if name]
+    asyncio.run(run(conversations, args.records, modes, stores))
     return 0
 
 

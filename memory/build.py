@@ -12,12 +12,13 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, runtime_checkable
+from typing import Protocol, cast, runtime_checkable
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
 from memory.engine import is_valid_cap
+from memory.ranking import RANKING_MODES, Ranking, RankingMode
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP, MemoryStore
 
@@ -44,6 +45,8 @@ class MemorySettings(Protocol):
     def timeout(self) -> float | None: ...
     @property
     def max_records_per_scope(self) -> object: ...
+    @property
+    def ranking(self) -> str: ...
 
 
 class Settings(Protocol):
@@ -110,6 +113,7 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
         log.info("memory.store_selected", store="null")
         return NullMemoryStore()
     cap = validate_scope_cap(memory.max_records_per_scope)
+    ranking = build_ranking(memory)
     choice = memory.store
 
     if choice is not None and memory.service_url:
@@ -125,9 +129,9 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
             message="memory.store = 'memory' keeps records in this process only: every restart loses them",
         )
         log.info("memory.store_selected", store="memory", cap=cap.value)
-        return InMemoryMemoryStore(cap=cap.value)
+        return InMemoryMemoryStore(cap=cap.value, ranking=ranking)
     if choice == "postgres":
-        return _postgres_store(env, cap)
+        return _postgres_store(env, cap, ranking)
     if choice not in (None, "sqlite"):
         raise MemoryConfigError(f"memory.store = {choice!r}: allowed values are sqlite, memory, postgres")
 
@@ -143,7 +147,17 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
             message=f"memory.service_url is set but {token_env} is empty or unset; "
             "falling back to the embedded SQLite store on this host",
         )
-    return _sqlite_store(settings.data_dir, cap)
+    return _sqlite_store(settings.data_dir, cap, ranking)
+
+
+def build_ranking(memory: MemorySettings) -> Ranking:
+    """`memory.ranking`: `v2` (the default) or `spec`; anything else is one error naming the key."""
+    mode = memory.ranking
+    if mode not in RANKING_MODES:
+        raise MemoryConfigError(
+            f"memory.ranking = {mode!r}: allowed values are {', '.join(RANKING_MODES)} (default v2)"
+        )
+    return Ranking(mode=cast(RankingMode, mode))
 
 
 def _http_store(url: str, token: str, timeout: float | None, cap: ScopeCap) -> MemoryStore:
@@ -169,15 +183,15 @@ def _without_userinfo(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
-def _sqlite_store(data_dir: str | os.PathLike[str], cap: ScopeCap) -> MemoryStore:
+def _sqlite_store(data_dir: str | os.PathLike[str], cap: ScopeCap, ranking: Ranking) -> MemoryStore:
     from memory.sqlite_store import SqliteMemoryStore
 
     path = memory_dir(data_dir)
-    log.info("memory.store_selected", store="sqlite", path=str(path), cap=cap.value)
-    return SqliteMemoryStore(path, cap=cap.value)
+    log.info("memory.store_selected", store="sqlite", path=str(path), cap=cap.value, ranking=ranking.mode)
+    return SqliteMemoryStore(path, cap=cap.value, ranking=ranking)
 
 
-def _postgres_store(env: Mapping[str, str], cap: ScopeCap) -> MemoryStore:
+def _postgres_store(env: Mapping[str, str], cap: ScopeCap, ranking: Ranking) -> MemoryStore:
     """The PostgreSQL backend, DSN from DATABASE_URL. Built unopened (this function is synchronous):
     start-up awaits `open_memory_store` to verify the server."""
     from memory.postgres_store import PostgresMemoryStore
@@ -189,7 +203,7 @@ def _postgres_store(env: Mapping[str, str], cap: ScopeCap) -> MemoryStore:
             "(postgresql://user:password@host:port/dbname); it is unset or empty"
         )
     try:
-        store = PostgresMemoryStore(dsn, cap=cap.value)
+        store = PostgresMemoryStore(dsn, cap=cap.value, ranking=ranking)
     except ValueError as error:
         raise MemoryConfigError(str(error)) from None
     log.info("memory.store_selected", store="postgres", where=store.where, cap=cap.value)

@@ -47,7 +47,12 @@ def match_tokens(query: str) -> list[str]:
     Longer tokens are the selective ones; a record matched only by a dropped short token is not a
     candidate (the accepted trade of §17).
     """
-    distinct = list(dict.fromkeys(query_terms(query)))
+    return longest_terms(query_terms(query))
+
+
+def longest_terms(terms: Iterable[str]) -> list[str]:
+    """Distinct terms, longest first (ties by first appearance), at most MAX_MATCH_TOKENS (24)."""
+    distinct = list(dict.fromkeys(terms))
     order = {token: index for index, token in enumerate(distinct)}
     distinct.sort(key=lambda token: (-len(token), order[token]))
     return distinct[:MAX_MATCH_TOKENS]

@@ -17,6 +17,7 @@ import builtins
 import contextlib
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Final, cast
@@ -38,9 +39,10 @@ from memory.engine import (
     plan_eviction,
     plan_write,
     prepare_batch,
-    rank_records,
     validate_cap,
 )
+from memory.lexical import TermStats, record_stems, stems_of
+from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms, rank
 from memory.scope import validate_scope_key
 from memory.scorer import record_tokens
 from memory.types import (
@@ -102,6 +104,23 @@ _SCHEMA: Final[tuple[str, ...]] = (
     " ON memory_records (scope_key, status, last_used_at DESC, created_at DESC)",
     # The FTS index holds exactly the active rows: a soft delete leaves it by the status flip.
     "CREATE INDEX IF NOT EXISTS memory_records_fts ON memory_records USING gin (tsv) WHERE status = 'active'",
+    # Ranking v2 (issue 15): the engine's stems (NULL until stemmed: `_backfill_stems` fills older rows),
+    # their full-text column and index, and each scope's document frequency per stem, kept in the
+    # transaction of every change (the term '' counts the scope's active records).
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS stems text[]",
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS stems_tsv tsvector"
+    " GENERATED ALWAYS AS (array_to_tsvector(COALESCE(stems, '{}'))) STORED",
+    "CREATE INDEX IF NOT EXISTS memory_records_stems"
+    " ON memory_records USING gin (stems_tsv) WHERE status = 'active'",
+    """
+    CREATE TABLE IF NOT EXISTS memory_term_df (
+        scope_key text NOT NULL,
+        term text NOT NULL,
+        df integer NOT NULL,
+        PRIMARY KEY (scope_key, term)
+    )
+    """,
+    "CREATE TABLE IF NOT EXISTS memory_meta (key text PRIMARY KEY, value text NOT NULL)",
 )
 
 _COLUMNS: Final = (
@@ -115,6 +134,33 @@ _SELECT_MATCHES: Final = f"""
     ORDER BY ts_rank(tsv, %(q)s::tsquery, 1) DESC, seq DESC
     LIMIT %(n)s
 """
+_SELECT_STEM_MATCHES: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %(scope)s AND status = 'active' AND stems_tsv @@ %(q)s::tsquery
+    ORDER BY ts_rank(stems_tsv, %(q)s::tsquery, 1) DESC, seq DESC
+    LIMIT %(n)s
+"""
+_SELECT_TERM_DF: Final = "SELECT term, df FROM memory_term_df WHERE scope_key = %s AND term = ANY(%s)"
+# One row per stem of the record (and '' for the record itself): +1 on insert.
+_ADD_TERMS: Final = """
+    INSERT INTO memory_term_df (scope_key, term, df) SELECT %s, term, 1 FROM unnest(%s::text[]) AS term
+    ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
+"""
+_UNCOUNT_TERMS: Final = "UPDATE memory_term_df SET df = df - %s WHERE scope_key = %s AND term = ANY(%s)"
+_UNSTEMMED_ROWS: Final = (
+    "SELECT scope_key, seq, text, keywords FROM memory_records WHERE stems IS NULL LIMIT 500"
+)
+_SET_STEMS: Final = "UPDATE memory_records SET stems = %s WHERE scope_key = %s AND seq = %s"
+_TERM_DF_BUILT: Final = "SELECT value FROM memory_meta WHERE key = 'term_df'"
+_REBUILD_TERM_DF: Final = (
+    "DELETE FROM memory_term_df",
+    """
+    INSERT INTO memory_term_df (scope_key, term, df)
+    SELECT scope_key, term, COUNT(*) FROM memory_records, unnest(array_append(stems, '')) AS term
+    WHERE status = 'active' AND stems IS NOT NULL GROUP BY scope_key, term
+    """,
+    "INSERT INTO memory_meta (key, value) VALUES ('term_df', '1') ON CONFLICT (key) DO NOTHING",
+)
 _SELECT_LIST: Final = f"""
     SELECT {_COLUMNS} FROM memory_records
     WHERE scope_key = %s AND status = 'active'
@@ -150,16 +196,19 @@ _BUMP_USAGE: Final = (
 _NO_COMMIT_WAIT: Final = "SET LOCAL synchronous_commit = off"
 _SUPERSEDE: Final = (
     "UPDATE memory_records SET status = 'superseded' WHERE scope_key = %s AND seq = %s AND status = 'active'"
+    " RETURNING stems"
 )
-_EVICT: Final = "UPDATE memory_records SET status = 'evicted' WHERE scope_key = %s AND seq = ANY(%s)"
+_EVICT: Final = (
+    "UPDATE memory_records SET status = 'evicted' WHERE scope_key = %s AND seq = ANY(%s) RETURNING stems"
+)
 _FORGET: Final = (
     "UPDATE memory_records SET status = 'forgotten'"
-    " WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active'"
+    " WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active' RETURNING stems"
 )
 _INSERT: Final = """
     INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, keywords, tokens, source_thread_key,
-        source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, stems)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 # A row as selected: its seq (the key's second half) and the record.
@@ -171,8 +220,13 @@ def match_query(query: str) -> str | None:
 
     Every term is an `[a-z0-9]+` token in quotes, so user text never becomes tsquery syntax.
     """
-    terms = [f"'{token}'" for token in match_tokens(query) if _TOKEN.fullmatch(token)]
-    return " | ".join(terms) or None
+    return tsquery_of(match_tokens(query))
+
+
+def tsquery_of(terms: Sequence[str]) -> str | None:
+    """Tokens or stems (each `[a-z0-9]+`, quoted) OR-joined as a tsquery literal; None when none."""
+    quoted = [f"'{term}'" for term in terms if _TOKEN.fullmatch(term)]
+    return " | ".join(quoted) or None
 
 
 class PostgresMemoryStore:
@@ -189,6 +243,7 @@ class PostgresMemoryStore:
         cap: int = DEFAULT_SCOPE_CAP,
         *,
         clock: Clock = time.time,
+        ranking: Ranking = DEFAULT_RANKING,
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 5.0,
@@ -206,6 +261,7 @@ class PostgresMemoryStore:
         self._dsn = dsn
         self._cap = validate_cap(cap)
         self._clock = clock
+        self._ranking = ranking
         self._min_size = min_size
         self._max_size = max_size
         self._timeout = timeout
@@ -281,12 +337,14 @@ class PostgresMemoryStore:
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         """FTS prefilter by rank, the engine's ranking, one batched usage bump; `[]` if the server is lost."""
         validate_scope_key(scope_key)
-        tsquery = match_query(query)
+        terms = prefilter_terms(self._ranking, query)
+        tsquery = tsquery_of(terms)
         if tsquery is None or limit <= 0:
             return []
         try:
             pool = await self._ready()
-            return await self._retrieve(pool, scope_key, query, tsquery, limit)
+            ranked = await self._retrieve(pool, scope_key, query, terms, tsquery, limit)
+            return [item.record for item in ranked]
         except (psycopg.Error, MemoryStoreError) as error:
             log.warning(
                 "memory.retrieve_failed",
@@ -353,9 +411,10 @@ class PostgresMemoryStore:
             return False  # not an id minted in this scope: no row of this scope can hold it
         pool = await self._ready()
         try:
-            async with pool.connection() as conn:
+            async with pool.connection() as conn, conn.transaction():
                 cursor = await conn.execute(_FORGET, (scope_key, seq, record_id))
                 forgotten = cursor.rowcount > 0
+                await _uncount(conn, scope_key, await cursor.fetchall())
         except psycopg.Error as error:
             raise _failure("forget", scope_key, error) from error
         log.info("memory.forget", store="postgres", scope_key=scope_key, id=record_id, forgotten=forgotten)
@@ -435,17 +494,25 @@ class PostgresMemoryStore:
         return MemoryStoreError(f"{what} PostgreSQL at {self._where} ({DSN_SETTING}): {_first_line(error)}")
 
     async def _retrieve(
-        self, pool: AsyncConnectionPool[Connection], scope_key: str, query: str, tsquery: str, limit: int
-    ) -> builtins.list[MemoryRecord]:
+        self,
+        pool: AsyncConnectionPool[Connection],
+        scope_key: str,
+        query: str,
+        terms: Sequence[str],
+        tsquery: str,
+        limit: int,
+    ) -> builtins.list[Ranked]:
         params = {"scope": scope_key, "q": tsquery, "n": candidate_cap(limit)}
+        stemmed = self._ranking.stemmed
         # No transaction: the SELECT is one snapshot (before or after any concurrent batch), and a
         # bump landing on a row a concurrent batch just retired is harmless.
         async with pool.connection() as conn:
-            rows = await _fetch(conn, _SELECT_MATCHES, params)
+            rows = await _fetch(conn, _SELECT_STEM_MATCHES if stemmed else _SELECT_MATCHES, params)
             # The rank only chose who reaches the engine; seq order makes ties rank as in every store.
             rows.sort(key=lambda row: row[0])
+            stats = await _term_stats(conn, scope_key, terms) if stemmed else None
             now = self._clock()
-            ranked = rank_records((record for _, record in rows), query, limit, now)
+            ranked = rank((record for _, record in rows), query, limit, now, self._ranking, stats=stats)
             if not ranked:
                 return []
             seqs = {record.id: seq for seq, record in rows}
@@ -453,8 +520,11 @@ class PostgresMemoryStore:
             # harmless, and retrieve is on every request's path. Writes keep the durable commit.
             async with conn.pipeline(), conn.transaction():
                 await conn.execute(_NO_COMMIT_WAIT)
-                await conn.execute(_BUMP_USAGE, (now, scope_key, [seqs[record.id] for record in ranked]))
-        return [replace(record, last_used_at=now, use_count=record.use_count + 1) for record in ranked]
+                await conn.execute(_BUMP_USAGE, (now, scope_key, [seqs[item.record.id] for item in ranked]))
+        return [
+            Ranked(replace(r.record, last_used_at=now, use_count=r.record.use_count + 1), r.relevance)
+            for r in ranked
+        ]
 
     async def _write(
         self,
@@ -481,6 +551,7 @@ class PostgresMemoryStore:
                 if plan.supersede_id is not None:
                     cursor = await conn.execute(_SUPERSEDE, (scope_key, seqs[plan.supersede_id]))
                     superseded += cursor.rowcount
+                    await _uncount(conn, scope_key, await cursor.fetchall())
                 seq += 1
                 await _insert(conn, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
                 inserted += 1
@@ -489,7 +560,8 @@ class PostgresMemoryStore:
                 active = await _fetch(conn, _SELECT_ACTIVE, (scope_key,))
                 doomed = set(plan_eviction([record for _, record in active], cap))
                 doomed_seqs = [row_seq for row_seq, record in active if record.id in doomed]
-                await conn.execute(_EVICT, (scope_key, doomed_seqs))
+                cursor = await conn.execute(_EVICT, (scope_key, doomed_seqs))
+                await _uncount(conn, scope_key, await cursor.fetchall())
                 evicted = len(doomed_seqs)
         return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
 
@@ -509,6 +581,50 @@ async def _apply_schema(conn: Connection) -> None:
         await conn.execute(_LOCK_SCHEMA)
         for statement in _SCHEMA:
             await conn.execute(statement)
+        stemmed = await _backfill_stems(conn)
+        cursor = await conn.execute(_TERM_DF_BUILT)
+        if stemmed or await cursor.fetchone() is None:
+            for statement in _REBUILD_TERM_DF:
+                await conn.execute(statement)
+            log.info("memory.store.term_df_rebuilt", store="postgres", stemmed=stemmed)
+
+
+async def _backfill_stems(conn: Connection) -> int:
+    """Stems for rows written before ranking v2 (or by an older replica): the engine's own, in batches."""
+    done = 0
+    while True:
+        cursor = await conn.execute(_UNSTEMMED_ROWS)
+        rows = await cursor.fetchall()
+        if not rows:
+            return done
+        async with conn.cursor() as batch:
+            await batch.executemany(
+                _SET_STEMS,
+                [
+                    (sorted(stems_of(text, keywords)), scope_key, seq)
+                    for scope_key, seq, text, keywords in rows
+                ],
+            )
+        done += len(rows)
+
+
+async def _term_stats(conn: Connection, scope_key: str, stems: Sequence[str]) -> TermStats:
+    cursor = await conn.execute(_SELECT_TERM_DF, (scope_key, ["", *stems]))
+    found = {str(term): int(df) for term, df in await cursor.fetchall()}
+    return TermStats(documents=found.pop("", 0), frequencies=found)
+
+
+async def _uncount(conn: Connection, scope_key: str, retired: Sequence[TupleRow]) -> None:
+    """Take retired rows' stems (and the rows themselves) out of the scope's document frequencies."""
+    counts: Counter[str] = Counter()
+    for (stems,) in retired:
+        if stems is not None:  # a row never stemmed was never counted
+            counts.update(["", *stems])
+    by_amount: dict[int, builtins.list[str]] = {}
+    for term, amount in counts.items():
+        by_amount.setdefault(amount, []).append(term)
+    for amount, terms in sorted(by_amount.items()):  # one statement per distinct amount (mostly just 1)
+        await conn.execute(_UNCOUNT_TERMS, (amount, scope_key, terms))
 
 
 async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandidate) -> builtins.list[_Row]:
@@ -523,6 +639,7 @@ async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandida
 
 
 async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
+    stems = sorted(record_stems(record))
     await conn.execute(
         _INSERT,
         (
@@ -542,8 +659,10 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
             record.confidence,
             record.supersedes,
             record.status,
+            stems,
         ),
     )
+    await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
 
 
 async def _fetch(conn: Connection, sql: str, params: Any) -> builtins.list[_Row]:

@@ -46,10 +46,11 @@ from memory.engine import (
     plan_eviction,
     plan_write,
     prepare_batch,
-    rank_records,
     validate_cap,
 )
 from memory.engine import record_id as make_record_id
+from memory.lexical import TermStats, stems_of
+from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms, rank
 from memory.scope import validate_scope_key
 from memory.scorer import tokenize
 from memory.types import (
@@ -116,7 +117,19 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS records_active_seq ON records (status, seq DESC)",
     "CREATE INDEX IF NOT EXISTS records_active_used ON records (status, last_used_at DESC, created_at DESC)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(text, keywords, tokenize = 'ascii')",
+    # Ranking v2 (issue 15): the engine's stems of text + keywords, exactly the active rows (rowid = seq),
+    # and each stem's document frequency among them, kept in the same transaction as every change.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS records_stems USING fts5(stems, tokenize = 'ascii')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS records_stems_vocab USING fts5vocab(records_stems, 'row')",
+    "CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID",
 )
+# Columns added after the first release: (table, column, declaration), each added once if missing.
+_COLUMNS_ADDED = (
+    ("records", "embedding", "BLOB"),
+    ("records", "embedding_model", "TEXT"),
+)
+# The term_df row that counts the active records themselves (no stem is empty).
+_DOCUMENTS = ""
 
 _COLUMNS = (
     "id, scope_key, kind, text, keywords, source_thread_key, source_run_id, "
@@ -139,10 +152,14 @@ def database_filename(scope_key: str) -> str:
 
 def fts_match_query(query: str) -> str | None:
     """Quoted tokens OR-joined: user text never reaches the FTS5 parser as syntax. None: no tokens."""
-    tokens = match_tokens(query)
-    if not tokens:
+    return fts_match_terms(match_tokens(query))
+
+
+def fts_match_terms(terms: Sequence[str]) -> str | None:
+    """Terms (`[a-z0-9]+` tokens or their stems) quoted and OR-joined; None when there are none."""
+    if not terms:
         return None
-    return " OR ".join(f'"{token}"' for token in tokens)
+    return " OR ".join(f'"{term}"' for term in terms)
 
 
 class SqliteMemoryStore:
@@ -154,6 +171,7 @@ class SqliteMemoryStore:
         cap: int = DEFAULT_SCOPE_CAP,
         clock: Clock = time.time,
         *,
+        ranking: Ranking = DEFAULT_RANKING,
         max_open: int = DEFAULT_MAX_OPEN,
         workers: int = DEFAULT_WORKERS,
         on_statement: StatementHook | None = None,
@@ -165,6 +183,7 @@ class SqliteMemoryStore:
         self._data_dir = Path(data_dir)
         self._cap = validate_cap(cap)
         self._clock = clock
+        self._ranking = ranking
         self._max_open = max_open
         self._on_statement = on_statement
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlite-memory")
@@ -183,6 +202,10 @@ class SqliteMemoryStore:
     def cap(self) -> int:
         return self._cap
 
+    @property
+    def ranking(self) -> Ranking:
+        return self._ranking
+
     def database_path(self, scope_key: str) -> Path:
         return self._data_dir / database_filename(scope_key)
 
@@ -197,9 +220,12 @@ class SqliteMemoryStore:
         """At most MAX_LIMIT (50) records, like the memory service: the bump stays one statement."""
         validate_scope_key(scope_key)
         limit = min(limit, MAX_LIMIT)
-        if limit <= 0 or fts_match_query(query) is None:
+        terms = prefilter_terms(self._ranking, query)
+        if limit <= 0 or not terms:
             return []
-        return await self._run(scope_key, lambda c: self._retrieve(c, scope_key, query, limit), [])
+        nothing: builtins.list[Ranked] = []
+        ranked = await self._run(scope_key, lambda c: self._retrieve(c, query, terms, limit), nothing)
+        return [item.record for item in ranked]
 
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
@@ -333,32 +359,38 @@ class SqliteMemoryStore:
             connection.close()
 
     def _retrieve(
-        self, connection: sqlite3.Connection, scope_key: str, query: str, limit: int
-    ) -> builtins.list[MemoryRecord]:
-        match = fts_match_query(query)
+        self, connection: sqlite3.Connection, query: str, terms: Sequence[str], limit: int
+    ) -> builtins.list[Ranked]:
+        match = fts_match_terms(terms)
         if match is None:
             return []
+        # The spec ranking prefilters on whole tokens, v2 on stems: each index holds the active rows.
+        index = "records_stems" if self._ranking.stemmed else "records_fts"
         with _transaction(connection):
             rows = connection.execute(
                 f"SELECT r.seq, {_R_COLUMNS} FROM ("
-                "  SELECT rowid, bm25(records_fts) AS score FROM records_fts"
-                "  WHERE records_fts MATCH ? ORDER BY score LIMIT ?"
+                f"  SELECT rowid, bm25({index}) AS score FROM {index}"
+                f"  WHERE {index} MATCH ? ORDER BY score LIMIT ?"
                 ") AS f JOIN records AS r ON r.seq = f.rowid WHERE r.status = 'active'",
                 (match, candidate_cap(limit)),
             ).fetchall()
             # bm25 only chose who reaches the engine; seq order makes ties rank as in every store.
             rows.sort(key=lambda row: int(row[0]))
+            stats = _term_stats(connection, terms) if self._ranking.stemmed else None
             now = self._clock()
-            ranked = rank_records([_record(row[1:]) for row in rows], query, limit, now)
+            ranked = rank([_record(row[1:]) for row in rows], query, limit, now, self._ranking, stats=stats)
             if not ranked:
                 return []
-            ids = [record.id for record in ranked]
+            ids = [item.record.id for item in ranked]
             connection.execute(
                 "UPDATE records SET last_used_at = ?, use_count = use_count + 1 "
                 f"WHERE id IN ({_placeholders(len(ids))})",
                 (now, *ids),
             )
-        return [replace(r, last_used_at=now, use_count=r.use_count + 1) for r in ranked]
+        return [
+            Ranked(replace(r.record, last_used_at=now, use_count=r.record.use_count + 1), r.relevance)
+            for r in ranked
+        ]
 
     def _write(
         self, connection: sqlite3.Connection, scope_key: str, batch: Sequence[MemoryCandidate], cap: int
@@ -391,6 +423,18 @@ class SqliteMemoryStore:
 
 
 # -- SQL helpers (worker threads, scope lock held) ---------------------------------------------------
+
+
+def _term_stats(connection: sqlite3.Connection, stems: Sequence[str]) -> TermStats:
+    """The scope's document frequencies for the query's stems: one primary-key lookup each."""
+    found = dict(
+        connection.execute(
+            f"SELECT term, df FROM term_df WHERE term IN ({_placeholders(len(stems) + 1)})",
+            (_DOCUMENTS, *stems),
+        ).fetchall()
+    )
+    documents = int(found.pop(_DOCUMENTS, 0))
+    return TermStats(documents=documents, frequencies={str(k): int(v) for k, v in found.items()})
 
 
 def _list(connection: sqlite3.Connection, limit: int, query: str | None) -> builtins.list[MemoryRecord]:
@@ -438,6 +482,8 @@ def _prepare(connection: sqlite3.Connection, scope_key: str) -> None:
     with _transaction(connection):
         for statement in _SCHEMA:
             connection.execute(statement)
+        for table, column, declaration in _COLUMNS_ADDED:
+            ensure_column(connection, table, column, declaration)
         row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
         if row is None:
             connection.execute(
@@ -447,6 +493,14 @@ def _prepare(connection: sqlite3.Connection, scope_key: str) -> None:
         elif row[0] != scope_key:
             raise MemoryStoreError(f"database file for scope {scope_key} belongs to another scope")
         _reconcile_fts(connection, scope_key)
+        _reconcile_stems(connection, scope_key)
+
+
+def ensure_column(connection: sqlite3.Connection, table: str, column: str, declaration: str) -> None:
+    """The one way a column is added: idempotent, so every open of an older database migrates it."""
+    present = {str(row[1]) for row in connection.execute(f"PRAGMA table_info({table})")}
+    if column not in present:
+        connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
 
 
 def _enable_wal(connection: sqlite3.Connection) -> None:
@@ -482,6 +536,40 @@ def _reconcile_fts(connection: sqlite3.Connection, scope_key: str) -> None:
         )
     if dead > 0 or missing:
         log.info("memory.store.reconciled", scope_key=scope_key, removed=max(dead, 0), restored=len(missing))
+
+
+def _reconcile_stems(connection: sqlite3.Connection, scope_key: str) -> None:
+    """The stem index holds exactly the active rows, and term_df counts it; a database from before
+    ranking v2 gets both here, on its first open."""
+    dead = connection.execute(
+        "DELETE FROM records_stems WHERE rowid NOT IN (SELECT seq FROM records WHERE status = 'active')"
+    ).rowcount
+    missing = connection.execute(
+        "SELECT seq, text, keywords FROM records WHERE status = 'active' "
+        "AND seq NOT IN (SELECT rowid FROM records_stems)"
+    ).fetchall()
+    for seq, text, keywords in missing:
+        connection.execute(
+            "INSERT INTO records_stems (rowid, stems) VALUES (?, ?)",
+            (int(seq), _stems_text(str(text), _load_keywords(str(keywords)))),
+        )
+    counted = connection.execute("SELECT df FROM term_df WHERE term = ?", (_DOCUMENTS,)).fetchone()
+    active = int(connection.execute("SELECT COUNT(*) FROM records_stems").fetchone()[0])
+    if dead > 0 or missing or counted is None or int(counted[0]) != active:
+        # fts5vocab counts each stem's rows: the counts table rebuilt from the index in one statement.
+        connection.execute("DELETE FROM term_df")
+        connection.execute("INSERT INTO term_df (term, df) SELECT term, doc FROM records_stems_vocab")
+        connection.execute("INSERT INTO term_df (term, df) VALUES (?, ?)", (_DOCUMENTS, active))
+    if dead > 0 or missing:
+        log.info("memory.store.stems_reconciled", scope_key=scope_key, removed=dead, restored=len(missing))
+
+
+def _count_terms(connection: sqlite3.Connection, stems: Iterable[str], delta: int) -> None:
+    """Add `delta` to each stem's document frequency (a record's distinct stems, plus the record count)."""
+    connection.executemany(
+        "INSERT INTO term_df (term, df) VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
+        [(stem, delta) for stem in (_DOCUMENTS, *stems)],
+    )
 
 
 @contextmanager
@@ -540,6 +628,9 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
         "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
         (seq, _fts_text(record.text), _fts_keywords(record.keywords)),
     )
+    stems = _stems_text(record.text, record.keywords)
+    connection.execute("INSERT INTO records_stems (rowid, stems) VALUES (?, ?)", (seq, stems))
+    _count_terms(connection, set(stems.split()), 1)
 
 
 def _evict_over_cap(connection: sqlite3.Connection, scope_key: str, cap: int) -> int:
@@ -580,6 +671,13 @@ def _delete_fts(connection: sqlite3.Connection, seqs: Sequence[int]) -> None:
     """Every soft delete (supersede, forget, evict) takes the row out of the FTS table (§15)."""
     for chunk in _chunks(seqs):
         connection.execute(f"DELETE FROM records_fts WHERE rowid IN ({_placeholders(len(chunk))})", chunk)
+        marks = _placeholders(len(chunk))
+        gone = connection.execute(
+            f"SELECT stems FROM records_stems WHERE rowid IN ({marks})", chunk
+        ).fetchall()
+        for (stems,) in gone:
+            _count_terms(connection, set(str(stems).split()), -1)
+        connection.execute(f"DELETE FROM records_stems WHERE rowid IN ({marks})", chunk)
 
 
 def _chunks(values: Sequence[T]) -> Iterator[builtins.list[T]]:
@@ -597,6 +695,11 @@ def _fts_text(text: str) -> str:
 
 def _fts_keywords(keywords: Iterable[str]) -> str:
     return " ".join(token for keyword in keywords for token in tokenize(keyword))
+
+
+def _stems_text(text: str, keywords: Iterable[str]) -> str:
+    """What the stem index holds for a record: its distinct stems, space-joined (the engine's own)."""
+    return " ".join(sorted(stems_of(text, keywords)))
 
 
 def _load_keywords(raw: str) -> tuple[str, ...]:

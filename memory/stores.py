@@ -16,8 +16,9 @@ from memory.engine import (
     plan_eviction,
     plan_write,
     prepare_batch,
-    rank_records,
 )
+from memory.lexical import query_stems, term_stats
+from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, rank
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 
 Clock = Callable[[], float]
@@ -45,9 +46,12 @@ class NullMemoryStore:
 class InMemoryMemoryStore:
     """Records per scope in a dict; the engine decides everything. Restarts lose it all."""
 
-    def __init__(self, cap: int | None = None, clock: Clock = time.time) -> None:
+    def __init__(
+        self, cap: int | None = None, clock: Clock = time.time, *, ranking: Ranking = DEFAULT_RANKING
+    ) -> None:
         self._cap = cap
         self._clock = clock
+        self._ranking = ranking
         self._scopes: dict[str, builtins.list[MemoryRecord]] = {}
         self._seq: dict[str, int] = {}
         self._lock = asyncio.Lock()
@@ -57,15 +61,20 @@ class InMemoryMemoryStore:
         return builtins.list(self._scopes.get(scope_key, ()))
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
+        return [item.record for item in self._retrieve(scope_key, query, limit)]
+
+    def _retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[Ranked]:
         now = self._clock()
         rows = self._scopes.get(scope_key, [])
-        ranked = rank_records(rows, query, limit, now)
+        stats = term_stats(rows, query_stems(query)) if self._ranking.stemmed else None
+        ranked = rank(rows, query, limit, now, self._ranking, stats=stats)
         if not ranked:
             return []
-        chosen = {r.id for r in ranked}
-        bumped = {r.id: replace(r, last_used_at=now, use_count=r.use_count + 1) for r in ranked}
-        self._scopes[scope_key] = [bumped.get(r.id, r) if r.id in chosen else r for r in rows]
-        return [bumped[r.id] for r in ranked]
+        bumped = {
+            r.record.id: replace(r.record, last_used_at=now, use_count=r.record.use_count + 1) for r in ranked
+        }
+        self._scopes[scope_key] = [bumped.get(r.id, r) for r in rows]
+        return [Ranked(bumped[r.record.id], r.relevance) for r in ranked]
 
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None

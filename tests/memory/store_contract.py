@@ -2,7 +2,7 @@
 
 Not collected on its own (the module name does not start with `test_`). A test module joins it by
 subclassing `StoreContract` in a `Test…` class and providing a `make_store` fixture that returns a
-`StoreFactory` — a callable `(*, cap, clock) -> MemoryStore` whose stores the fixture closes at
+`StoreFactory` — a callable `(*, cap, clock, ranking) -> MemoryStore` whose stores the fixture closes at
 teardown. tests/memory/test_store_contract.py parametrizes that fixture over every store; a later
 backend adds itself there (or in its own module with its own fixture).
 
@@ -17,6 +17,8 @@ from typing import Protocol, cast
 
 import pytest
 
+from memory.lexical import query_stems, term_stats
+from memory.ranking import SPEC, Ranking, rank
 from memory.types import DEFAULT_SCOPE_CAP, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
 
 START = 1_800_000_000.0
@@ -48,7 +50,9 @@ class CapWriter(Protocol):
 
 
 class StoreFactory(Protocol):
-    def __call__(self, *, cap: int = DEFAULT_SCOPE_CAP, clock: Callable[[], float] = ...) -> MemoryStore: ...
+    def __call__(
+        self, *, cap: int = DEFAULT_SCOPE_CAP, clock: Callable[[], float] = ..., ranking: Ranking = ...
+    ) -> MemoryStore: ...
 
 
 def fact(text: str, *, keywords: tuple[str, ...] = (), supersedes: str | None = None) -> MemoryCandidate:
@@ -136,10 +140,13 @@ class StoreContract:
 
     async def test_retrieve_is_whole_token_not_substring(self, make_store: StoreFactory) -> None:
         store = make_store()
-        await store.write(ORG, [fact("deployment notes for the api"), fact("a b c")])
+        # "redeployment" stems to "redeploy": neither its token nor its stem is "deploy" (whole tokens in
+        # both rankings; a one-letter token never matches inside a word either).
+        await store.write(ORG, [fact("redeployment notes for the api"), fact("a b c")])
         assert await store.retrieve(ORG, "deploy", 5) == []
         assert await store.retrieve(ORG, "ment", 5) == []
-        assert ids(await store.retrieve(ORG, "deployment", 5)) == [rid(ORG, 1)]
+        assert await store.retrieve(ORG, "r", 5) == []
+        assert ids(await store.retrieve(ORG, "redeployment", 5)) == [rid(ORG, 1)]
 
     async def test_retrieve_matches_keywords_as_well_as_text(self, make_store: StoreFactory) -> None:
         store = make_store()
@@ -227,7 +234,7 @@ class StoreContract:
         store = make_store()
         await store.write(
             ORG,
-            [fact("deploy the api"), fact("deployment near the office"), fact("text or keywords column")],
+            [fact("deploy the api"), fact("redeployment near the office"), fact("text or keywords column")],
         )
         expectations = {
             '"deploy': [1],
@@ -559,3 +566,55 @@ class StoreContract:
             assert isinstance(seen, list)
             assert len(seen) in (0, 30), f"saw a half-applied batch: {len(seen)} of 30"
             assert len(await store.retrieve(ORG, token, 50)) == 30
+
+    # -- ranking v2 (issue 15): stems, IDF within the scope, the spec ranking kept ----------------
+
+    async def test_a_stem_meets_its_inflections(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("we deployed the api on friday"), fact("the billing cluster")])
+        assert ids(await store.retrieve(ORG, "who deploys things?", 5)) == [rid(ORG, 1)]
+        assert ids(await store.retrieve(ORG, "deployment", 5)) == [rid(ORG, 1)]
+
+    async def test_the_spec_ranking_matches_whole_tokens_without_stems(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store(ranking=SPEC)
+        await store.write(ORG, [fact("we deployed the api on friday"), fact("deploys run nightly")])
+        assert ids(await store.retrieve(ORG, "deploys", 5)) == [rid(ORG, 2)]
+        assert await store.retrieve(ORG, "deployment", 5) == []
+
+    async def test_a_rare_term_in_the_scope_outweighs_a_common_one(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        common = [fact(f"the team met on day {n}") for n in range(8)]
+        await store.write(ORG, [*common, fact("kubernetes upgrade is scheduled")])
+        found = await store.retrieve(ORG, "team kubernetes", 3)
+        assert ids(found)[0] == rid(ORG, 9)  # holds the rare term; every other record only "team"
+
+    async def test_document_frequencies_follow_supersede_and_forget(self, make_store: StoreFactory) -> None:
+        store = make_store(clock=FakeClock())
+        await store.write(
+            ORG,
+            [fact("alpha one"), fact("alpha two"), fact("alpha three"), fact("beta four"), fact("beta five")],
+        )
+        assert ids(await store.retrieve(ORG, "alpha beta", 1)) == [rid(ORG, 4)]  # beta is the rarer
+        await store.write(ORG, [fact("delta replaces two", supersedes=rid(ORG, 2))])
+        assert await store.forget(ORG, rid(ORG, 1))
+        assert ids(await store.retrieve(ORG, "alpha beta", 1)) == [rid(ORG, 3)]  # now alpha is
+
+    @pytest.mark.parametrize("mode", ["v2", "spec"])
+    async def test_the_prefilter_agrees_with_the_engine_over_the_whole_scope(
+        self, make_store: StoreFactory, mode: str
+    ) -> None:
+        ranking = Ranking(mode=mode)  # type: ignore[arg-type]
+        # A still clock (recency is equal) and a cap the writes go over (eviction uncounts too).
+        store = make_store(ranking=ranking, clock=FakeClock(), cap=36)
+        words = ["deploy", "deploys", "deployed", "billing", "bills", "cluster", "clusters", "api", "apis"]
+        texts = [" ".join(words[(n * k) % len(words)] for k in (1, 2, 5)) + f" item{n}" for n in range(40)]
+        await store.write(ORG, [fact(text) for text in texts])
+        await store.write(ORG, [fact("billing moved", supersedes=rid(ORG, 13))])
+        assert await store.forget(ORG, rid(ORG, 15))
+        active = sorted((await everything(store)).values(), key=lambda r: int(r.id.rsplit(":", 1)[1]))
+        for query in ("deploying the apis", "bill cluster", "who deployed billing?", "item7 api", "clusters"):
+            expected = rank(active, query, 10, START, ranking, stats=term_stats(active, query_stems(query)))
+            found = await store.retrieve(ORG, query, 10)
+            assert ids(found) == [item.record.id for item in expected], query

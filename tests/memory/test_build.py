@@ -37,6 +37,7 @@ class Memory:
     token_env: str | None = "MEMORY_TOKEN"
     timeout: float | None = 5.0
     max_records_per_scope: Any = None
+    ranking: str = "v2"
 
 
 @dataclass(frozen=True)
@@ -281,3 +282,25 @@ async def test_open_memory_store_is_a_no_op_for_stores_without_a_server(
         with capture_logs():
             store = build(built, FakeSettings(tmp_path, memory))
         await open_memory_store(store)  # nothing to verify: must not raise
+
+
+# --- the ranking (issue 15) ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("store_name", [None, "memory"])
+async def test_the_stemmed_ranking_is_the_default_and_spec_keeps_whole_tokens(
+    tmp_path: Path, built: list[MemoryStore], store_name: str | None
+) -> None:
+    default = build(built, FakeSettings(tmp_path / "v2", Memory(store=store_name)))
+    spec = build(built, FakeSettings(tmp_path / "spec", Memory(store=store_name, ranking="spec")))
+    for store in (default, spec):
+        await store.write(
+            SCOPE, [MemoryCandidate(kind="fact", text="we deployed friday", source_thread_key="t")]
+        )
+    assert [r.text for r in await default.retrieve(SCOPE, "deploys", 5)] == ["we deployed friday"]
+    assert await spec.retrieve(SCOPE, "deploys", 5) == []
+
+
+def test_an_unknown_ranking_is_one_error_naming_the_key_and_the_default(tmp_path: Path) -> None:
+    with pytest.raises(MemoryConfigError, match=r"memory.ranking = 'bm25'.*v2, spec.*default v2"):
+        build_memory_store(FakeSettings(tmp_path, Memory(ranking="bm25")), env={})

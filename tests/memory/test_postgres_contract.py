@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable
 import pytest
 
 from memory.postgres_store import PostgresMemoryStore
+from memory.ranking import DEFAULT_RANKING, Ranking
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
 from tests.memory.postgres_support import temp_schema, unique_application_name
 from tests.memory.store_contract import StoreContract, StoreFactory
@@ -23,10 +24,19 @@ async def make_store() -> AsyncIterator[StoreFactory]:
     made: list[MemoryStore] = []
     with contextlib.ExitStack() as schemas:
 
-        def factory(*, cap: int = DEFAULT_SCOPE_CAP, clock: Callable[[], float] | None = None) -> MemoryStore:
+        def factory(
+            *,
+            cap: int = DEFAULT_SCOPE_CAP,
+            clock: Callable[[], float] | None = None,
+            ranking: Ranking = DEFAULT_RANKING,
+        ) -> MemoryStore:
             schema = schemas.enter_context(temp_schema())
             store = PostgresMemoryStore(
-                schema.dsn, cap=cap, clock=clock or time.time, application_name=unique_application_name()
+                schema.dsn,
+                cap=cap,
+                clock=clock or time.time,
+                ranking=ranking,
+                application_name=unique_application_name(),
             )
             made.append(store)
             return store

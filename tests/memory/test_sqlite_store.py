@@ -244,6 +244,7 @@ async def test_opening_an_old_database_adds_the_indexes_and_keeps_its_data(tmp_p
     store = SqliteMemoryStore(data_dir, clock=FakeClock())
     try:
         assert ids(await store.retrieve(ORG, "deploy", 5)) == ["mem:org:acme:1"]
+        assert ids(await store.retrieve(ORG, "deploys", 5)) == ["mem:org:acme:1"]  # stems built on open
         assert await store.write(ORG, [fact("second")]) == WriteResult(inserted=1)
         assert ids(await store.list(ORG, 5)) == ["mem:org:acme:2", "mem:org:acme:1"]
     finally:
@@ -252,6 +253,12 @@ async def test_opening_an_old_database_adds_the_indexes_and_keeps_its_data(tmp_p
         names = {row[0] for row in connection.execute("SELECT name FROM sqlite_master WHERE type = 'index'")}
         assert {"records_status_norm", "records_active_seq", "records_active_used"} <= names
         assert connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone() == (ORG,)
+        columns = {row[1] for row in connection.execute("PRAGMA table_info(records)")}
+        assert {"embedding", "embedding_model"} <= columns
+        stems = dict(connection.execute("SELECT rowid, stems FROM records_stems").fetchall())
+        assert stems == {1: "deploy make with", 2: "second"}
+        counts = dict(connection.execute("SELECT term, df FROM term_df").fetchall())
+        assert counts == {"": 2, "deploy": 1, "make": 1, "with": 1, "second": 1}
 
 
 async def test_opening_reconciles_the_fts_table_down_to_the_active_rows(tmp_path: Path) -> None:
@@ -415,7 +422,8 @@ async def test_the_50_candidate_floor_hands_the_engine_every_match_in_a_small_sc
 async def test_match_is_capped_at_the_24_longest_distinct_tokens(
     store: SqliteMemoryStore, statements: Statements
 ) -> None:
-    long_tokens = [f"token{chr(97 + n // 26)}{chr(97 + n % 26)}" for n in range(24)]
+    # Ending in "q": no Snowball suffix rule touches them, so 24 tokens are 24 distinct stems too.
+    long_tokens = [f"token{chr(97 + n // 26)}{chr(97 + n % 26)}q" for n in range(24)]
     await store.write(ORG, [fact(f"only {long_tokens[7]} here"), fact("zq is short")])
     query = "zq " + " ".join(long_tokens)  # 25 distinct tokens; the shortest is dropped
     statements.clear()
@@ -504,7 +512,11 @@ async def test_write_plans_from_targeted_lookups_under_the_cap(
     with raw(store.database_path(ORG)) as connection:
         for sql in selects:
             query_plan = plan(connection, sql)
-            assert "SCAN records" not in query_plan, (sql, query_plan)
+            # (a rowid lookup in the stem index, "SCAN records_stems VIRTUAL TABLE INDEX 0:=", is no scan)
+            assert re.search(r"SCAN records(?!_stems VIRTUAL TABLE INDEX 0:=)", query_plan) is None, (
+                sql,
+                query_plan,
+            )
             if "norm =" in sql:
                 assert "records_status_norm" in query_plan
                 kinds.append("norm")
@@ -515,9 +527,11 @@ async def test_write_plans_from_targeted_lookups_under_the_cap(
                 kinds.append("count")
             elif "MAX(seq)" in sql:
                 kinds.append("seq")
+            elif "FROM records_stems WHERE rowid IN" in sql:
+                kinds.append("stems")  # the superseded row's stems, to uncount them (by rowid)
             else:
                 raise AssertionError(f"unexpected read while under the cap: {sql}")
-    assert kinds == ["seq", "norm", "norm", "id", "norm", "count"]
+    assert kinds == ["seq", "norm", "norm", "id", "stems", "norm", "count"]
 
 
 async def test_an_over_cap_write_evicts_inside_the_batch_transaction(

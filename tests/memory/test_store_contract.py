@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memory.ranking import DEFAULT_RANKING, Ranking
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
@@ -19,12 +20,17 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     """A factory of fresh, empty stores of one kind; every store it made is closed afterwards."""
     made: list[MemoryStore] = []
 
-    def factory(*, cap: int = DEFAULT_SCOPE_CAP, clock: Callable[[], float] = time.time) -> MemoryStore:
+    def factory(
+        *,
+        cap: int = DEFAULT_SCOPE_CAP,
+        clock: Callable[[], float] = time.time,
+        ranking: Ranking = DEFAULT_RANKING,
+    ) -> MemoryStore:
         store: MemoryStore
         if request.param == "in_memory":
-            store = InMemoryMemoryStore(cap=cap, clock=clock)
+            store = InMemoryMemoryStore(cap=cap, clock=clock, ranking=ranking)
         else:
-            store = SqliteMemoryStore(tmp_path / f"memory-{len(made)}", cap=cap, clock=clock)
+            store = SqliteMemoryStore(tmp_path / f"memory-{len(made)}", cap=cap, clock=clock, ranking=ranking)
         made.append(store)
         return store
 

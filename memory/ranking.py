@@ -1,0 +1,132 @@
+"""Which ranking a store applies, and the one pure function every store ranks with.
+
+Two rankings:
+
+- `spec`: the seed's exact scorer (§5): α·keywordMatch + β·recency over whole tokens, no stems, no IDF,
+  no vectors (`memory.engine.rank_records`).
+- `v2` (the default): the same shape over Snowball stems, the keyword match IDF-weighted within the
+  scope, and — when the store has an embedder — fused with the cosine of the record's vector to the
+  query's by a convex combination: relevance = (1 − w)·lexical + w·max(cosine, 0). A record that shares
+  no stem with the query enters only when its cosine reaches the threshold, so an unrelated record
+  never fills the block.
+
+No I/O: stores hand in the candidates, the scope's term statistics and the cosines they computed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Literal
+
+from memory.engine import longest_terms, match_tokens, rank_records
+from memory.lexical import TermStats, idf_weights, query_stems, record_stems, weighted_match
+from memory.scorer import keyword_match, query_tokens, recency_score, weighted_score
+from memory.types import MemoryRecord
+
+RankingMode = Literal["spec", "v2"]
+RANKING_MODES: tuple[str, ...] = ("v2", "spec")
+
+# Measured on the LoCoMo dev split (BENCHMARKS.md, "Tuning"): the cosine's share of the relevance.
+DEFAULT_SEMANTIC_WEIGHT = 0.2
+# A record with no lexical match enters only at or above this cosine (measured, same section).
+DEFAULT_SEMANTIC_THRESHOLD = 0.7
+
+
+@dataclass(frozen=True, slots=True)
+class Ranking:
+    """The ranking settings a store is built with (`memory.ranking`, `memory.semantic_*`)."""
+
+    mode: RankingMode = "v2"
+    semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT
+    semantic_threshold: float = DEFAULT_SEMANTIC_THRESHOLD
+
+    def __post_init__(self) -> None:
+        if self.mode not in RANKING_MODES:
+            raise ValueError(f"ranking mode must be one of {', '.join(RANKING_MODES)}, got {self.mode!r}")
+        if not 0.0 <= self.semantic_weight <= 1.0:
+            raise ValueError(f"semantic weight must be in [0, 1], got {self.semantic_weight!r}")
+        if not -1.0 <= self.semantic_threshold <= 1.0:
+            raise ValueError(f"semantic threshold must be in [-1, 1], got {self.semantic_threshold!r}")
+
+    @property
+    def stemmed(self) -> bool:
+        return self.mode == "v2"
+
+
+SPEC = Ranking(mode="spec")
+DEFAULT_RANKING = Ranking()
+
+
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A returned record with its relevance (the score without recency): the cross-scope merge re-uses
+    it with the record's recency after the usage bump, as §22 re-scores the union."""
+
+    record: MemoryRecord
+    relevance: float
+
+
+def prefilter_terms(ranking: Ranking, query: str) -> list[str]:
+    """The terms a store's prefilter ORs together (§17's ≤ 24 longest): stems for v2, tokens for spec.
+
+    A store's index holds the same stems (`memory.lexical.stems_of`), so a record is a candidate
+    exactly when it shares a whole stem with the query — the gate `rank` applies.
+    """
+    if ranking.stemmed:
+        return longest_terms(query_stems(query))
+    return match_tokens(query)
+
+
+def rank(
+    records: Iterable[MemoryRecord],
+    query: str,
+    limit: int,
+    now: float,
+    ranking: Ranking,
+    *,
+    stats: TermStats | None = None,
+    cosines: Mapping[str, float] | None = None,
+) -> list[Ranked]:
+    """Active records that pass the relevance gate, best score first (ties: input order), ≤ `limit`.
+
+    `stats` are the scope's document frequencies for the query's stems (None: every stem weighs the
+    same); `cosines` maps a record id to its vector's cosine with the query's (None or a missing id:
+    that record ranks lexically). Never touches usage.
+    """
+    if ranking.mode == "spec":
+        wanted = query_tokens(query)
+        return [
+            Ranked(record, keyword_match(wanted, record))
+            for record in rank_records(records, query, limit, now)
+        ]
+    stems = query_stems(query)
+    if not stems or limit <= 0:
+        return []
+    weights = idf_weights(stems, stats if stats is not None else TermStats(0, {}))
+    similarity = cosines or {}
+    w = ranking.semantic_weight
+    scored: list[tuple[float, int, Ranked]] = []
+    for index, record in enumerate(records):
+        if record.status != "active":
+            continue
+        lexical = weighted_match(weights, record_stems(record))
+        cosine = similarity.get(record.id)
+        if cosine is None:
+            if lexical <= 0.0:
+                continue
+            relevance = lexical
+        else:
+            if lexical <= 0.0 and cosine < ranking.semantic_threshold:
+                continue  # the gate: no shared stem and not close enough in meaning
+            relevance = (1.0 - w) * lexical + w * max(cosine, 0.0)
+        scored.append(
+            (weighted_score(relevance, recency_score(record, now)), index, Ranked(record, relevance))
+        )
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [ranked for _, _, ranked in scored[:limit]]
+
+
+def merge_score(ranked: Ranked, now: float) -> float:
+    """The cross-scope order (§22): each record's relevance with its recency as the pool sees it."""
+    return weighted_score(ranked.relevance, recency_score(ranked.record, now))

@@ -1,0 +1,104 @@
+import math
+
+import pytest
+
+from memory.engine import rank_records
+from memory.lexical import TermStats
+from memory.ranking import SPEC, Ranked, Ranking, merge_score, rank
+from memory.scorer import score_record
+from memory.types import MemoryRecord
+from tests.memory.records import DAY, NOW, record
+
+V2 = Ranking()
+
+
+def ids(ranked: list[Ranked]) -> list[str]:
+    return [item.record.id for item in ranked]
+
+
+SPEC_CASES = [
+    ([record("deploy train", id="mem:o:1"), record("unrelated", id="mem:o:2")], "deploy", 8),
+    (
+        [
+            record("deploy", id="mem:o:1", created_at=NOW - 30 * DAY),
+            record("deploy train schedule", id="mem:o:2", created_at=NOW - 30 * DAY),
+            record("deploy train", id="mem:o:3", created_at=NOW - 2 * DAY),
+        ],
+        "deploy train schedule",
+        2,
+    ),
+    ([record("deploys nightly", id="mem:o:1"), record("deployed", id="mem:o:2")], "deploys", 8),
+    ([record("deploy", id="mem:o:1", status="superseded")], "deploy", 8),
+    ([record("deploy")], "?!", 8),
+]
+
+
+@pytest.mark.parametrize(("records", "query", "limit"), SPEC_CASES)
+def test_the_spec_ranking_is_the_seeds_scorer_exactly(
+    records: list[MemoryRecord], query: str, limit: int
+) -> None:
+    ranked = rank(records, query, limit, NOW, SPEC, cosines={r.id: 1.0 for r in records})
+    assert [item.record for item in ranked] == rank_records(records, query, limit, NOW)
+    for item in ranked:  # relevance + recency is the spec's score: no stems, no IDF, no vectors
+        assert math.isclose(merge_score(item, NOW), score_record(item.record, query, NOW))
+
+
+def test_v2_matches_inflections_through_stems() -> None:
+    records = [record("we deployed on friday", id="mem:o:1"), record("billing", id="mem:o:2")]
+    assert ids(rank(records, "deploys", 8, NOW, V2)) == ["mem:o:1"]
+
+
+def test_v2_weights_a_rare_term_over_a_common_one() -> None:
+    records = [record("the team", id="mem:o:1"), record("kubernetes", id="mem:o:2")]
+    stats = TermStats(documents=100, frequencies={"team": 60, "kubernet": 2})
+    ranked = rank(records, "team kubernetes", 8, NOW, V2, stats=stats)
+    assert ids(ranked) == ["mem:o:2", "mem:o:1"]
+    assert ranked[0].relevance > 0.5 > ranked[1].relevance
+    # Without statistics every stem weighs the same: a tie, broken by input order.
+    assert ids(rank(records, "team kubernetes", 8, NOW, V2)) == ["mem:o:1", "mem:o:2"]
+
+
+def test_v2_keeps_recency_in_the_score() -> None:
+    records = [
+        record("deploy notes", id="mem:o:1", created_at=NOW - 30 * DAY),
+        record("deploy notes", id="mem:o:2", created_at=NOW - DAY),
+    ]
+    assert ids(rank(records, "deploy", 8, NOW, V2)) == ["mem:o:2", "mem:o:1"]
+
+
+def test_the_gate_never_returns_an_unrelated_record() -> None:
+    records = [record("lunch menu on fridays", id="mem:o:1"), record("deploy train", id="mem:o:2")]
+    # Close in meaning but below the threshold, and no shared stem: it stays out.
+    cosines = {"mem:o:1": V2.semantic_threshold - 0.01, "mem:o:2": 0.1}
+    assert ids(rank(records, "deploy", 8, NOW, V2, cosines=cosines)) == ["mem:o:2"]
+    assert rank(records, "kubernetes", 8, NOW, V2, cosines=cosines) == []
+
+
+def test_a_record_without_a_shared_stem_enters_at_the_cosine_threshold() -> None:
+    records = [record("ship the release on friday", id="mem:o:1")]
+    ranked = rank(records, "deploy", 8, NOW, V2, cosines={"mem:o:1": V2.semantic_threshold})
+    assert ids(ranked) == ["mem:o:1"]
+    assert math.isclose(ranked[0].relevance, V2.semantic_weight * V2.semantic_threshold)
+
+
+def test_fusion_is_a_convex_combination_of_lexical_and_cosine() -> None:
+    ranking = Ranking(semantic_weight=0.4)
+    records = [record("deploy api", id="mem:o:1"), record("deploy web", id="mem:o:2")]
+    ranked = rank(records, "deploy api", 8, NOW, ranking, cosines={"mem:o:1": -0.3, "mem:o:2": 0.9})
+    by_id = {item.record.id: item.relevance for item in ranked}
+    assert math.isclose(by_id["mem:o:1"], 0.6 * 1.0)  # a negative cosine adds nothing
+    assert math.isclose(by_id["mem:o:2"], 0.6 * 0.5 + 0.4 * 0.9)
+    assert ids(ranked) == ["mem:o:2", "mem:o:1"]  # the cosine can reorder lexical matches
+
+
+def test_a_record_without_a_vector_ranks_lexically() -> None:
+    records = [record("deploy api", id="mem:o:1")]
+    ranked = rank(records, "deploy api", 8, NOW, V2, cosines={})
+    assert ranked[0].relevance == 1.0
+
+
+def test_ranking_settings_are_validated() -> None:
+    with pytest.raises(ValueError, match="ranking mode"):
+        Ranking(mode="bm25")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="semantic weight"):
+        Ranking(semantic_weight=1.5)
