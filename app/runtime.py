@@ -12,7 +12,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from app.agent.agents import AgentRegistry, build_agents
-from app.agent.providers.registry import ProviderRegistry, build_provider_registry
+from app.agent.providers.registry import (
+    ProviderRegistry,
+    build_provider_registry,
+    key_variable,
+    provider_usable,
+)
 from app.dispatch import AgentRunner, CallerFactory, CommandHandler, Dispatcher, PostRunStep, RepoResolver
 from app.lifecycle import Lifecycle
 from config.settings import ConfigError, Settings
@@ -59,17 +64,35 @@ class Runtime:
             await self.github.aclose()
 
 
+def configured_model_refs(settings: Settings) -> list[tuple[str, str]]:
+    """Every model ref the settings name, with the key that names it: (`model`, ref), …"""
+    refs: list[tuple[str, str]] = []
+    if settings.model:
+        refs.append(("model", settings.model))
+    refs += [(f"agents.{name}.model", agent.model) for name, agent in settings.agents.items() if agent.model]
+    if settings.memory.enabled and settings.memory.model:
+        refs.append(("memory.model", settings.memory.model))
+    return refs
+
+
 def credentials_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
-    """None when some model endpoint is usable: a key, or an OpenAI-compatible base_url (keyless)."""
+    """One line naming the missing variable when a configured model's own provider cannot answer.
+
+    Each model is checked against its provider (an OpenAI key does not make `anthropic/…` work);
+    with no model configured yet, any usable endpoint will do (the missing model is reported later).
+    """
     env = os.environ if environ is None else environ
-    if settings.secrets.anthropic_api_key or settings.secrets.openai_api_key:
-        return None
-    for options in settings.models.values():
-        if options.api_key_env and env.get(options.api_key_env):
-            return None
-        if options.api == "openai" and options.base_url:
-            return None
-    if env.get("OPENAI_BASE_URL"):
+    refs = configured_model_refs(settings)
+    for setting, ref in refs:
+        provider = ref.split("/", 1)[0]
+        if provider not in settings.models or provider_usable(settings, provider, env):
+            continue  # an unknown provider is a config error of its own (app/agent/agents.py)
+        return (
+            f"{setting} = {ref!r} needs {key_variable(settings, provider)}: export it, or point "
+            f"models.{provider}.base_url (SWITCHBOARD_MODELS__{provider.upper()}__BASE_URL) at a server "
+            "that needs no key"
+        )
+    if refs or any(provider_usable(settings, name, env) for name in settings.models):
         return None
     return NO_CREDENTIALS
 

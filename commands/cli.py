@@ -59,7 +59,11 @@ def main(argv: list[str]) -> int:
     """`switchboard memory …`: load the settings, open the configured store, answer, close it."""
     if not argv or (len(argv) == 1 and argv[0] in _HELP):
         registry = build_registry(store=NullMemoryStore(), memory_enabled=False, organization=None, admins=())
-        print("usage: switchboard memory list|forget …\n" + registry.usage("memory"))
+        usage = "usage: switchboard memory list|forget …\n" + registry.usage("memory")
+        if not argv:  # a missing subcommand is misuse: usage on stderr, exit 2 (like argparse)
+            print(usage, file=sys.stderr)
+            return 2
+        print(usage)
         return 0
     _log_to_stderr()
     return asyncio.run(_main(argv))

@@ -141,6 +141,8 @@ class SlackSettings(_Section):
     port: int = Field(default=3000, ge=1, le=65535)
     respond_to_bots: bool = False
     multi_workspace: bool = False  # ids become slack:T…:U… / slack:T…:C… (one app, several workspaces)
+    # Socket Mode: how long a network failure at connect time is retried before start-up gives up.
+    connect_timeout_seconds: float = Field(default=20.0, gt=0, le=120)
 
     _url = field_validator("api_url")(_check_url)
 
@@ -281,8 +283,8 @@ class _EnvLayer(EnvSettingsSource):
 def load_settings(env: Mapping[str, str] | None = None, config_path: str | Path | None = None) -> Settings:
     """Build the settings once at start-up; raise ConfigError with one line on anything invalid."""
     environ: Mapping[str, str] = os.environ if env is None else env
-    path, explicit = _config_path(environ, config_path)
-    file_data = _read_config(path, explicit)
+    path, named_by = _config_path(environ, config_path)
+    file_data = _read_config(path, named_by)
     if "secrets" in file_data or "config_file" in file_data:
         key = "secrets" if "secrets" in file_data else "config_file"
         raise ConfigError(
@@ -307,18 +309,19 @@ def load_settings(env: Mapping[str, str] | None = None, config_path: str | Path 
         raise ConfigError(_describe(error, environ, path)) from None
 
 
-def _config_path(environ: Mapping[str, str], config_path: str | Path | None) -> tuple[Path, bool]:
+def _config_path(environ: Mapping[str, str], config_path: str | Path | None) -> tuple[Path, str | None]:
+    """The config file and what named it (`--config`, SWITCHBOARD_CONFIG), None for the default."""
     if config_path is not None:
-        return Path(config_path), True
+        return Path(config_path), "--config"
     if environ.get(CONFIG_ENV):
-        return Path(environ[CONFIG_ENV]), True
-    return Path(DEFAULT_CONFIG_FILE), False
+        return Path(environ[CONFIG_ENV]), CONFIG_ENV
+    return Path(DEFAULT_CONFIG_FILE), None
 
 
-def _read_config(path: Path, explicit: bool) -> dict[str, Any]:
+def _read_config(path: Path, named_by: str | None) -> dict[str, Any]:
     if not path.is_file():
-        if explicit:
-            raise ConfigError(f"config error: config file {path} does not exist (named by {CONFIG_ENV})")
+        if named_by is not None:
+            raise ConfigError(f"config error: config file {path} does not exist (named by {named_by})")
         return {}
     try:
         with path.open("rb") as handle:

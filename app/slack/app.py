@@ -49,6 +49,7 @@ from app.slack.events import (
     visibility_from_slash_channel,
 )
 from app.slack.format import POST_TEXT_LIMIT, markdown_to_mrkdwn, split_message
+from app.slack.http import build_web_app
 from app.slack.state import RecentKeys, TtlCache
 from app.slack.surface import ReplyOptions, SlackThreadSurface
 from app.surface import Surface
@@ -167,6 +168,7 @@ class SlackBot:
     ) -> None:
         self._dispatcher = dispatcher
         self._registry = registry
+        self.signing_secret = signing_secret
         self._options = options or SlackOptions()
         self._identity = SlackIdentity(multi_workspace=self._options.multi_workspace)
         self._caller_factory = caller_factory
@@ -200,6 +202,11 @@ class SlackBot:
         self._register()
 
     # ---- lifecycle -------------------------------------------------------------------------------
+
+    @property
+    def accepting(self) -> bool:
+        """False once draining: /healthz says 503 and new deliveries get one too."""
+        return self._accepting
 
     @property
     def pending(self) -> int:
@@ -539,15 +546,15 @@ async def start_http(
     metrics: Metrics | None = None,
     metrics_token: str | None = None,
 ) -> web.AppRunner:
-    """Serve the Bolt app's Events API / slash command endpoint on aiohttp; returns the runner to
-    clean up. Port 0 picks a free port (see `bound_port`).
+    """Serve the Bolt app's Events API / slash command / interactivity endpoint and /healthz on aiohttp
+    (app/slack/http.py); returns the runner to clean up. Port 0 picks a free port (see `bound_port`).
 
     Every connection is under the slow-client guard (ops/http_guard.py); `/metrics` sits beside the
     Bolt route, outside Slack's signature check, behind its own token (ops/metrics.py).
     """
     limits = limits or GuardLimits()
     metrics = metrics if metrics is not None else Metrics()
-    web_app = bot.app.web_app(path=path, port=port)
+    web_app = build_web_app(bot, path=path)
     web_app.middlewares.append(_measured(metrics, path))
     web_app.router.add_get(METRICS_PATH, _scrape(metrics, metrics_token))
     runner = web.AppRunner(web_app, keepalive_timeout=limits.keep_alive)

@@ -30,6 +30,7 @@ from app.slack.app import (
     build_slack_app,
     start_http,
 )
+from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
 from config.settings import ConfigError, Settings, load_settings
 from ops.metrics import Metrics
 from ops.tracing import configure_tracing
@@ -103,7 +104,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     configure_logging(args.log_level or env.get("SWITCHBOARD_LOG_LEVEL") or "info")
     configure_tracing(env, "switchboard")
-    return asyncio.run(serve(settings, env, host=args.host, port=port))
+    try:
+        return asyncio.run(serve(settings, env, host=args.host, port=port))
+    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were installed (still starting up)
+        print(f"{PROG}: interrupted while starting", file=sys.stderr)
+        return 130
 
 
 async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: int) -> int:
@@ -143,18 +148,23 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
     lifecycle.add_on_stop(bot.stop_accepting)
     lifecycle.add_waiter(bot.drain)
     lifecycle.install_signal_handlers()
+    failures: list[str] = []
     try:
         if app_token:
-            drained = await _socket_mode(bot, app_token, runtime.lifecycle)
+            policy = ConnectPolicy(deadline_seconds=settings.slack.connect_timeout_seconds)
+            drained = await _socket_mode(bot, app_token, runtime.lifecycle, policy, failures)
         else:
             metrics_token = secrets.reveal(secrets.metrics_token)
             drained = await _http_mode(bot, host, port, runtime.lifecycle, metrics, metrics_token)
+    except SocketModeStartError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 1
     finally:
         lifecycle.remove_signal_handlers()
         await bot.aclose()
         await runtime.aclose()
     log.info("slack.stopped", drained=drained)
-    return 0 if drained else 1
+    return 0 if drained and not failures else 1
 
 
 def slack_options(settings: Settings) -> SlackOptions:
@@ -188,16 +198,35 @@ async def _http_mode(
         await runner.cleanup()
 
 
-async def _socket_mode(bot: SlackBot, app_token: str, lifecycle: Lifecycle) -> bool:
-    from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
+async def _socket_mode(
+    bot: SlackBot, app_token: str, lifecycle: Lifecycle, policy: ConnectPolicy, failures: list[str]
+) -> bool:
+    """Connect (a stop request wins over connecting), serve until a stop, drain."""
 
-    handler = AsyncSocketModeHandler(bot.app, app_token=app_token, web_client=bot.client)
-    await handler.connect_async()  # type: ignore[no-untyped-call]
+    def on_fatal(message: str) -> None:  # the token was refused on a reconnect: stop, do not loop
+        failures.append(message)
+        print(f"{PROG}: {message}", file=sys.stderr)
+        lifecycle.request_stop("slack_app_token_refused")
+
+    connecting = asyncio.ensure_future(
+        connect_socket_mode(bot.app, bot.client, app_token, policy, on_fatal=on_fatal)
+    )
+    stop = asyncio.ensure_future(lifecycle.wait_for_stop())
+    try:
+        await asyncio.wait({connecting, stop}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop.cancel()
+    if not connecting.done():
+        connecting.cancel()
+        await asyncio.gather(connecting, return_exceptions=True)
+        log.info("slack.connect_abandoned", reason="stop_requested")
+        return await lifecycle.drain()
+    connection = connecting.result()  # SocketModeStartError: one line, exit code 1
     log.info("slack.serving", mode="socket")
     try:
         await lifecycle.wait_for_stop()
         # Unacknowledged envelopes go back to Slack, which redelivers them to the next connection.
-        await handler.disconnect_async()  # type: ignore[no-untyped-call]
+        await connection.handler.disconnect_async()
         return await lifecycle.drain()
     finally:
-        await handler.close_async()  # type: ignore[no-untyped-call]
+        await connection.close()

@@ -169,3 +169,12 @@ def test_switchboard_memory_with_memory_off_or_bad_config(tmp_path: Path) -> Non
     bad = run_switchboard(["list"], tmp_path, SWITCHBOARD_ADMINS='["U0123"]')
     assert bad.returncode == 2
     assert "admins" in bad.stderr
+
+
+def test_memory_without_a_subcommand_exits_2_with_its_usage_on_stderr(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main([]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "usage: switchboard memory" in captured.err and LIST_USAGE in captured.err

@@ -216,3 +216,10 @@ def test_the_commented_example_config_is_valid_and_keeps_memory_off() -> None:
     assert settings.memory.enabled is False
     assert settings.data_dir == Path("./data")
     assert settings.slack.port == 3000
+
+
+def test_a_missing_config_file_says_what_named_it(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"nope\.toml does not exist \(named by --config\)"):
+        load_settings({}, config_path=tmp_path / "nope.toml")
+    with pytest.raises(ConfigError, match=r"does not exist \(named by SWITCHBOARD_CONFIG\)"):
+        load_settings({"SWITCHBOARD_CONFIG": str(tmp_path / "nope.toml")})

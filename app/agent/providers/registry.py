@@ -117,6 +117,29 @@ def _key(settings: Settings, name: str, env: Mapping[str, str]) -> str | None:
     return None
 
 
+def key_variable(settings: Settings, name: str) -> str:
+    """The environment variable (or setting) a provider's key is read from, for messages."""
+    options = settings.models[name]
+    if options.api_key_env:
+        return options.api_key_env
+    if name == "anthropic":
+        return "ANTHROPIC_API_KEY"
+    if name == "openai":
+        return "OPENAI_API_KEY"
+    return f"models.{name}.api_key_env"
+
+
+def provider_usable(settings: Settings, name: str, env: Mapping[str, str] | None = None) -> bool:
+    """A provider can answer when it has a key, or a base_url (a local, keyless server)."""
+    environ = os.environ if env is None else env
+    options = settings.models.get(name)
+    if options is None:
+        return False
+    if _key(settings, name, environ) or options.base_url:
+        return True
+    return name == "openai" and bool(environ.get("OPENAI_BASE_URL"))
+
+
 def _anthropic_factory(settings: Settings, name: str, env: Mapping[str, str]) -> ProviderFactory:
     options = settings.models[name]
 

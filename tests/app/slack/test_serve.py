@@ -8,7 +8,8 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -243,3 +244,81 @@ def test_the_manifest_subscribes_to_what_the_adapter_handles_with_the_scopes_it_
         "channels:read", "groups:read", "im:read", "mpim:read",
     }  # fmt: skip
     assert needed <= scopes
+
+
+def _poll(predicate: Callable[[], bool], within: float = 20) -> None:
+    deadline = time.monotonic() + within
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def _one_line_naming_the_app_token(lines: list[str]) -> str:
+    text = "".join(lines)
+    assert "Traceback" not in text, text
+    [line] = [line for line in lines if "SLACK_APP_TOKEN" in line]
+    return line
+
+
+async def test_a_refused_app_token_exits_at_once_with_one_line_naming_it(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    env = {**_bot_env(slack_api, fake_anthropic, tmp_path), "SLACK_APP_TOKEN": "xapp-mistyped"}
+    async with serve(tmp_path, env) as bot:
+        code = await asyncio.wait_for(bot.process.wait(), 30)
+
+    assert code != 0
+    line = _one_line_naming_the_app_token(bot.lines)
+    assert "invalid_auth" in line
+    assert len(slack_api.calls_to("apps.connections.open")) == 1  # an auth error is never retried
+
+
+async def test_an_unreachable_slack_is_retried_for_a_bounded_time_then_one_line(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    env = {
+        **_bot_env(FakeSlackApi(), fake_anthropic, tmp_path),
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "SLACK_API_URL": f"http://127.0.0.1:{_free_port()}/api/",  # nobody listens there
+        "SWITCHBOARD_SLACK__CONNECT_TIMEOUT_SECONDS": "2",
+    }
+    async with serve(tmp_path, env) as bot:
+        code = await asyncio.wait_for(bot.process.wait(), 30)
+
+    assert code != 0, "".join(bot.lines)
+    line = _one_line_naming_the_app_token(bot.lines)
+    assert "cannot open a Socket Mode connection" in line
+    assert any("slack.socket_retry" in line for line in bot.lines), "".join(bot.lines)  # retried first
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+async def test_a_stop_signal_while_connecting_exits_promptly(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, sig: signal.Signals
+) -> None:
+    gate = slack_api.hold("apps.connections.open")  # Slack never answers the connect call
+    env = {**_bot_env(slack_api, fake_anthropic, tmp_path), "SLACK_APP_TOKEN": APP_TOKEN}
+    try:
+        async with serve(tmp_path, env) as bot:
+            await bot.wait_for_log("memory.store_selected")  # start-up is past; connecting now
+            await asyncio.to_thread(_poll, lambda: bool(slack_api.calls_to("apps.connections.open")))
+            bot.process.send_signal(sig)
+            code = await asyncio.wait_for(bot.process.wait(), 10)
+    finally:
+        gate.set()
+
+    assert code == 0, "".join(bot.lines)
+    assert "Traceback" not in "".join(bot.lines)
+
+
+def test_a_model_whose_provider_has_no_key_is_one_line_naming_the_variable(
+    clean_env: None, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("SLACK_BOT_TOKEN", "xoxb-1")
+    monkeypatch.setenv("SLACK_APP_TOKEN", "xapp-1")
+    monkeypatch.setenv("SWITCHBOARD_MODEL", "anthropic/some-model")
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-only-openai")  # a key, but not this model's provider's
+    assert main([]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1
+    assert "ANTHROPIC_API_KEY" in err
+    assert "anthropic/some-model" in err

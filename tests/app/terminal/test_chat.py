@@ -60,13 +60,46 @@ def test_a_thread_continues_across_invocations_with_the_first_exchange_as_histor
     assert [turn["role"] for turn in stored["turns"]] == ["user", "assistant", "user", "assistant"]
 
 
-def test_without_model_credentials_it_exits_with_one_line_naming_every_option(tmp_path: Path) -> None:
+def test_without_model_credentials_it_exits_with_one_line_naming_the_models_own_variable(
+    tmp_path: Path,
+) -> None:
     result = run_chat(tmp_path, {"SWITCHBOARD_MODEL": "anthropic/test-model"}, "--thread", "t", "hi")
     assert result.returncode != 0 and result.stdout == ""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1
-    for name in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "base_url"):
+    for name in ("ANTHROPIC_API_KEY", "models.anthropic.base_url", "anthropic/test-model"):
         assert name in lines[0]
+
+
+def test_another_providers_key_does_not_count_for_the_configured_model(tmp_path: Path) -> None:
+    env = {"SWITCHBOARD_MODEL": "anthropic/test-model", "OPENAI_API_KEY": "sk-openai-only"}
+    result = run_chat(tmp_path, env, "--thread", "t", "hi")
+    assert result.returncode == 2 and result.stdout == ""
+    [line] = result.stderr.strip().splitlines()
+    assert "ANTHROPIC_API_KEY" in line and "TypeError" not in line
+
+
+def test_with_no_model_configured_any_key_passes_the_credentials_check() -> None:
+    from app.runtime import credentials_problem
+    from config.settings import load_settings
+
+    assert credentials_problem(load_settings({"OPENAI_API_KEY": "k"}), {}) is None
+    assert "ANTHROPIC_API_KEY" in (credentials_problem(load_settings({}), {}) or "")
+
+
+def test_every_configured_model_is_checked_against_its_own_provider() -> None:
+    from app.runtime import credentials_problem
+    from config.settings import load_settings
+
+    env = {
+        "ANTHROPIC_API_KEY": "k",
+        "SWITCHBOARD_MODEL": "anthropic/main-model",
+        "SWITCHBOARD_AGENTS": '{"coding": {"model": "openai/code-model"}}',
+    }
+    problem = credentials_problem(load_settings(env), env) or ""
+    assert "agents.coding.model" in problem and "OPENAI_API_KEY" in problem
+    local = {**env, "SWITCHBOARD_MODELS__OPENAI__BASE_URL": "http://127.0.0.1:1/v1"}
+    assert credentials_problem(load_settings(local), local) is None
 
 
 def test_an_invalid_setting_exits_with_the_config_error_line(tmp_path: Path) -> None:
