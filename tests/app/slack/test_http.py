@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import MutableMapping
 from typing import Any
 
 import aiohttp
@@ -25,7 +26,7 @@ def _body() -> str:
     return json.dumps(event_envelope(event, event_id="EvX"))
 
 
-def _rejections(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _rejections(logs: list[MutableMapping[str, Any]]) -> list[MutableMapping[str, Any]]:
     return [entry for entry in logs if entry["event"] == "slack.request_rejected"]
 
 
