@@ -7,6 +7,7 @@ aiohttp (one connection per worker, keep-alive) and prints requests/s, latency p
     .venv/bin/python bench/bench_service.py                     # the issue's run: 64 × 30 s, 500 records
     .venv/bin/python bench/bench_service.py --duration 5        # a quick look
     .venv/bin/python bench/bench_service.py --store constant    # the HTTP layer alone (no store work)
+    .venv/bin/python bench/bench_service.py --store both        # sqlite then constant, and the ratio
     .venv/bin/python bench/bench_service.py --url http://127.0.0.1:8787   # an already running service
 
 Everything is bounded: a per-request timeout, a fixed duration, the service stopped at the end.
@@ -60,6 +61,7 @@ QUERIES = [
 class Results:
     latencies: list[float] = field(default_factory=list)
     errors: dict[str, int] = field(default_factory=dict)
+    cpu_seconds: float | None = None  # the service process's user + system time while measured
 
     def error(self, kind: str) -> None:
         self.errors[kind] = self.errors.get(kind, 0) + 1
@@ -72,8 +74,19 @@ def free_port() -> int:
         return port
 
 
+def process_cpu_seconds(pid: int | None) -> float | None:
+    """User + system CPU time of a process (Linux /proc), or None where that cannot be read."""
+    if pid is None:
+        return None
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def service_process(data_dir: Path, store: str) -> Iterator[str]:
+def service_process(data_dir: Path, store: str) -> Iterator[tuple[str, int]]:
     """The memory service in its own process on a free loopback port; always stopped afterwards.
 
     `store="constant"` serves the same app over a store that answers every retrieve with the same
@@ -101,7 +114,7 @@ def service_process(data_dir: Path, store: str) -> Iterator[str]:
         stderr=subprocess.DEVNULL,
     )
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", process.pid
     finally:
         process.terminate()
         try:
@@ -112,13 +125,13 @@ def service_process(data_dir: Path, store: str) -> Iterator[str]:
 
 
 def serve_constant(port: int) -> None:
-    """The baseline server: the real app and uvicorn settings, over a store that does no work."""
-    import uvicorn
-
+    """The baseline server: the real app, server stack and logging, over a store that does no work."""
     from memory.service import create_app
-    from memory.service_main import configure_logging
+    from memory.service_main import configure_logging, run_event_loop, serve_app, uvicorn_config
     from memory.stores import InMemoryMemoryStore
     from memory.types import MemoryRecord
+    from ops.http_guard import GuardLimits
+    from ops.metrics import Metrics
 
     class ConstantStore(InMemoryMemoryStore):
         async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
@@ -138,8 +151,9 @@ def serve_constant(port: int) -> None:
             ]
 
     configure_logging()
-    app = create_app(ConstantStore(cap=500), TOKEN)
-    uvicorn.run(app, host="127.0.0.1", port=port, access_log=False, log_level="warning")
+    metrics = Metrics()
+    app = create_app(ConstantStore(cap=500), TOKEN, metrics=metrics)
+    run_event_loop(serve_app(uvicorn_config(app, "127.0.0.1", port, GuardLimits(), metrics)))
 
 
 async def wait_healthy(session: aiohttp.ClientSession, url: str) -> None:
@@ -179,7 +193,7 @@ async def seed(session: aiohttp.ClientSession, url: str, count: int) -> None:
 
 
 async def drive(
-    url: str, token: str, connections: int, duration: float, warmup: float, limit: int
+    url: str, token: str, connections: int, duration: float, warmup: float, limit: int, pid: int | None
 ) -> Results:
     """`connections` workers, each on its own keep-alive connection, POSTing /retrieve back to back."""
     results = Results()
@@ -215,7 +229,15 @@ async def drive(
                 else:
                     results.error(kind)
 
-        await asyncio.gather(*(worker(i) for i in range(connections)))
+        async def meter() -> None:
+            await asyncio.sleep(max(0.0, measure_from - loop.time()))
+            before = process_cpu_seconds(pid)
+            await asyncio.sleep(max(0.0, stop - loop.time()))
+            after = process_cpu_seconds(pid)
+            if before is not None and after is not None:
+                results.cpu_seconds = after - before
+
+        await asyncio.gather(meter(), *(worker(i) for i in range(connections)))
     return results
 
 
@@ -226,7 +248,7 @@ def percentile(sorted_values: list[float], fraction: float) -> float:
     return sorted_values[index]
 
 
-async def run(args: argparse.Namespace, token: str) -> dict[str, object]:
+async def run(args: argparse.Namespace, token: str, store: str, pid: int | None = None) -> dict[str, object]:
     async with aiohttp.ClientSession(headers={"Authorization": f"Bearer {token}"}) as session:
         await wait_healthy(session, args.url)
         await seed(session, args.url, args.records)
@@ -234,12 +256,12 @@ async def run(args: argparse.Namespace, token: str) -> dict[str, object]:
             f"{args.url}/retrieve", json={"scopeKey": SCOPE, "query": QUERIES[0], "limit": args.limit}
         ) as reply:
             sample = len((await reply.json())["records"])
-    results = await drive(args.url, token, args.connections, args.duration, args.warmup, args.limit)
+    results = await drive(args.url, token, args.connections, args.duration, args.warmup, args.limit, pid)
     latencies = sorted(results.latencies)
     errors = sum(results.errors.values())
     return {
         "date": time.strftime("%Y-%m-%d"),
-        "store": args.store if not args.external else "external",
+        "store": store,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "connections": args.connections,
         "duration_s": args.duration,
@@ -255,7 +277,35 @@ async def run(args: argparse.Namespace, token: str) -> dict[str, object]:
         "mean_ms": round(statistics.fmean(latencies) * 1000, 2) if latencies else None,
         "errors": errors,
         "error_kinds": results.errors,
+        "load_average": round(os.getloadavg()[0], 2),
+        "service_cpu_ms_per_request": (
+            round(results.cpu_seconds * 1000 / len(latencies), 3)
+            if results.cpu_seconds is not None and latencies
+            else None
+        ),
     }
+
+
+def run_store(args: argparse.Namespace, store: str) -> dict[str, object]:
+    """One store's run against a fresh service process (or the already running `--url`)."""
+    if args.url:
+        return asyncio.run(run(args, os.environ.get("MEMORY_TOKEN", ""), "external"))
+    with (
+        tempfile.TemporaryDirectory(prefix="bench-memory-") as data_dir,
+        service_process(Path(data_dir), store) as (url, pid),
+    ):
+        return asyncio.run(run(argparse.Namespace(**{**vars(args), "url": url}), TOKEN, store, pid))
+
+
+def summary(report: dict[str, object]) -> str:
+    return (
+        f"[{report['store']}] {report['requests_per_s']} requests/s over {report['duration_s']} s, "
+        f"{report['connections']} connections, {report['scope_records']} records in the scope "
+        f"({report['records_per_reply']} per reply); "
+        f"p50 {report['p50_ms']} ms, p95 {report['p95_ms']} ms, p99 {report['p99_ms']} ms, "
+        f"max {report['max_ms']} ms; errors {report['errors']}; "
+        f"service CPU {report['service_cpu_ms_per_request']} ms/request; load {report['load_average']}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,34 +320,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=8, help="retrieve limit (default 8, the bot's)")
     parser.add_argument(
         "--store",
-        choices=["sqlite", "constant"],
+        choices=["sqlite", "constant", "both"],
         default="sqlite",
-        help="sqlite: the real service (default); constant: the HTTP layer alone, a store that does no work",
+        help="sqlite: the real service (default); constant: the HTTP layer alone, a store that does no "
+        "work; both: sqlite then constant in one run, with the ratio",
     )
     parser.add_argument("--serve-constant", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_constant:
         serve_constant(args.serve_constant)
         return 0
-    args.external = bool(args.url)
-    if args.url:
-        report = asyncio.run(run(args, os.environ.get("MEMORY_TOKEN", "")))
-    else:
-        with (
-            tempfile.TemporaryDirectory(prefix="bench-memory-") as data_dir,
-            service_process(Path(data_dir), args.store) as url,
-        ):
-            args.url = url
-            report = asyncio.run(run(args, TOKEN))
-    print(
-        f"[{report['store']}] {report['requests_per_s']} requests/s over {report['duration_s']} s, "
-        f"{report['connections']} connections, {report['scope_records']} records in the scope "
-        f"({report['records_per_reply']} per reply); "
-        f"p50 {report['p50_ms']} ms, p95 {report['p95_ms']} ms, p99 {report['p99_ms']} ms, "
-        f"max {report['max_ms']} ms; errors {report['errors']}"
-    )
-    print(json.dumps(report))
-    return 0 if report["errors"] == 0 else 1
+    stores = ["sqlite", "constant"] if args.store == "both" else [args.store]
+    reports = [run_store(args, store) for store in stores]
+    for report in reports:
+        print(summary(report))
+        print(json.dumps(report))
+    if len(reports) == 2:
+        ratio = float(reports[0]["requests_per_s"]) / max(float(reports[1]["requests_per_s"]), 1e-9)  # type: ignore[arg-type]
+        print(f"sqlite / constant in the same run: {ratio:.2f}")
+    return 0 if all(report["errors"] == 0 for report in reports) else 1
 
 
 if __name__ == "__main__":

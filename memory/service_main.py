@@ -13,9 +13,9 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Coroutine, Iterator, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import structlog
 import uvicorn
@@ -35,6 +35,8 @@ from ops.metrics import METRICS_TOKEN_ENV, Metrics
 from ops.tracing import configure_tracing
 
 log = structlog.get_logger("memory.service")
+
+T = TypeVar("T")
 
 TOKEN_ENV = "MEMORY_TOKEN"
 DATABASE_URL_ENV = "DATABASE_URL"
@@ -107,7 +109,7 @@ def main(argv: list[str]) -> int:
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn handles SIGINT; a second ^C lands here
         try:
             limits = guard_limits(args)
-            asyncio.run(
+            run_event_loop(
                 serve(
                     args.host,
                     args.port,
@@ -159,7 +161,7 @@ async def serve(
         app = create_app(store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None)
         config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)
         log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
-        await _GracefulServer(config).serve()
+        await serve_app(config)
     finally:
         await store.aclose()
         log.info("memory.service_stopped")
@@ -180,6 +182,21 @@ def uvicorn_config(app: Any, host: str, port: int, limits: GuardLimits, metrics:
         log_level="warning",
         lifespan="off",
     )
+
+
+def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run`, on uvloop where it is installed (every platform but Windows)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
+async def serve_app(config: uvicorn.Config) -> None:
+    """Serve until SIGTERM/SIGINT, then return (the caller closes what it opened)."""
+    await _GracefulServer(config).serve()
 
 
 class _GracefulServer(uvicorn.Server):

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 import functools
 import hashlib
 import json
@@ -63,6 +64,7 @@ from memory.types import (
     RecordStatus,
     WriteResult,
 )
+from memory.usage_bumps import FLUSH_SECONDS, PendingBumps
 
 log = structlog.get_logger("memory")
 
@@ -193,6 +195,11 @@ class SqliteMemoryStore:
         self._connections: OrderedDict[str, sqlite3.Connection] = OrderedDict()
         self._scope_locks: weakref.WeakValueDictionary[str, threading.Lock] = weakref.WeakValueDictionary()
         self._closed = False
+        # Usage bumps not yet written (memory/usage_bumps.py); a scope's entry is touched only under
+        # its scope lock. The timers and tasks that write them live on the event loop.
+        self._bumps: dict[str, PendingBumps] = {}
+        self._flush_timers: dict[str, asyncio.TimerHandle] = {}
+        self._flushes: set[asyncio.Task[None]] = set()
 
     @property
     def data_dir(self) -> Path:
@@ -224,7 +231,10 @@ class SqliteMemoryStore:
         if limit <= 0 or not terms:
             return []
         nothing: builtins.list[Ranked] = []
-        ranked = await self._run(scope_key, lambda c: self._retrieve(c, query, terms, limit), nothing)
+        ranked = await self._run(
+            scope_key, lambda c: self._retrieve(c, scope_key, query, terms, limit), nothing, flush=False
+        )
+        self._flush_soon(scope_key)
         return [item.record for item in ranked]
 
     async def write(
@@ -268,30 +278,90 @@ class SqliteMemoryStore:
         if self._closed:
             return
         self._closed = True
-        await asyncio.to_thread(self._shutdown)
+        for timer in self._flush_timers.values():
+            timer.cancel()
+        self._flush_timers.clear()
+        await asyncio.to_thread(self._shutdown)  # writes every pending bump before closing
 
     # -- off the event loop --------------------------------------------------------------------------
 
     async def _run(
-        self, scope_key: str, work: Callable[[sqlite3.Connection], T], missing: T, *, create: bool = False
+        self,
+        scope_key: str,
+        work: Callable[[sqlite3.Connection], T],
+        missing: T,
+        *,
+        create: bool = False,
+        flush: bool = True,
     ) -> T:
         """Run `work` on a worker thread holding the scope's lock; `missing` when a read finds no
-        database (reads never create files)."""
+        database (reads never create files). The scope's pending bumps are written first unless
+        `flush` is False (a retrieve lays them over what it reads instead)."""
         if self._closed:
             raise MemoryStoreError("the sqlite memory store is closed")
         loop = asyncio.get_running_loop()
-        job = functools.partial(self._in_scope, scope_key, work, missing, create)
+        job = functools.partial(self._in_scope, scope_key, work, missing, create, flush)
         try:
             return await loop.run_in_executor(self._executor, job)
         except sqlite3.Error as error:
             raise MemoryStoreError(f"sqlite memory store failed for scope {scope_key}: {error}") from error
 
     def _in_scope(
-        self, scope_key: str, work: Callable[[sqlite3.Connection], T], missing: T, create: bool
+        self, scope_key: str, work: Callable[[sqlite3.Connection], T], missing: T, create: bool, flush: bool
     ) -> T:
         with self._scope_lock(scope_key):
             connection = self._checkout(scope_key, create)
-            return missing if connection is None else work(connection)
+            if connection is None:
+                return missing
+            if flush:
+                self._write_bumps(connection, scope_key)
+            return work(connection)
+
+    # -- usage bumps, written in batches (memory/usage_bumps.py) -------------------------------------
+
+    def _flush_soon(self, scope_key: str) -> None:
+        """Make sure the scope's pending bumps are written within FLUSH_SECONDS (event loop side)."""
+        if scope_key not in self._bumps or scope_key in self._flush_timers or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        self._flush_timers[scope_key] = loop.call_later(FLUSH_SECONDS, self._start_flush, scope_key)
+
+    def _start_flush(self, scope_key: str) -> None:
+        self._flush_timers.pop(scope_key, None)
+        if self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(self._flush(scope_key))
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _flush(self, scope_key: str) -> None:
+        with contextlib.suppress(MemoryStoreError):  # closed meanwhile: the shutdown writes them
+            await self._run(scope_key, lambda connection: None, None)
+
+    def _bump_later(self, scope_key: str, records: Sequence[MemoryRecord], used_at: float) -> None:
+        """Record a retrieve's bumps; the caller holds the scope lock."""
+        now = time.monotonic()
+        pending = self._bumps.setdefault(scope_key, PendingBumps(since=now))
+        pending.add([record.id for record in records], used_at)
+
+    def _write_bumps(self, connection: sqlite3.Connection, scope_key: str) -> None:
+        """The scope's pending bumps in one transaction; the caller holds the scope lock."""
+        pending = self._bumps.pop(scope_key, None)
+        if pending is None:
+            return
+        try:
+            with _transaction(connection):
+                connection.executemany(
+                    "UPDATE records SET last_used_at = ?, use_count = use_count + ? WHERE id = ?",
+                    pending.rows(),
+                )
+        except sqlite3.Error as error:  # usage counts only: the records themselves are untouched
+            log.warning(
+                "memory.store.bumps_lost",
+                scope_key=scope_key,
+                records=len(pending.uses),
+                error=type(error).__name__,
+            )
 
     def _scope_lock(self, scope_key: str) -> threading.Lock:
         with self._lock:
@@ -329,15 +399,18 @@ class SqliteMemoryStore:
         with self._lock:
             self._connections[scope_key] = connection
             surplus = self._take_surplus_locked(scope_key)
-        for lock, oldest in surplus:
+        for key, lock, oldest in surplus:
+            self._write_bumps(oldest, key)
             oldest.close()
             lock.release()
         return connection
 
-    def _take_surplus_locked(self, keep: str) -> builtins.list[tuple[threading.Lock, sqlite3.Connection]]:
+    def _take_surplus_locked(
+        self, keep: str
+    ) -> builtins.list[tuple[str, threading.Lock, sqlite3.Connection]]:
         """Least recently used connections beyond `max_open` that no thread is using right now;
         each is returned with its scope lock held, to be closed outside the map lock."""
-        surplus: builtins.list[tuple[threading.Lock, sqlite3.Connection]] = []
+        surplus: builtins.list[tuple[str, threading.Lock, sqlite3.Connection]] = []
         excess = len(self._connections) - self._max_open
         for key in builtins.list(self._connections):
             if excess <= 0:
@@ -346,27 +419,28 @@ class SqliteMemoryStore:
                 continue
             lock = self._scope_lock_locked(key)
             if lock.acquire(blocking=False):  # busy scopes stay open until a later checkout
-                surplus.append((lock, self._connections.pop(key)))
+                surplus.append((key, lock, self._connections.pop(key)))
                 excess -= 1
         return surplus
 
     def _shutdown(self) -> None:
         self._executor.shutdown(wait=True)
         with self._lock:
-            connections = builtins.list(self._connections.values())
+            connections = builtins.list(self._connections.items())
             self._connections.clear()
-        for connection in connections:
+        for scope_key, connection in connections:
+            self._write_bumps(connection, scope_key)
             connection.close()
 
     def _retrieve(
-        self, connection: sqlite3.Connection, query: str, terms: Sequence[str], limit: int
+        self, connection: sqlite3.Connection, scope_key: str, query: str, terms: Sequence[str], limit: int
     ) -> builtins.list[Ranked]:
         match = fts_match_terms(terms)
         if match is None:
             return []
         # The spec ranking prefilters on whole tokens, v2 on stems: each index holds the active rows.
         index = "records_stems" if self._ranking.stemmed else "records_fts"
-        with _transaction(connection):
+        with _snapshot(connection):  # a read: the usage bump is written later (memory/usage_bumps.py)
             rows = connection.execute(
                 f"SELECT r.seq, {_R_COLUMNS} FROM ("
                 f"  SELECT rowid, bm25({index}) AS score FROM {index}"
@@ -377,16 +451,17 @@ class SqliteMemoryStore:
             # bm25 only chose who reaches the engine; seq order makes ties rank as in every store.
             rows.sort(key=lambda row: int(row[0]))
             stats = _term_stats(connection, terms) if self._ranking.stemmed else None
-            now = self._clock()
-            ranked = rank([_record(row[1:]) for row in rows], query, limit, now, self._ranking, stats=stats)
-            if not ranked:
-                return []
-            ids = [item.record.id for item in ranked]
-            connection.execute(
-                "UPDATE records SET last_used_at = ?, use_count = use_count + 1 "
-                f"WHERE id IN ({_placeholders(len(ids))})",
-                (now, *ids),
-            )
+        now = self._clock()
+        records = [_record(row[1:]) for row in rows]
+        pending = self._bumps.get(scope_key)
+        if pending is not None:  # what an immediate bump would have left in the rows
+            records = [pending.overlay(record) for record in records]
+        ranked = rank(records, query, limit, now, self._ranking, stats=stats)
+        if not ranked:
+            return []
+        self._bump_later(scope_key, [item.record for item in ranked], now)
+        if self._bumps[scope_key].due(time.monotonic()):
+            self._write_bumps(connection, scope_key)
         return [
             Ranked(replace(r.record, last_used_at=now, use_count=r.record.use_count + 1), r.relevance)
             for r in ranked
@@ -570,6 +645,16 @@ def _count_terms(connection: sqlite3.Connection, stems: Iterable[str], delta: in
         "INSERT INTO term_df (term, df) VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
         [(stem, delta) for stem in (_DOCUMENTS, *stems)],
     )
+
+
+@contextmanager
+def _snapshot(connection: sqlite3.Connection) -> Iterator[None]:
+    """A read transaction (BEGIN DEFERRED): several SELECTs see one state, no write lock taken."""
+    connection.execute("BEGIN")
+    try:
+        yield
+    finally:
+        connection.execute("COMMIT")
 
 
 @contextmanager

@@ -22,7 +22,7 @@ import asyncio
 import resource
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import structlog
 
@@ -197,7 +197,7 @@ class _GuardedProtocol(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's transports are not its subclasses
         self._transport = transport
         if not self._guard._opened():
             transport.write(REFUSAL)

@@ -17,6 +17,7 @@ import sqlite3
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +29,7 @@ from memory.engine import MAX_MATCH_TOKENS, candidate_cap, match_tokens
 from memory.sqlite_store import SqliteMemoryStore, database_filename, fts_match_query
 from memory.stores import InMemoryMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MAX_LIMIT, MemoryCandidate, MemoryStoreError, WriteResult
+from memory.usage_bumps import FLUSH_SECONDS
 from tests.memory.store_contract import DAY, START, FakeClock, fact, ids, rid
 
 ORG = "org:acme"
@@ -440,34 +442,62 @@ async def test_match_is_capped_at_the_24_longest_distinct_tokens(
     ]
 
 
-async def test_the_usage_bump_is_one_batched_update(store: SqliteMemoryStore, statements: Statements) -> None:
+def use_counts(store: SqliteMemoryStore, scope: str) -> dict[str, int]:
+    """What the database itself holds (not what the store would overlay)."""
+    with raw(store.database_path(scope)) as connection:
+        return {row[0]: row[1] for row in connection.execute("SELECT id, use_count FROM records")}
+
+
+async def test_a_retrieve_is_a_plain_read_that_leaves_its_bumps_for_later(
+    store: SqliteMemoryStore, statements: Statements
+) -> None:
     await store.write(ORG, [fact("deploy one"), fact("deploy two"), fact("deploy three"), fact("other")])
     statements.clear()
 
     found = await store.retrieve(ORG, "deploy", 5)
 
-    updates = statements.starting("UPDATE")
     assert len(found) == 3
-    assert len(updates) == 1
-    assert "WHERE id IN (" in updates[0]
-    assert sorted(re.findall(r"'(mem:[^']+)'", updates[0])) == sorted(ids(found))
+    assert [sql for sql in statements.sql() if sql.startswith(("BEGIN IMMEDIATE", "UPDATE"))] == []
+    assert set(use_counts(store, ORG).values()) == {0}
+    assert {record.use_count for record in found} == {1}  # what it returns is already bumped
 
 
-async def test_the_batched_bump_covers_max_limit_ids_in_one_statement(
+async def test_pending_bumps_are_written_in_one_transaction_before_the_next_operation(
     store: SqliteMemoryStore, statements: Statements
 ) -> None:
     await fill(store, ORG, [f"deploy item {n}" for n in range(60)])
+    found = await store.retrieve(ORG, "deploy", MAX_LIMIT)
     statements.clear()
 
-    found = await store.retrieve(ORG, "deploy", MAX_LIMIT)
+    await store.list(ORG, 1)
 
-    updates = statements.starting("UPDATE")
-    assert len(found) == MAX_LIMIT
-    assert len(updates) == 1
-    assert len(re.findall(r"'mem:[^']+'", updates[0])) == MAX_LIMIT
-    with raw(store.database_path(ORG)) as connection:
-        bumped = {row[0] for row in connection.execute("SELECT id FROM records WHERE use_count = 1")}
-    assert bumped == set(ids(found))
+    body = statements.sql()
+    assert body[0] == "BEGIN IMMEDIATE"
+    updates = [sql for sql in body if sql.startswith("UPDATE records SET last_used_at")]
+    assert len(updates) == MAX_LIMIT == len(found)
+    assert body.index("COMMIT") > body.index(updates[-1])
+    counts = use_counts(store, ORG)
+    assert {key for key, count in counts.items() if count} == set(ids(found))
+
+
+async def test_pending_bumps_reach_the_database_within_the_flush_interval(store: SqliteMemoryStore) -> None:
+    await store.write(ORG, [fact("deploy one"), fact("other")])
+    [found] = await store.retrieve(ORG, "deploy", 5)
+    deadline = time.monotonic() + FLUSH_SECONDS + 5
+    while use_counts(store, ORG)[found.id] == 0:
+        assert time.monotonic() < deadline, "the pending bump was never written"
+        await asyncio.sleep(0.05)
+    assert use_counts(store, ORG)[found.id] == 1
+
+
+async def test_closing_the_store_writes_its_pending_bumps(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path / "memory")
+    await store.write(ORG, [fact("deploy one"), fact("other")])
+    [first] = await store.retrieve(ORG, "deploy", 5)
+    [second] = await store.retrieve(ORG, "deploy", 5)
+    await store.aclose()
+    assert (first.use_count, second.use_count) == (1, 2)
+    assert use_counts(store, ORG)[first.id] == 2
 
 
 async def test_retrieve_and_list_return_at_most_max_limit_records(store: SqliteMemoryStore) -> None:

@@ -1,0 +1,51 @@
+"""Usage bumps held back from the read path and written in batches (the SQLite store's retrieve).
+
+A retrieve used to be a write transaction: `UPDATE … use_count + 1` and a commit on every read, which
+serialized reads behind the database's write lock and cost a sixth of the retrieve (BENCHMARKS.md,
+"Memory service"). Now a retrieve records its bumps here and the store writes a scope's pending bumps
+in one transaction: within `FLUSH_SECONDS`, before any other operation on the scope, before its
+connection closes, and when the store closes.
+
+Readers see no difference in this process: every record a retrieve reads has its pending bumps laid
+over it (`overlay`), so ranking and the returned counts are exactly those of an immediate bump. What is
+weaker: another process over the same files sees a bump up to `FLUSH_SECONDS` late, and a crash loses at
+most that long of usage counts (never a record).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from memory.types import MemoryRecord
+
+FLUSH_SECONDS = 0.5
+FLUSH_RECORDS = 512  # a scope with this many pending bumps is written at once
+
+
+@dataclass
+class PendingBumps:
+    """One scope's bumps not yet written: per record id, the uses and the latest time of use."""
+
+    since: float  # monotonic time of the oldest pending bump
+    uses: dict[str, tuple[int, float]] = field(default_factory=dict)
+
+    def add(self, record_ids: list[str], used_at: float) -> None:
+        """Like `SET last_used_at = ?, use_count = use_count + 1`: the last use's time wins."""
+        for record_id in record_ids:
+            count, _ = self.uses.get(record_id, (0, used_at))
+            self.uses[record_id] = (count + 1, used_at)
+
+    def overlay(self, record: MemoryRecord) -> MemoryRecord:
+        """The record as an immediate bump would have left it."""
+        pending = self.uses.get(record.id)
+        if pending is None:
+            return record
+        count, used_at = pending
+        return replace(record, use_count=record.use_count + count, last_used_at=used_at)
+
+    def due(self, now: float) -> bool:
+        return len(self.uses) >= FLUSH_RECORDS or now - self.since >= FLUSH_SECONDS
+
+    def rows(self) -> list[tuple[float, int, str]]:
+        """`(last_used_at, uses, id)` rows for `UPDATE … SET last_used_at = ?, use_count = use_count + ?`."""
+        return [(used_at, count, record_id) for record_id, (count, used_at) in self.uses.items()]
