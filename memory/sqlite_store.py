@@ -74,6 +74,7 @@ StatementHook = Callable[[str, str], None]
 T = TypeVar("T")
 
 DEFAULT_MAX_OPEN = 64
+DECODED_ROWS = 4096  # rows kept decoded for retrieves (memory: a few MB at most)
 # Worker threads: SQLite releases the GIL while it runs, so reads of different scopes overlap.
 DEFAULT_WORKERS = 2
 BUSY_TIMEOUT_SECONDS = 5.0
@@ -200,6 +201,9 @@ class SqliteMemoryStore:
         self._bumps: dict[str, PendingBumps] = {}
         self._flush_timers: dict[str, asyncio.TimerHandle] = {}
         self._flushes: set[asyncio.Task[None]] = set()
+        # A retrieve reads the same candidate rows again and again: an unchanged row (every column
+        # equal, so a bump or a forget is a different key) decodes to the same record.
+        self._decode = functools.lru_cache(maxsize=DECODED_ROWS)(_record)
 
     @property
     def data_dir(self) -> Path:
@@ -452,7 +456,7 @@ class SqliteMemoryStore:
             rows.sort(key=lambda row: int(row[0]))
             stats = _term_stats(connection, terms) if self._ranking.stemmed else None
         now = self._clock()
-        records = [_record(row[1:]) for row in rows]
+        records = [self._decode(tuple(row[1:])) for row in rows]
         pending = self._bumps.get(scope_key)
         if pending is not None:  # what an immediate bump would have left in the rows
             records = [pending.overlay(record) for record in records]
