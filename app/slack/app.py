@@ -49,7 +49,7 @@ from app.slack.events import (
     visibility_from_slash_channel,
 )
 from app.slack.format import POST_TEXT_LIMIT, markdown_to_mrkdwn, split_message
-from app.slack.http import build_web_app
+from app.slack.http import HEALTH_PATH, build_web_app
 from app.slack.state import RecentKeys, TtlCache
 from app.slack.surface import ReplyOptions, SlackThreadSurface
 from app.surface import Surface
@@ -565,8 +565,8 @@ async def start_http(
 
 
 def _measured(metrics: Metrics, path: str) -> Any:
-    """Requests by route and status: the events path, /metrics, or `other` (never the raw path)."""
-    known = {path, METRICS_PATH}
+    """Requests by route and status: the events path, /healthz, /metrics, or `other` (never the raw path)."""
+    known = {path, HEALTH_PATH, METRICS_PATH}
 
     @web.middleware
     async def measured(request: web.Request, handler: Any) -> web.StreamResponse:
