@@ -12,7 +12,17 @@ from typing import Literal, TypeGuard
 
 from memory.redact import redact_candidate
 from memory.scorer import query_terms, query_tokens, recency_score, record_tokens, weighted_score
-from memory.types import MAX_SCOPE_CAP, RECORD_KINDS, MemoryCandidate, MemoryRecord
+from memory.types import (
+    MAX_KEYWORD_CHARS,
+    MAX_KEYWORDS,
+    MAX_REF_CHARS,
+    MAX_SCOPE_CAP,
+    MAX_TEXT_CHARS,
+    ORIGINS,
+    RECORD_KINDS,
+    MemoryCandidate,
+    MemoryRecord,
+)
 
 # The FTS prefilter takes at most this many of the query's tokens: the longest distinct ones (§17).
 MAX_MATCH_TOKENS = 24
@@ -75,28 +85,58 @@ def validate_cap(value: object) -> int:
 
 
 def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
-    """What every store refuses before anything is written: an unknown kind, a non-string field, text a
-    database cannot hold (NUL, lone surrogates). The message names the field."""
+    """What every store refuses before anything is written — exactly what the service's wire refuses
+    (§16), so a direct write cannot store what the service would not: an unknown kind or origin, a
+    non-string field, empty or over-long text, too many or too long keywords, an over-long reference,
+    a confidence outside [0, 1], text a database cannot hold (NUL, lone surrogates). The message names
+    the field."""
+    at = f"candidates[{index}]"
     if candidate.kind not in RECORD_KINDS:
-        raise ValueError(f"candidates[{index}].kind must be one of {sorted(RECORD_KINDS)}")
+        raise ValueError(f"{at}.kind must be one of {sorted(RECORD_KINDS)}")
+    if not isinstance(candidate.origin, str) or candidate.origin not in ORIGINS:
+        raise ValueError(f"{at}.origin must be one of {sorted(ORIGINS)}")
     fields: dict[str, object] = {
         "text": candidate.text,
         "source_thread_key": candidate.source_thread_key,
         "source_run_id": candidate.source_run_id,
         "supersedes": candidate.supersedes,
+        "origin_conversation": candidate.origin_conversation,
     }
     fields.update({f"keywords[{n}]": keyword for n, keyword in enumerate(candidate.keywords)})
     for name, value in fields.items():
-        if value is None and name in ("source_run_id", "supersedes"):
+        if value is None and name in _OPTIONAL_REFS:
             continue
         if not isinstance(value, str):
-            raise ValueError(f"candidates[{index}].{name} must be a string")
+            raise ValueError(f"{at}.{name} must be a string")
         if "\x00" in value:
-            raise ValueError(f"candidates[{index}].{name} must not contain NUL characters")
+            raise ValueError(f"{at}.{name} must not contain NUL characters")
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
-            raise ValueError(f"candidates[{index}].{name} must be valid Unicode text") from None
+            raise ValueError(f"{at}.{name} must be valid Unicode text") from None
+        limit, required = _FIELD_CAPS.get(name.partition("[")[0], (MAX_REF_CHARS, False))
+        blank = not (value.strip() if name == "text" else value)
+        if len(value) > limit or (required and blank):
+            shape = "a non-empty string" if required else "a string"
+            raise ValueError(f"{at}.{name} must be {shape} of at most {limit} characters")
+    if len(candidate.keywords) > MAX_KEYWORDS:
+        raise ValueError(f"{at}.keywords must hold at most {MAX_KEYWORDS} strings")
+    confidence = candidate.confidence
+    if confidence is not None and (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, int | float)
+        or not 0.0 <= confidence <= 1.0
+    ):
+        raise ValueError(f"{at}.confidence must be a number in [0, 1]")
+
+
+_OPTIONAL_REFS = frozenset({"source_run_id", "supersedes", "origin_conversation"})
+# Per field: the most characters, and whether it must be non-empty (the wire's §16 rules).
+_FIELD_CAPS: dict[str, tuple[int, bool]] = {
+    "text": (MAX_TEXT_CHARS, True),
+    "source_thread_key": (MAX_REF_CHARS, True),
+    "keywords": (MAX_KEYWORD_CHARS, True),
+}
 
 
 def prepare_batch(candidates: Iterable[MemoryCandidate]) -> list[MemoryCandidate]:
@@ -184,6 +224,8 @@ def mint_record(
         confidence=candidate.confidence,
         supersedes=supersedes,
         status="active",
+        origin=candidate.origin,
+        origin_conversation=candidate.origin_conversation,
     )
 
 

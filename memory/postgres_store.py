@@ -47,13 +47,16 @@ from memory.scope import validate_scope_key
 from memory.scorer import record_tokens
 from memory.types import (
     DEFAULT_SCOPE_CAP,
+    ORIGINS,
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
+    Origin,
     RecordKind,
     RecordStatus,
     WriteResult,
 )
+from memory.visibility import legacy_origin
 
 log = structlog.get_logger("memory")
 
@@ -68,6 +71,9 @@ _LOCK_NAMESPACE: Final = 0x5B_4D_45_4D  # "[MEM"
 _SCHEMA_LOCK: Final = 0
 _MAX_SEQ: Final = 2**63 - 1
 _TOKEN: Final = re.compile(r"[a-z0-9]+")
+# PostgreSQL's longest lexeme: a longer token or stem (a 4,000-character run, which the wire accepts)
+# cannot be in a tsvector or tsquery, so it is left out of both — no query can name one anyway.
+_MAX_LEXEME: Final = 2047
 
 # The one migration path: re-applied on every open, safe over live data. A later column is added here
 # with ALTER TABLE … ADD COLUMN IF NOT EXISTS.
@@ -121,11 +127,26 @@ _SCHEMA: Final[tuple[str, ...]] = (
     )
     """,
     "CREATE TABLE IF NOT EXISTS memory_meta (key text PRIMARY KEY, value text NOT NULL)",
+    # The origin label (issue 14): added nullable, labelled by `_migrate_origin`, then made NOT NULL.
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin text",
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin_conversation text",
+)
+_ORIGIN_NULLABLE: Final = """
+    SELECT is_nullable = 'YES' FROM information_schema.columns
+    WHERE table_schema = current_schema() AND table_name = 'memory_records' AND column_name = 'origin'
+"""
+_UNLABELLED_SCOPES: Final = "SELECT DISTINCT scope_key FROM memory_records WHERE origin IS NULL"
+_LABEL_SCOPE: Final = (
+    "UPDATE memory_records SET origin = %s, origin_conversation = %s WHERE scope_key = %s AND origin IS NULL"
+)
+_ORIGIN_REQUIRED: Final = (
+    "ALTER TABLE memory_records ALTER COLUMN origin SET DEFAULT 'unknown'",
+    "ALTER TABLE memory_records ALTER COLUMN origin SET NOT NULL",
 )
 
 _COLUMNS: Final = (
     "seq, id, scope_key, kind, text, source_thread_key, created_at, keywords, source_run_id,"
-    " last_used_at, use_count, confidence, supersedes, status"
+    " last_used_at, use_count, confidence, supersedes, status, origin, origin_conversation"
 )
 # `status = 'active'` stays a literal everywhere so the planner can use the partial FTS index.
 _SELECT_MATCHES: Final = f"""
@@ -207,8 +228,9 @@ _FORGET: Final = (
 )
 _INSERT: Final = """
     INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, keywords, tokens, source_thread_key,
-        source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, stems)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, stems, origin,
+        origin_conversation)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 # A row as selected: its seq (the key's second half) and the record.
@@ -225,7 +247,7 @@ def match_query(query: str) -> str | None:
 
 def tsquery_of(terms: Sequence[str]) -> str | None:
     """Tokens or stems (each `[a-z0-9]+`, quoted) OR-joined as a tsquery literal; None when none."""
-    quoted = [f"'{term}'" for term in terms if _TOKEN.fullmatch(term)]
+    quoted = [f"'{term}'" for term in terms if _TOKEN.fullmatch(term) and len(term) <= _MAX_LEXEME]
     return " | ".join(quoted) or None
 
 
@@ -581,6 +603,7 @@ async def _apply_schema(conn: Connection) -> None:
         await conn.execute(_LOCK_SCHEMA)
         for statement in _SCHEMA:
             await conn.execute(statement)
+        await _migrate_origin(conn)
         stemmed = await _backfill_stems(conn)
         cursor = await conn.execute(_TERM_DF_BUILT)
         if stemmed or await cursor.fetchone() is None:
@@ -601,7 +624,7 @@ async def _backfill_stems(conn: Connection) -> int:
             await batch.executemany(
                 _SET_STEMS,
                 [
-                    (sorted(stems_of(text, keywords)), scope_key, seq)
+                    (sorted(s for s in stems_of(text, keywords) if len(s) <= _MAX_LEXEME), scope_key, seq)
                     for scope_key, seq, text, keywords in rows
                 ],
             )
@@ -627,6 +650,25 @@ async def _uncount(conn: Connection, scope_key: str, retired: Sequence[TupleRow]
         await conn.execute(_UNCOUNT_TERMS, (amount, scope_key, terms))
 
 
+async def _migrate_origin(conn: Connection) -> None:
+    """Rows written before the origin label get their scope's conservative label (`legacy_origin`),
+    once: after that the column is NOT NULL and this is one catalogue lookup."""
+    cursor = await conn.execute(_ORIGIN_NULLABLE)
+    if not _one(await cursor.fetchone()):
+        return
+    cursor = await conn.execute(_UNLABELLED_SCOPES)
+    scopes = [str(row[0]) for row in await cursor.fetchall()]
+    labelled = 0
+    for scope_key in scopes:
+        origin, conversation = legacy_origin(scope_key)
+        cursor = await conn.execute(_LABEL_SCOPE, (origin, conversation, scope_key))
+        labelled += max(cursor.rowcount, 0)
+    for statement in _ORIGIN_REQUIRED:
+        await conn.execute(statement)
+    if labelled:
+        log.info("memory.store.origin_migrated", store="postgres", scopes=len(scopes), records=labelled)
+
+
 async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandidate) -> builtins.list[_Row]:
     """Exactly the rows plan_write reads (§18): the supersede target, else the same-norm actives."""
     if candidate.supersedes:
@@ -639,7 +681,7 @@ async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandida
 
 
 async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
-    stems = sorted(record_stems(record))
+    stems = sorted(stem for stem in record_stems(record) if len(stem) <= _MAX_LEXEME)
     await conn.execute(
         _INSERT,
         (
@@ -650,7 +692,7 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
             record.text,
             normalize_text(record.text),
             builtins.list(record.keywords),
-            sorted(record_tokens(record)),
+            sorted(token for token in record_tokens(record) if len(token) <= _MAX_LEXEME),
             record.source_thread_key,
             record.source_run_id,
             record.created_at,
@@ -660,6 +702,8 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
             record.supersedes,
             record.status,
             stems,
+            record.origin,
+            record.origin_conversation,
         ),
     )
     await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
@@ -686,6 +730,8 @@ def _row(row: TupleRow) -> _Row:
         confidence=row[11],
         supersedes=row[12],
         status=cast(RecordStatus, row[13]),
+        origin=cast(Origin, row[14]) if row[14] in ORIGINS else "unknown",
+        origin_conversation=row[15],
     )
     return int(row[0]), record
 

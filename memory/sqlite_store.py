@@ -33,7 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args
 
 import structlog
 
@@ -60,11 +60,13 @@ from memory.types import (
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
+    Origin,
     RecordKind,
     RecordStatus,
     WriteResult,
 )
 from memory.usage_bumps import FLUSH_SECONDS, PendingBumps
+from memory.visibility import legacy_origin
 
 log = structlog.get_logger("memory")
 
@@ -91,6 +93,8 @@ _STATUSES: dict[str, RecordStatus] = {
     "evicted": "evicted",
 }
 _KINDS: dict[str, RecordKind] = {"fact": "fact", "summary": "summary"}
+# An unrecognised stored origin reads as `unknown` (shown only to the owner): never wider.
+_ORIGINS: dict[str, Origin] = {origin: origin for origin in get_args(Origin)}
 
 # The one migration path: re-applied on every open, idempotent, safe over live data (§15).
 _SCHEMA = (
@@ -136,7 +140,7 @@ _DOCUMENTS = ""
 
 _COLUMNS = (
     "id, scope_key, kind, text, keywords, source_thread_key, source_run_id, "
-    "created_at, last_used_at, use_count, confidence, supersedes, status"
+    "created_at, last_used_at, use_count, confidence, supersedes, status, origin, origin_conversation"
 )
 _R_COLUMNS = ", ".join(f"r.{name.strip()}" for name in _COLUMNS.split(","))
 
@@ -563,6 +567,7 @@ def _prepare(connection: sqlite3.Connection, scope_key: str) -> None:
             connection.execute(statement)
         for table, column, declaration in _COLUMNS_ADDED:
             ensure_column(connection, table, column, declaration)
+        _migrate_origin(connection, scope_key)
         row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
         if row is None:
             connection.execute(
@@ -575,11 +580,28 @@ def _prepare(connection: sqlite3.Connection, scope_key: str) -> None:
         _reconcile_stems(connection, scope_key)
 
 
-def ensure_column(connection: sqlite3.Connection, table: str, column: str, declaration: str) -> None:
-    """The one way a column is added: idempotent, so every open of an older database migrates it."""
+def ensure_column(connection: sqlite3.Connection, table: str, column: str, declaration: str) -> bool:
+    """The one way a column is added: idempotent, so every open of an older database migrates it.
+    True when this call added it (a migration that must label the older rows does it then)."""
     present = {str(row[1]) for row in connection.execute(f"PRAGMA table_info({table})")}
-    if column not in present:
-        connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    if column in present:
+        return False
+    connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    return True
+
+
+def _migrate_origin(connection: sqlite3.Connection, scope_key: str) -> None:
+    """The origin label (issue 14). Rows written before it existed get the conservative label of
+    their scope (`legacy_origin`), once, in the transaction that adds the columns."""
+    added = ensure_column(connection, "records", "origin", "TEXT NOT NULL DEFAULT 'unknown'")
+    ensure_column(connection, "records", "origin_conversation", "TEXT")
+    if added:
+        origin, conversation = legacy_origin(scope_key)
+        labelled = connection.execute(
+            "UPDATE records SET origin = ?, origin_conversation = ?", (origin, conversation)
+        ).rowcount
+        if labelled > 0:
+            log.info("memory.store.origin_migrated", scope_key=scope_key, origin=origin, records=labelled)
 
 
 def _enable_wal(connection: sqlite3.Connection) -> None:
@@ -693,8 +715,8 @@ def _write_pool(connection: sqlite3.Connection, candidate: MemoryCandidate) -> b
 def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> None:
     connection.execute(
         "INSERT INTO records (seq, id, scope_key, kind, text, norm, keywords, source_thread_key, "
-        "source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, origin, "
+        "origin_conversation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             seq,
             record.id,
@@ -711,6 +733,8 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
             record.confidence,
             record.supersedes,
             record.status,
+            record.origin,
+            record.origin_conversation,
         ),
     )
     connection.execute(
@@ -815,6 +839,8 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
         confidence,
         supersedes,
         status,
+        origin,
+        origin_conversation,
     ) = row
     return MemoryRecord(
         id=str(record_id),
@@ -830,4 +856,6 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
         confidence=None if confidence is None else float(confidence),
         supersedes=None if supersedes is None else str(supersedes),
         status=_STATUSES[str(status)],
+        origin=_ORIGINS.get(str(origin), "unknown"),
+        origin_conversation=None if origin_conversation is None else str(origin_conversation),
     )

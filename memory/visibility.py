@@ -9,18 +9,20 @@ A reply's audience must be no wider than the record's origin:
 | `public`, `machine`    | anywhere                                                                  |
 | `private`, `mpim`      | in that same conversation, or privately to the record's owner             |
 | `dm`, `unknown`        | only privately to the record's owner (their DM with the bot, their        |
-|                        | terminal, an ephemeral reply or App Home only they see)                   |
+|                        | terminal, an ephemeral reply or App Home only they see), or privately in  |
+|                        | that same DM                                                              |
 
 The owner of a record is the person whose user scope holds it; a shared-scope record has no owner, so
-a `dm`/`unknown` one there is shown nowhere (the write gate never puts one there; a migrated row might).
+a `dm`/`unknown` one there is shown only privately in the DM it came from (a DM's channel scope), and
+nowhere else (the write gate never puts one in a wider scope; a migrated row might).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, cast
 
-from memory.types import MemoryRecord, Origin
+from memory.types import ORIGINS, MemoryRecord, Origin
 
 # Who will see a reply: everyone in a public channel, the members of a private channel or group DM,
 # or only the asker (`self`: their DM with the bot, their terminal, an ephemeral reply, their App Home).
@@ -43,6 +45,37 @@ class Reader:
     conversation_id: str | None = None
 
 
+# How far an origin's audience reaches: a fact restated from a narrower origin takes that origin.
+_REACH: dict[Origin, int] = {"public": 2, "machine": 2, "private": 1, "mpim": 1, "dm": 0, "unknown": 0}
+
+
+def origin_from_visibility(visibility: str | None) -> Origin:
+    """A run's stamped channel visibility as the origin of what it learns; None or anything else → unknown."""
+    if visibility in ORIGINS:
+        return cast(Origin, visibility)
+    return "unknown"
+
+
+def narrower(
+    first: tuple[Origin, str | None], second: tuple[Origin, str | None]
+) -> tuple[Origin, str | None]:
+    """Of two (origin, conversation) labels, the one whose audience is smaller (the first on a tie)."""
+    return second if _REACH[second[0]] < _REACH[first[0]] else first
+
+
+def legacy_origin(scope_key: str) -> tuple[Origin, str | None]:
+    """The conservative label of a record written before origins were stored (the migration):
+    org and repo records were only ever written from public runs; a channel record keeps its channel
+    as the conversation but is read as `private` (its visibility then is not known); a user record
+    has no evidence and is `unknown` (read as dm)."""
+    kind, sep, rest = scope_key.partition(":")
+    if kind in ("org", "repo") and sep:
+        return "public", None
+    if kind == "channel" and sep and rest:
+        return "private", rest
+    return "unknown", None
+
+
 def record_owner(scope_key: str) -> str | None:
     """The person a record belongs to: the id in a `user:` scope key, else nobody."""
     kind, sep, rest = scope_key.partition(":")
@@ -63,4 +96,9 @@ def may_show(record: MemoryRecord, reader: Reader) -> bool:
             and reader.conversation_id == record.origin_conversation
         )
         return same_conversation or to_owner_alone
-    return to_owner_alone  # dm, unknown
+    in_that_dm = (
+        reader.audience == "self"
+        and record.origin_conversation is not None
+        and reader.conversation_id == record.origin_conversation
+    )
+    return to_owner_alone or in_that_dm  # dm, unknown

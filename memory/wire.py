@@ -11,15 +11,24 @@ import math
 import re
 from typing import Any, TypeGuard, cast, get_args
 
-from memory.types import RECORD_KINDS, MemoryCandidate, MemoryRecord, RecordKind, RecordStatus
+from memory.types import (
+    MAX_KEYWORD_CHARS,
+    MAX_KEYWORDS,
+    MAX_REF_CHARS,
+    MAX_TEXT_CHARS,
+    ORIGINS,
+    RECORD_KINDS,
+    MemoryCandidate,
+    MemoryRecord,
+    Origin,
+    RecordKind,
+    RecordStatus,
+)
 
-# Field caps of a write batch (§16). The scope key and record id caps live with their own rules.
+# Field caps of a write batch (§16); the per-field caps live in memory.types, shared with every store.
+# The scope key and record id caps live with their own rules.
 MAX_BATCH = 50
-MAX_TEXT_CHARS = 4000
 MAX_QUERY_CHARS = 4000
-MAX_KEYWORDS = 20
-MAX_KEYWORD_CHARS = 64
-MAX_REF_CHARS = 200  # sourceThreadKey, sourceRunId, supersedes
 
 RECORD_STATUSES: frozenset[str] = frozenset(get_args(RecordStatus))
 
@@ -49,6 +58,10 @@ def record_to_wire(record: MemoryRecord) -> JsonObject:
         "useCount": record.use_count,
         "status": record.status,
     }
+    if record.origin != "unknown":  # absent reads back as unknown
+        out["origin"] = record.origin
+    if record.origin_conversation is not None:
+        out["originConversation"] = record.origin_conversation
     if record.source_run_id is not None:
         out["sourceRunId"] = record.source_run_id
     if record.last_used_at is not None:
@@ -86,6 +99,8 @@ def record_from_wire(value: object) -> MemoryRecord:
         confidence=_optional_number(obj.get("confidence"), "record.confidence"),
         supersedes=_optional_str(obj.get("supersedes"), "record.supersedes"),
         status=cast(RecordStatus, status),
+        origin=_origin(obj.get("origin"), "record.origin"),
+        origin_conversation=_optional_str(obj.get("originConversation"), "record.originConversation"),
     )
 
 
@@ -98,6 +113,10 @@ def candidate_to_wire(candidate: MemoryCandidate) -> JsonObject:
         "text": candidate.text,
         "sourceThreadKey": candidate.source_thread_key,
     }
+    if candidate.origin != "unknown":  # absent reads back as unknown
+        out["origin"] = candidate.origin
+    if candidate.origin_conversation is not None:
+        out["originConversation"] = candidate.origin_conversation
     if candidate.keywords:
         out["keywords"] = list(candidate.keywords)
     if candidate.source_run_id is not None:
@@ -139,6 +158,8 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
         source_run_id=_ref(obj.get("sourceRunId"), f"{at}.sourceRunId"),
         confidence=float(confidence) if confidence is not None else None,
         supersedes=_ref(obj.get("supersedes"), f"{at}.supersedes"),
+        origin=_origin(obj.get("origin"), f"{at}.origin"),
+        origin_conversation=_ref(obj.get("originConversation"), f"{at}.originConversation"),
     )
 
 
@@ -201,6 +222,15 @@ def _ref(value: object, field: str) -> str | None:
     if not isinstance(value, str) or len(value) > MAX_REF_CHARS:
         raise WireError(f"{field} must be a string of at most {MAX_REF_CHARS} characters")
     return _str(value, field)
+
+
+def _origin(value: object, field: str) -> Origin:
+    """Where a record was learned: absent (a writer that predates origins) → `unknown`, read as dm."""
+    if value is None:
+        return "unknown"
+    if not isinstance(value, str) or value not in ORIGINS:  # a list or object is unhashable
+        raise WireError(f"{field} must be one of {', '.join(sorted(ORIGINS))}")
+    return cast(Origin, value)
 
 
 def _keywords(value: object, field: str, *, limit: int | None) -> tuple[str, ...]:

@@ -13,13 +13,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol, cast
 
 import pytest
 
 from memory.lexical import query_stems, term_stats
 from memory.ranking import SPEC, Ranking, rank
-from memory.types import DEFAULT_SCOPE_CAP, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
+from memory.types import (
+    DEFAULT_SCOPE_CAP,
+    MAX_TEXT_CHARS,
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStore,
+    Origin,
+    WriteResult,
+)
 
 START = 1_800_000_000.0
 DAY = 86_400.0
@@ -55,7 +64,14 @@ class StoreFactory(Protocol):
     ) -> MemoryStore: ...
 
 
-def fact(text: str, *, keywords: tuple[str, ...] = (), supersedes: str | None = None) -> MemoryCandidate:
+def fact(
+    text: str,
+    *,
+    keywords: tuple[str, ...] = (),
+    supersedes: str | None = None,
+    origin: Origin = "unknown",
+    origin_conversation: str | None = None,
+) -> MemoryCandidate:
     return MemoryCandidate(
         kind="fact",
         text=text,
@@ -64,6 +80,8 @@ def fact(text: str, *, keywords: tuple[str, ...] = (), supersedes: str | None = 
         source_run_id="run-1",
         confidence=0.9,
         supersedes=supersedes,
+        origin=origin,
+        origin_conversation=origin_conversation,
     )
 
 
@@ -413,6 +431,78 @@ class StoreContract:
         with pytest.raises(ValueError, match=r"candidates\[0\]\.keywords\[1\]"):
             await store.write(ORG, [fact("fine", keywords=("ok", "\udfff"))])
         assert await store.list(ORG, 5) == []
+
+    async def test_a_direct_write_is_refused_what_the_wire_would_refuse(
+        self, make_store: StoreFactory
+    ) -> None:
+        """The wire's caps hold for every store, so a direct write cannot store what the service refuses."""
+        store = make_store()
+        refused: list[tuple[MemoryCandidate, str]] = [
+            (fact("x" * (MAX_TEXT_CHARS + 1)), r"candidates\[0\]\.text .*4000"),
+            (fact("   "), r"candidates\[0\]\.text must be a non-empty"),
+            (fact("fine", keywords=("k" * 65,)), r"candidates\[0\]\.keywords\[0\]"),
+            (fact("fine", keywords=tuple(f"k{n}" for n in range(21))), r"candidates\[0\]\.keywords must"),
+            (fact("fine", keywords=("",)), r"candidates\[0\]\.keywords\[0\]"),
+            (fact("fine", origin="everyone"), r"candidates\[0\]\.origin must be one of"),  # type: ignore[arg-type]
+            (
+                fact("fine", origin="dm", origin_conversation="D" * 201),
+                r"candidates\[0\]\.origin_conversation",
+            ),
+            (fact("fine", origin="dm", origin_conversation="D\x00"), r"candidates\[0\]\.origin_conversation"),
+            (fact("fine", supersedes="m" * 201), r"candidates\[0\]\.supersedes"),
+            (replace(fact("fine"), confidence=1.5), r"candidates\[0\]\.confidence"),
+            (replace(fact("fine"), source_thread_key=""), r"candidates\[0\]\.source_thread_key"),
+        ]
+        for candidate, message in refused:
+            with pytest.raises(ValueError, match=message):
+                await store.write(ORG, [candidate])
+        assert await store.list(ORG, 5) == []
+        longest = "y" * MAX_TEXT_CHARS
+        assert await store.write(ORG, [fact(longest, keywords=("k" * 64,))]) == WriteResult(inserted=1)
+        assert [record.text for record in await store.list(ORG, 5)] == [longest]
+
+    # -- the origin label -------------------------------------------------------------------------
+
+    async def test_the_origin_label_is_stored_and_returned_by_every_read(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        scope = "user:slack:U0A"
+        await store.write(
+            scope,
+            [
+                fact("prefers tabs over spaces", origin="dm", origin_conversation="slack:D0A"),
+                fact("deploys from the release branch", origin="private", origin_conversation="slack:G01"),
+                fact("uses the shared staging cluster", origin="public", origin_conversation="slack:C01"),
+                fact("runs the chat in a terminal", origin="machine"),
+            ],
+        )
+        listed = {
+            record.text: (record.origin, record.origin_conversation) for record in await store.list(scope, 10)
+        }
+        assert listed == {
+            "prefers tabs over spaces": ("dm", "slack:D0A"),
+            "deploys from the release branch": ("private", "slack:G01"),
+            "uses the shared staging cluster": ("public", "slack:C01"),
+            "runs the chat in a terminal": ("machine", None),
+        }
+        (found,) = await store.retrieve(scope, "tabs", 5)
+        assert (found.origin, found.origin_conversation) == ("dm", "slack:D0A")
+
+    async def test_a_candidate_without_an_origin_is_stored_as_unknown(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("no label on this one")])
+        (record,) = await store.list(ORG, 5)
+        assert (record.origin, record.origin_conversation) == ("unknown", None)
+
+    async def test_a_dedup_keeps_the_first_records_origin(self, make_store: StoreFactory) -> None:
+        """Restating a fact from a wider origin bumps the record; it never relabels it wider."""
+        store = make_store()
+        scope = "user:slack:U0A"
+        await store.write(scope, [fact("prefers tabs", origin="dm", origin_conversation="slack:D0A")])
+        assert await store.write(scope, [fact("Prefers  tabs", origin="public")]) == WriteResult(deduped=1)
+        (record,) = await store.list(scope, 5)
+        assert (record.origin, record.origin_conversation) == ("dm", "slack:D0A")
 
     # -- list / forget ----------------------------------------------------------------------------
 

@@ -143,6 +143,16 @@ async def test_round_trip_through_the_real_service(store: HttpMemoryStore) -> No
     assert [r.id for r in await store.list(SCOPE, 10)] == ["mem:org:acme:1"]
 
 
+async def test_the_origin_label_round_trips_through_the_service(store: HttpMemoryStore) -> None:
+    scope = "user:slack:U0A"
+    labelled = candidate("prefers tabs", origin="dm", origin_conversation="slack:D0A")
+    assert await store.write(scope, [labelled, candidate("uses staging")]) == WriteResult(inserted=2)
+    listed = {r.text: (r.origin, r.origin_conversation) for r in await store.list(scope, 5)}
+    assert listed == {"prefers tabs": ("dm", "slack:D0A"), "uses staging": ("unknown", None)}
+    (found,) = await store.retrieve(scope, "tabs", 5)
+    assert (found.origin, found.origin_conversation) == ("dm", "slack:D0A")
+
+
 async def test_retrieve_posts_the_body_with_the_bearer(store: HttpMemoryStore, recording: Recording) -> None:
     await store.retrieve(SCOPE, "deploy", 8)
     (sent,) = recording.sent
@@ -342,6 +352,7 @@ async def test_retrieve_drops_malformed_records_individually() -> None:
         wire_record("bad status", 7, status="archived"),
         wire_record("unhashable kind", 10, kind=["fact"]),  # must be dropped, never a TypeError
         wire_record("unhashable status", 11, status={"active": True}),
+        wire_record("unknown origin", 12, origin="everyone"),
         wire_record("other scope", 8, scopeKey="user:slack:U2"),
         "not even an object",
         wire_record("optional extras", 9, lastUsedAt=1_700_000_100.0, confidence=0.7, supersedes="mem:x:1"),
@@ -359,7 +370,7 @@ async def test_retrieve_drops_malformed_records_individually() -> None:
         "mem:x:1",
     )
     (warning,) = logs
-    assert (warning["event"], warning["dropped"]) == ("memory.retrieve_dropped_records", 10)
+    assert (warning["event"], warning["dropped"]) == ("memory.retrieve_dropped_records", 11)
 
 
 async def test_records_round_trip_through_the_shared_wire_format() -> None:

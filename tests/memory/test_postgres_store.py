@@ -21,7 +21,14 @@ from memory import postgres_store
 from memory.build import MemoryConfigError, build_memory_store
 from memory.postgres_store import PostgresMemoryStore, match_query
 from memory.stores import InMemoryMemoryStore
-from memory.types import MemoryCandidate, MemoryRecord, MemoryStore, MemoryStoreError, WriteResult
+from memory.types import (
+    MAX_TEXT_CHARS,
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStore,
+    MemoryStoreError,
+    WriteResult,
+)
 from tests.memory.postgres_support import (
     TcpForwarder,
     TempSchema,
@@ -518,7 +525,10 @@ async def test_replicas_opening_together_apply_the_schema_once_without_racing(sc
 async def test_long_texts_are_deduped_without_hitting_the_btree_size_limit(
     store: PostgresMemoryStore,
 ) -> None:
-    long_text = " ".join(f"w{n:05d}" for n in range(3000))  # ~20 kB: over any btree entry limit
+    # The longest text a store accepts (4,000 characters), in two-byte letters: ~7 kB, over any btree
+    # entry limit (~2.7 kB).
+    long_text = " ".join(f"ü{n:04d}" for n in range(666))[:MAX_TEXT_CHARS]
+    assert len(long_text.encode()) > 2704
     assert await store.write(SCOPE, [fact(long_text)]) == WriteResult(inserted=1)
     assert await store.write(SCOPE, [fact(long_text.upper())]) == WriteResult(deduped=1)
 
@@ -860,3 +870,88 @@ def test_memory_store_postgres_without_a_usable_database_url_names_it(
     with pytest.raises(MemoryConfigError, match="DATABASE_URL") as refused:
         build_memory_store(settings, env=env)
     assert "s3cret" not in str(refused.value)
+
+
+# --- the origin label's migration (issue 14) -------------------------------------------------------
+
+# The table as it was before origins were stored (main at 68a4e75), copied so the test keeps meaning
+# what it says however the store's own DDL changes.
+_PRE_ORIGIN_SCHEMA = """
+    CREATE TABLE memory_records (
+        scope_key text NOT NULL,
+        seq bigint NOT NULL,
+        id text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('fact', 'summary')),
+        text text NOT NULL,
+        norm text NOT NULL,
+        keywords text[] NOT NULL DEFAULT '{}',
+        tokens text[] NOT NULL DEFAULT '{}',
+        source_thread_key text NOT NULL,
+        source_run_id text,
+        created_at double precision NOT NULL,
+        last_used_at double precision,
+        use_count integer NOT NULL DEFAULT 0,
+        confidence double precision,
+        supersedes text,
+        status text NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted')),
+        tsv tsvector GENERATED ALWAYS AS (array_to_tsvector(tokens)) STORED,
+        PRIMARY KEY (scope_key, seq)
+    );
+    CREATE INDEX memory_records_status_norm ON memory_records (scope_key, status, md5(norm));
+    CREATE INDEX memory_records_active_seq ON memory_records (scope_key, status, seq DESC);
+    CREATE INDEX memory_records_fts ON memory_records USING gin (tsv) WHERE status = 'active';
+"""
+
+_LEGACY_LABELS = {
+    "org:acme": ("public", None),
+    "repo:acme/api": ("public", None),
+    "channel:slack:C0PRIV": ("private", "slack:C0PRIV"),
+    "user:slack:U0A": ("unknown", None),
+}
+
+
+async def test_a_table_from_before_origins_migrates_in_place_with_conservative_labels(
+    schema: TempSchema, clock: Clock
+) -> None:
+    await run_sql(schema, _PRE_ORIGIN_SCHEMA)
+    for scope_key in _LEGACY_LABELS:
+        await run_sql(
+            schema,
+            "INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, tokens, source_thread_key,"
+            " created_at) VALUES (%s, 1, %s, 'fact', 'deploy with make', 'deploy with make',"
+            " ARRAY['deploy', 'with', 'make'], 'slack:C1:1.0', %s)",
+            (scope_key, f"mem:{scope_key}:1", NOW),
+        )
+    store = await PostgresMemoryStore.connect(
+        schema.dsn, clock=clock, application_name=unique_application_name()
+    )
+    try:
+        for scope_key, label in _LEGACY_LABELS.items():
+            (listed,) = await store.list(scope_key, 5)
+            assert (listed.origin, listed.origin_conversation) == label, scope_key
+            (found,) = await store.retrieve(scope_key, "deploy", 5)
+            assert (found.origin, found.origin_conversation) == label, scope_key
+        labelled = MemoryCandidate(
+            kind="fact", text="a new fact", source_thread_key="t", origin="dm", origin_conversation="slack:D1"
+        )
+        await store.write("user:slack:U0A", [labelled])
+        newest = (await store.list("user:slack:U0A", 1))[0]
+        assert (newest.origin, newest.origin_conversation) == ("dm", "slack:D1")
+    finally:
+        await store.aclose()
+    # The column is now required with `unknown` as its default (a writer that predates origins still
+    # inserts), and a second open relabels nothing.
+    assert await run_sql(
+        schema,
+        "SELECT is_nullable, column_default FROM information_schema.columns"
+        " WHERE table_schema = current_schema() AND table_name = 'memory_records' AND column_name = 'origin'",
+    ) == [("NO", "'unknown'::text")]
+    await run_sql(schema, "UPDATE memory_records SET origin = 'public' WHERE scope_key = 'user:slack:U0A'")
+    again = await PostgresMemoryStore.connect(
+        schema.dsn, clock=clock, application_name=unique_application_name()
+    )
+    try:
+        assert {r.origin for r in await again.list("user:slack:U0A", 5)} == {"public"}
+    finally:
+        await again.aclose()

@@ -362,6 +362,20 @@ LONG_SCOPE = "org:" + "a" * 197
             body_of(scopeKey=SCOPE, records=[fact("x", supersedes="s" * 201)]),
             "records[0].supersedes",
         ),
+        # origin
+        ("/write", body_of(scopeKey=SCOPE, records=[fact("x", origin="everyone")]), "records[0].origin"),
+        ("/write", body_of(scopeKey=SCOPE, records=[fact("x", origin=["dm"])]), "records[0].origin"),
+        ("/write", body_of(scopeKey=SCOPE, records=[fact("x", origin="DM")]), "records[0].origin"),
+        (
+            "/write",
+            body_of(scopeKey=SCOPE, records=[fact("x", origin="dm", originConversation="D" * 201)]),
+            "records[0].originConversation",
+        ),
+        (
+            "/write",
+            body_of(scopeKey=SCOPE, records=[fact("x", originConversation=7)]),
+            "records[0].originConversation",
+        ),
         # cap
         ("/write", body_of(scopeKey=SCOPE, records=[fact("x")], cap=0), "cap"),
         ("/write", body_of(scopeKey=SCOPE, records=[fact("x")], cap=10001), "cap"),
@@ -534,6 +548,20 @@ async def test_write_then_retrieve_round_trip_mints_namespaced_ids_with_provenan
     summary = await post(app, "/retrieve", {"scopeKey": SCOPE, "query": "release train", "limit": 8})
     ids = [r["id"] for r in summary.json()["records"]]
     assert ids[0] == "mem:org:acme:2"
+
+
+async def test_the_origin_label_round_trips_through_the_wire(app: Starlette) -> None:
+    body = {
+        "scopeKey": "user:slack:U0A",
+        "records": [
+            fact("prefers tabs", origin="dm", originConversation="slack:D0A"),
+            fact("uses staging"),  # a writer that predates origins: unknown
+        ],
+    }
+    assert (await post(app, "/write", body)).status_code == 200
+    listed = (await post(app, "/list", {"scopeKey": "user:slack:U0A", "limit": 5})).json()["records"]
+    by_text = {r["text"]: (r.get("origin"), r.get("originConversation")) for r in listed}
+    assert by_text == {"prefers tabs": ("dm", "slack:D0A"), "uses staging": (None, None)}
 
 
 async def test_optional_fields_absent_in_storage_are_omitted_never_null(app: Starlette) -> None:

@@ -967,3 +967,96 @@ async def test_a_closed_store_refuses_work(tmp_path: Path) -> None:
         await store.list(ORG, 5)
     with pytest.raises(MemoryStoreError, match="closed"):
         await store.write(ORG, [fact("y")])
+
+
+# -- the origin label's migration (issue 14) -------------------------------------------------------
+
+# The schema as it was before origins were stored (main at 68a4e75), copied so the test keeps meaning
+# what it says however the store's own DDL changes.
+_PRE_ORIGIN_SCHEMA = """
+    CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID;
+    CREATE TABLE records (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        scope_key TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('fact', 'summary')),
+        text TEXT NOT NULL,
+        norm TEXT NOT NULL,
+        keywords TEXT NOT NULL DEFAULT '[]',
+        source_thread_key TEXT NOT NULL,
+        source_run_id TEXT,
+        created_at REAL NOT NULL,
+        last_used_at REAL,
+        use_count INTEGER NOT NULL DEFAULT 0,
+        confidence REAL,
+        supersedes TEXT,
+        status TEXT NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted'))
+    );
+    CREATE INDEX records_status_norm ON records (status, norm);
+    CREATE INDEX records_active_seq ON records (status, seq DESC);
+    CREATE INDEX records_active_used ON records (status, last_used_at DESC, created_at DESC);
+    CREATE VIRTUAL TABLE records_fts USING fts5(text, keywords, tokenize = 'ascii');
+"""
+
+
+def write_pre_origin_database(data_dir: Path, scope_key: str, texts: list[str]) -> Path:
+    """A scope database exactly as today's store (before origins) leaves it, holding `texts`."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    path = data_dir / database_filename(scope_key)
+    with raw(path) as connection:
+        connection.executescript(_PRE_ORIGIN_SCHEMA)
+        connection.execute(
+            "INSERT INTO meta (key, value) VALUES ('scope_key', ?), ('schema_version', '1')", (scope_key,)
+        )
+        for seq, text in enumerate(texts, start=1):
+            connection.execute(
+                "INSERT INTO records (seq, id, scope_key, kind, text, norm, source_thread_key, created_at)"
+                " VALUES (?, ?, ?, 'fact', ?, ?, 'slack:C1:1.0', ?)",
+                (seq, rid(scope_key, seq), scope_key, text, text.lower(), START),
+            )
+            connection.execute(
+                "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, '')", (seq, text.lower())
+            )
+    return path
+
+
+@pytest.mark.parametrize(
+    ("scope_key", "label"),
+    [
+        ("org:acme", ("public", None)),
+        ("repo:acme/api", ("public", None)),
+        ("channel:slack:C0PRIV", ("private", "slack:C0PRIV")),
+        ("user:slack:U0A", ("unknown", None)),
+    ],
+)
+async def test_a_database_from_before_origins_migrates_in_place_with_conservative_labels(
+    tmp_path: Path, scope_key: str, label: tuple[str, str | None]
+) -> None:
+    data_dir = tmp_path / "memory"
+    path = write_pre_origin_database(data_dir, scope_key, ["deploy with make", "staging is eu-west-1"])
+    store = SqliteMemoryStore(data_dir, clock=FakeClock())
+    try:
+        listed = await store.list(scope_key, 10)
+        assert [(r.origin, r.origin_conversation) for r in listed] == [label, label]
+        (found,) = await store.retrieve(scope_key, "deploy", 5)
+        assert (found.text, found.origin, found.origin_conversation) == ("deploy with make", *label)
+        # New writes carry their own label beside the migrated rows.
+        await store.write(scope_key, [fact("a new fact", origin="public", origin_conversation="slack:C9")])
+        newest = (await store.list(scope_key, 1))[0]
+        assert (newest.text, newest.origin, newest.origin_conversation) == (
+            "a new fact",
+            "public",
+            "slack:C9",
+        )
+    finally:
+        await store.aclose()
+    reopened = SqliteMemoryStore(data_dir, clock=FakeClock())  # the migration runs once, not per open
+    try:
+        labels = [(r.origin, r.origin_conversation) for r in await reopened.list(scope_key, 10)]
+        assert labels == [("public", "slack:C9"), label, label]
+    finally:
+        await reopened.aclose()
+    with raw(path) as connection:
+        columns = {str(row[1]) for row in connection.execute("PRAGMA table_info(records)")}
+    assert {"origin", "origin_conversation"} <= columns
