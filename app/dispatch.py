@@ -26,6 +26,7 @@ from app.agent.providers.base import Message, Provider, ProviderError, Usage
 from app.agent.providers.registry import ProviderRegistry
 from app.agent.runner import RunEvent, RunResult, run_agent
 from app.agent.tools import ToolContext
+from app.audience import reader_for
 from app.incoming import IncomingMessage
 from app.surface import Surface
 from config.settings import ConfigError, Settings
@@ -34,6 +35,7 @@ from memory.scope import RequestScopes, list_scope_keys, request_scope_keys
 from memory.stores import NullMemoryStore
 from memory.types import MemoryStore
 from ops.tracing import annotate, span
+from memory.visibility import Reader
 
 log = structlog.get_logger("dispatch")
 
@@ -83,6 +85,7 @@ class CommandCaller:
     thread_key: str
     surface: str
     thread_repo: ThreadRepo | None = None
+    reader: Reader | None = None
 
 
 CallerFactory = Callable[..., Any]
@@ -273,7 +276,7 @@ class Dispatcher:
         except (ValueError, LookupError, ProviderError) as error:
             return await self._fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
 
-        repo_task = asyncio.create_task(self._resolve_repo(message, agent))
+        repo_task = asyncio.create_task(self._run_repo(message, agent))
         memory_task = (
             asyncio.create_task(self._read_memory(message, selection.text, repo_task))
             if self._memory_enabled
@@ -355,6 +358,7 @@ class Dispatcher:
             thread_key=message.thread_key,
             surface=message.surface,
             thread_repo=lambda: self._thread_repo(message),
+            reader=reader_for(message),
         )
         try:
             reply = await self._commands.handle(message.text, caller)
@@ -372,6 +376,13 @@ class Dispatcher:
         log.info("dispatch.command", surface=message.surface, ok=getattr(reply, "ok", True), run_id=run_id)
         await _send(surface, reply.text)
         return DispatchOutcome("command", reply.text, run_id=run_id, receipt=reply.receipt)
+
+    async def _run_repo(self, message: IncomingMessage, agent: Agent) -> str | None:
+        """Only a repo-bound agent has a repo (§21): a general run neither reads nor writes `repo:`
+        records, and never asks the resolver (which would bind the thread to a repository)."""
+        if not agent.repo_bound:
+            return None
+        return await self._resolve_repo(message, agent)
 
     async def _resolve_repo(self, message: IncomingMessage, agent: Agent | None) -> str | None:
         """A resolver failure is no repo; only RepoUnavailable (the resolver's own verdict) passes."""
@@ -404,6 +415,7 @@ class Dispatcher:
                 read = await read_memory(
                     self.memory_store,
                     query,
+                    reader=reader_for(message),
                     organization=organization,
                     user_id=message.user_id,
                     channel_id=message.channel_id,

@@ -36,12 +36,17 @@ class Actor:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
-    """One row: `action` on a `resource_kind` for `holder`, from these origins (None: any origin)."""
+    """One row: `action` on a `resource_kind` for `holder`, from these origins (None: any origin).
+
+    `same_conversation`: a fact from an origin outside SHARED_ORIGINS is granted only when it was
+    learned in the conversation the resource belongs to (a channel scope's own channel).
+    """
 
     action: str
     resource_kind: str
     holder: Holder
     origins: Collection[str | None] | None = None
+    same_conversation: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +61,9 @@ class Decision:
 POLICY_TABLE: tuple[Rule, ...] = (
     # A person's own scope, from anywhere.
     Rule(WRITE_ACTION, "user", "principal"),
-    # The run's own channel, from anywhere: its readers are the origin's own audience.
-    Rule(WRITE_ACTION, "channel", "member"),
+    # The run's own channel, from anywhere learned in that channel: its readers are the origin's own
+    # audience. A private or DM fact restated in another channel is not (it is narrowed).
+    Rule(WRITE_ACTION, "channel", "member", same_conversation=True),
     # The bound repo and the org are read from every channel: only public and machine origins.
     Rule(WRITE_ACTION, "repo", "member", SHARED_ORIGINS),
     Rule(WRITE_ACTION, "org", "anyone", SHARED_ORIGINS),
@@ -84,8 +90,8 @@ def authorize(
         return Decision(allowed=True, reason="granted")
     if action != WRITE_ACTION:
         return Decision(allowed=False, reason="denied_no_rule")
-    if resource.kind not in ("org", "repo") or (
-        resource.kind == "repo" and resource.key not in actor.memberships
+    if resource.kind not in ("org", "repo", "channel") or (
+        resource.kind in ("repo", "channel") and resource.key not in actor.memberships
     ):
         # Only the origin narrows a write; a scope the actor does not hold (another person's, another
         # channel's, another repo's) is refused outright, never moved.
@@ -104,11 +110,19 @@ def _grants(rule: Rule, actor: Actor, action: str, resource: MemoryScopeResource
         return False
     if rule.origins is not None and origin not in rule.origins:
         return False
+    if rule.same_conversation and origin not in SHARED_ORIGINS and not _learned_in(resource):
+        return False
     if rule.holder == "principal":
         return actor.principal is not None and resource.key == actor.principal
     if rule.holder == "member":
         return resource.key in actor.memberships
     return True
+
+
+def _learned_in(resource: MemoryScopeResource) -> bool:
+    """The fact was learned in the conversation whose scope this is (`channel:<its id>`)."""
+    conversation = resource.origin_conversation
+    return conversation is not None and resource.key == f"channel:{conversation}"
 
 
 def _narrow(actor: Actor, resource: MemoryScopeResource, origin: str, table: tuple[Rule, ...]) -> Decision:
@@ -118,7 +132,9 @@ def _narrow(actor: Actor, resource: MemoryScopeResource, origin: str, table: tup
     for key in order:
         if key is None:
             continue
-        narrowed = MemoryScopeResource(key, scope_kind(key), resource.origin_visibility)
+        narrowed = MemoryScopeResource(
+            key, scope_kind(key), resource.origin_visibility, origin_conversation=resource.origin_conversation
+        )
         if any(_grants(rule, actor, WRITE_ACTION, narrowed, origin) for rule in table):
             reason = f"narrowed_{origin}_{resource.kind}_to_{narrowed.kind}"
             return Decision(allowed=True, reason=reason, narrowed_to=key)

@@ -16,6 +16,7 @@ from typing import Protocol
 import structlog
 
 from app.agent.providers.base import CompletionRequest, Message, Provider
+from app.audience import reader_for
 from app.dispatch import CompletedRun
 from app.policy import Actor, Decision, authorize, reflection_actor
 from memory.reflection import (
@@ -130,6 +131,8 @@ class ReflectionHook:
             history=message.history,
             run_id=completed.run_id,
             origin_visibility=message.channel_visibility,
+            origin_conversation=message.channel_id,
+            reader=reader_for(message),
         )
         task = schedule_reflection(
             self.tracker,

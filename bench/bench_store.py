@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory.context import memory_context_block
 from memory.sqlite_store import SqliteMemoryStore
 from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryStore
+from memory.visibility import Reader
 
 SCOPE = "org:bench"
 FOUR_SCOPE_SIZE = 500
@@ -122,6 +123,8 @@ class Corpus:
             keywords=keywords,
             source_run_id="run-bench",
             confidence=0.8,
+            origin="public",  # readable by the public-channel reader the block is built for
+            origin_conversation="slack:C1",
         )
 
     def query(self) -> str:
@@ -204,6 +207,7 @@ async def bench_four_scopes(backend: str, workdir: Path, iterations: int) -> Row
             await memory_context_block(
                 store,
                 query,
+                reader=Reader("public", "slack:U1", "slack:C1"),
                 organization="acme",
                 user_id="slack:U1",
                 channel_id="slack:C1",

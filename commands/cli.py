@@ -18,6 +18,7 @@ from commands.memory import build_registry
 from commands.registry import Caller
 from memory.stores import NullMemoryStore
 from memory.types import MemoryStore
+from memory.visibility import Reader
 
 CLI_USER_ID = "cli:local"
 CLI_CALLER = Caller(
@@ -26,6 +27,7 @@ CLI_CALLER = Caller(
     channel_visibility="machine",
     thread_key="cli:memory",
     surface="cli",
+    reader=Reader("self", CLI_USER_ID, None),  # the terminal is the local user's own
 )
 _HELP = frozenset({"-h", "--help", "help"})
 # Info events a terminal user should still see: the audit trail of what they changed.

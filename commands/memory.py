@@ -21,6 +21,7 @@ from memory.engine import parse_record_id, record_id
 from memory.scope import ScopeKind, derive_scope_key, scope_kind, validate_scope_key
 from memory.scorer import clean_memory_field, escape_memory_field, query_tokens
 from memory.types import MAX_LIMIT, MemoryRecord, MemoryStore, MemoryStoreError
+from memory.visibility import Reader, may_show
 
 log = structlog.get_logger("memory")
 
@@ -144,6 +145,35 @@ class _Section:
     key: str
 
 
+@dataclass(frozen=True, slots=True)
+class _Listing:
+    """Per section: what the reader may see, and how many fetched it may not. `in_dm`: how many of
+    those withheld the asker would see in their DM with the bot."""
+
+    pages: tuple[tuple[MemoryRecord, ...], ...]
+    fetched: tuple[int, ...]
+    withheld: tuple[int, ...]
+    in_dm: int
+
+
+def _reader(caller: Caller) -> Reader:
+    """The caller's reader; a surface that gave none is read as a public reply (it shows the least)."""
+    return caller.reader or Reader("public", caller.user_id, caller.channel_id)
+
+
+def _visible(pages: Sequence[Sequence[MemoryRecord]], reader: Reader) -> _Listing:
+    """The read rule on every listed record (memory/visibility.py)."""
+    in_dm_reader = Reader("self", reader.user_id, None)
+    shown = tuple(tuple(r for r in page if may_show(r, reader)) for page in pages)
+    in_dm = sum(1 for page in pages for r in page if not may_show(r, reader) and may_show(r, in_dm_reader))
+    return _Listing(
+        pages=shown,
+        fetched=tuple(len(page) for page in pages),
+        withheld=tuple(len(page) - len(kept) for page, kept in zip(pages, shown, strict=True)),
+        in_dm=in_dm,
+    )
+
+
 class MemoryCommands:
     """The two memory commands over one store, with the installation's org and admins."""
 
@@ -192,15 +222,17 @@ class MemoryCommands:
                     raise result
                 log.warning("memory.list_failed", scope_key=section.key, error=type(result).__name__)
                 return CommandReply(f"⚠️ Couldn't list memory: {_failure(result)}.", ok=False)
-        pages = [r for r in results if not isinstance(r, BaseException)]
+        fetched = [r for r in results if not isinstance(r, BaseException)]
+        listing = _visible(fetched, _reader(caller))
         log.info(
             "memory.list",
             caller=_key("user", caller.user_id),
             scopes=[s.key for s in sections],
-            counts=[len(p) for p in pages],
+            counts=[len(p) for p in listing.pages],
+            withheld=listing.withheld,
             filtered=request.filter is not None,
         )
-        return CommandReply(_render_list(sections, pages, request, machine=_is_machine(caller)))
+        return CommandReply(_render_list(sections, listing, request, machine=_is_machine(caller)))
 
     async def _sections(self, request: ListRequest, caller: Caller) -> list[_Section] | CommandReply:
         """The scopes this request has, in display order: yours, this repo, this channel, the org."""
@@ -341,25 +373,40 @@ def build_registry(
 
 def _render_list(
     sections: Sequence[_Section],
-    pages: Sequence[Sequence[MemoryRecord]],
+    listing: _Listing,
     request: ListRequest,
     *,
     machine: bool,
 ) -> str:
     """Markdown, like an agent answer: each surface renders it the way it renders answers."""
     blocks: list[str] = []
-    if machine and any(pages):
+    if machine and any(listing.pages):
         blocks.append(UNTRUSTED_NOTE)
     matching = f" — matching {_code(request.filter)}" if request.filter is not None else ""
-    for section, records in zip(sections, pages, strict=True):
+    rows = zip(sections, listing.pages, listing.fetched, listing.withheld, strict=True)
+    for section, records, fetched, withheld in rows:
         lines = [f"**{_SECTION_LABELS[section.kind]}** {_code(section.key)}{matching}"]
         if not records:
-            lines.append("no active records" + (" matching the filter" if request.filter is not None else ""))
+            lines.append(
+                ("no records this conversation may see" if withheld else "no active records")
+                + (" matching the filter" if request.filter is not None else "")
+            )
         lines.extend(_render_record(record, machine=machine) for record in records)
-        if len(records) >= request.limit:
+        if fetched >= request.limit:
             lines.append(_narrow_hint(section, request))
         blocks.append("\n".join(lines))
+    if listing.in_dm:
+        blocks.append(_in_dm_note(listing.in_dm))
     return "\n\n".join(blocks)
+
+
+def _in_dm_note(count: int) -> str:
+    records = "record" if count == 1 else "records"
+    return (
+        f"🔒 {count} more {records} learned in a DM or a private conversation "
+        f"{'is' if count == 1 else 'are'} not listed here: send `memory list` to me in a DM to see "
+        f"{'it' if count == 1 else 'them'}."
+    )
 
 
 def _render_record(record: MemoryRecord, *, machine: bool) -> str:
@@ -373,7 +420,8 @@ def _render_record(record: MemoryRecord, *, machine: bool) -> str:
     else:
         text = _code(record.text)
     date = datetime.fromtimestamp(record.created_at, tz=UTC).strftime("%Y-%m-%d")
-    return f"- {_code(record.id)} {record.kind} · {date} · {text} · source {_code(record.source_thread_key)}"
+    source = _code(record.source_thread_key)
+    return f"- {_code(record.id)} {record.kind} · {date} · {text} · source {source} · from {record.origin}"
 
 
 def _narrow_hint(section: _Section, request: ListRequest) -> str:

@@ -15,6 +15,8 @@ from typing import Any
 
 import structlog
 
+from memory.visibility import Reader
+
 log = structlog.get_logger("commands")
 
 ThreadRepo = Callable[[], Awaitable[str | None]]
@@ -31,7 +33,8 @@ _OPTION_HELP = frozenset({"--help", "-h"})
 
 @dataclass(frozen=True, slots=True)
 class Caller:
-    """Who is asking, from where. `thread_repo` is called lazily, only when a repo is needed."""
+    """Who is asking, from where. `thread_repo` is called lazily, only when a repo is needed; `reader`
+    is the surface's `app.audience.reader_for` of the message (the reply's audience)."""
 
     user_id: str | None
     channel_id: str | None
@@ -39,6 +42,8 @@ class Caller:
     thread_key: str
     surface: str
     thread_repo: ThreadRepo | None = None
+    # Who will read the reply (memory/visibility.py); None reads as a public reply: it shows the least.
+    reader: Reader | None = None
 
 
 @dataclass(frozen=True, slots=True)

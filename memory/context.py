@@ -14,6 +14,7 @@ from memory.scope import RequestScopes, derive_scope_key, list_scope_keys, reque
 from memory.scorer import apply_budget, query_tokens, render_memory_block, score_record
 from memory.types import MemoryRecord, MemoryStore
 from ops.tracing import span
+from memory.visibility import Reader, may_show
 
 log = structlog.get_logger("memory")
 
@@ -36,6 +37,7 @@ async def read_memory(
     store: MemoryStore,
     query: str,
     *,
+    reader: Reader,
     organization: str,
     user_id: str | None = None,
     channel_id: str | None = None,
@@ -48,6 +50,9 @@ async def read_memory(
 
     Each scope's retrieve is a `memory.retrieve` span started from the caller's context, so every
     scope has the same parent (the caller's `memory.read`).
+
+    Only records the reply's `reader` may see (memory/visibility.py) enter the pool: what the read rule
+    refuses never takes a slot of the limit or the budget.
     """
     try:
         scopes = request_scope_keys(organization, user_id=user_id, channel_id=channel_id)
@@ -68,7 +73,7 @@ async def read_memory(
         for task in fetches.values():
             task.cancel()
     order = list_scope_keys(scopes)
-    pool = [record for key in order for record in found.get(key, [])]
+    pool = [record for key in order for record in found.get(key, []) if may_show(record, reader)]
     if not pool:
         return MemoryRead(block=None, scopes=scopes)
     now = clock()
@@ -82,6 +87,7 @@ async def memory_context_block(
     store: MemoryStore,
     query: str,
     *,
+    reader: Reader,
     organization: str,
     user_id: str | None = None,
     channel_id: str | None = None,
@@ -94,6 +100,7 @@ async def memory_context_block(
     read = await read_memory(
         store,
         query,
+        reader=reader,
         organization=organization,
         user_id=user_id,
         channel_id=channel_id,

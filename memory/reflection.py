@@ -26,10 +26,20 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
+from memory.engine import normalize_text
 from memory.redact import redact_secrets
 from memory.scope import RequestScopes, list_scope_keys, scope_kind
 from memory.scorer import clean_memory_field
-from memory.types import MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
+from memory.types import (
+    MAX_LIMIT,
+    MAX_TEXT_CHARS,
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStore,
+    Origin,
+    WriteResult,
+)
+from memory.visibility import Reader, may_show, narrower, origin_from_visibility
 from memory.write_gate import MemoryScopeResource, WriteGate
 from ops.tracing import span
 
@@ -50,7 +60,7 @@ MIN_REFLECTION_CONFIDENCE = 0.6
 MAX_KEYWORDS = 10
 MAX_KEYWORD_CHARS = 64
 # The durable stores refuse a record text over this (§16); a longer fact is dropped, not truncated.
-MAX_RECORD_TEXT_CHARS = 4000
+MAX_RECORD_TEXT_CHARS = MAX_TEXT_CHARS
 
 Audience = Literal["user", "repo", "channel", "org"]
 AUDIENCES: tuple[Audience, ...] = ("user", "repo", "channel", "org")
@@ -332,10 +342,10 @@ def route_candidates(
     parsed: ParsedReflection,
     scopes: RequestScopes,
     shown_scopes: Mapping[str, str],
-    origin_visibility: str | None,
     gate: WriteGate,
 ) -> list[RoutedCandidate]:
-    """Audience → the run's scope (else org); a supersede follows its record; then the gate (§23).
+    """Audience → the run's scope (else org); a supersede follows its record; then the gate (§23),
+    asked with the candidate's own origin label (the run's, or the narrower one of a record it restates).
 
     The gate may narrow, never widen; a narrowed correction loses its `supersedes` (the record it
     would retire lives where this origin may not write, so it stands). A scope the run does not have
@@ -348,7 +358,10 @@ def route_candidates(
         target = _audience_scope(tagged.audience, scopes)
         if candidate.supersedes is not None:
             target = shown_scopes.get(candidate.supersedes, target)
-        decision = gate(MemoryScopeResource(target, scope_kind(target), origin_visibility))
+        resource = MemoryScopeResource(
+            target, scope_kind(target), candidate.origin, origin_conversation=candidate.origin_conversation
+        )
+        decision = gate(resource)
         if not decision.allowed:
             routed.append(RoutedCandidate(candidate, target, None, decision.reason))
             continue
@@ -396,6 +409,11 @@ class ReflectionRun:
     history: tuple[Turn, ...] = ()
     run_id: str | None = None
     origin_visibility: str | None = None
+    # The run's conversation (its channel id): the origin conversation of everything it learns.
+    origin_conversation: str | None = None
+    # Who may see what the extractor is shown (the run's own reply audience); None shows only what a
+    # public reply may.
+    reader: Reader | None = None
 
 
 Outcome = Literal["written", "nothing_durable", "rejected", "extract_failed"]
@@ -447,12 +465,15 @@ async def _reflect(
     shown_lists = await asyncio.gather(
         *(store.retrieve(key, run.query, SHOWN_RECORDS_PER_SCOPE) for key in scope_keys)
     )
-    shown = [
+    retrieved = [
         record
         for key, records in zip(scope_keys, shown_lists, strict=True)
         for record in records
         if record.scope_key == key
     ]
+    # The extractor is a reader too: it sees only what this run's reply could show (the read rule).
+    reader = run.reader or Reader("public")
+    shown = [record for record in retrieved if may_show(record, reader)]
     request = ExtractionRequest(
         model=model,
         system=REFLECTION_SYSTEM,
@@ -488,13 +509,8 @@ async def _reflect(
         )
         return ReflectionOutcome(outcome="rejected", reasons={parsed.error: 1})
 
-    routed = route_candidates(
-        parsed,
-        run.scopes,
-        {record.id: record.scope_key for record in shown},
-        run.origin_visibility,
-        gate,
-    )
+    parsed = await _label(parsed, run, store, scope_keys, retrieved)
+    routed = route_candidates(parsed, run.scopes, {record.id: record.scope_key for record in shown}, gate)
     batches: dict[str, list[MemoryCandidate]] = {}
     for item in routed:
         if item.scope_key is not None:
@@ -555,6 +571,61 @@ async def _write(store: MemoryStore, scope_key: str, batch: Sequence[MemoryCandi
             }
         )
         return result
+
+
+Label = tuple[Origin, str | None]
+
+
+async def _label(
+    parsed: ParsedReflection,
+    run: ReflectionRun,
+    store: MemoryStore,
+    scope_keys: Sequence[str],
+    retrieved: Sequence[MemoryRecord],
+) -> ParsedReflection:
+    """Every candidate inherits the run's origin label — or the narrower label of a record of the run's
+    scopes whose normalized text it restates, so a fact learned in a DM or a private channel cannot be
+    laundered wider by re-emitting it from a public run. The gate then narrows by that label."""
+    own: Label = (origin_from_visibility(run.origin_visibility), run.origin_conversation)
+    if not parsed.candidates:
+        return parsed
+    labels = await asyncio.gather(
+        *(
+            _restated_label(tagged.candidate, own, store, scope_keys, retrieved)
+            for tagged in parsed.candidates
+        )
+    )
+    relabelled = [
+        replace(tagged, candidate=replace(tagged.candidate, origin=label[0], origin_conversation=label[1]))
+        for tagged, label in zip(parsed.candidates, labels, strict=True)
+    ]
+    facts = tuple(relabelled[: len(parsed.facts)])
+    summary = relabelled[len(parsed.facts)] if parsed.summary is not None else None
+    return replace(parsed, facts=facts, summary=summary)
+
+
+async def _restated_label(
+    candidate: MemoryCandidate,
+    own: Label,
+    store: MemoryStore,
+    scope_keys: Sequence[str],
+    retrieved: Sequence[MemoryRecord],
+) -> Label:
+    """The narrowest label among the run's and every same-text record's; a lookup that fails cannot
+    rule a restatement out, so the candidate is labelled `unknown` (read as dm) and narrowed."""
+    norm = normalize_text(candidate.text)
+    try:
+        listed = await asyncio.gather(
+            *(store.list(key, MAX_LIMIT, query=candidate.text) for key in scope_keys)
+        )
+    except Exception as error:
+        log.warning("memory.reflection_lookup_failed", error=type(error).__name__)
+        return ("unknown", None)
+    label = own
+    for record in (*retrieved, *(record for page in listed for record in page)):
+        if normalize_text(record.text) == norm:
+            label = narrower(label, (record.origin, record.origin_conversation))
+    return label
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -14,15 +14,19 @@ WRITE_ACTION = "memory:write"
 
 @dataclass(frozen=True, slots=True)
 class MemoryScopeResource:
-    """A scope a reflection wants to write, and where the run that produced the facts came from.
+    """A scope a reflection wants to write, and where the fact was learned.
 
-    `origin_visibility` is the run's stamped channel visibility (`public`, `private`, `dm`, `mpim`,
-    `machine`) or None when the surface could not tell; the policy treats None as private.
+    `origin_visibility` is the fact's origin label — the run's stamped channel visibility (`public`,
+    `private`, `dm`, `mpim`, `machine`), or the narrower label of a record the fact restates — or
+    None / `unknown` when the surface could not tell; the policy treats that as private.
+    `origin_conversation` is the id of the conversation it was learned in (`slack:C0123`): a channel
+    scope only takes a non-public fact learned in that same channel.
     """
 
     key: str
     kind: str
     origin_visibility: str | None
+    origin_conversation: str | None = None
 
 
 class WriteDecision(Protocol):

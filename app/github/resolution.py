@@ -269,8 +269,9 @@ class RepoResolver:
             return RepoRequest(default, "channel")
         return None
 
-    async def resolve(self, message: IncomingMessage) -> RepoResolution:
-        """Never raises: a missing, invisible or unreachable repo is a status the caller decides on."""
+    async def resolve(self, message: IncomingMessage, *, bind: bool = True) -> RepoResolution:
+        """Never raises: a missing, invisible or unreachable repo is a status the caller decides on.
+        `bind=False` looks the repo up without remembering it for the thread."""
         request = self.request_for(message)
         if request is None:
             return RepoResolution("none")
@@ -299,18 +300,19 @@ class RepoResolver:
             )
         canonical = found.get("full_name")
         repo = canonical if isinstance(canonical, str) and "/" in canonical else request.repo
-        await self._bindings.bind(message.thread_key, repo)
-        log.info("github.repo_bound", repo=repo, source=request.source)
+        if bind:
+            await self._bindings.bind(message.thread_key, repo)
+            log.info("github.repo_bound", repo=repo, source=request.source)
         return RepoResolution("bound", repo=repo, requested=request.repo, source=request.source)
 
     def start(self, message: IncomingMessage) -> asyncio.Task[RepoResolution]:
         """The resolution as a task, so the caller can start the memory read beside it."""
         return asyncio.create_task(self.resolve(message), name=f"repo-resolution:{message.thread_key}")
 
-    async def repo_for(self, message: IncomingMessage, *, repo_bound: bool) -> str | None:
+    async def repo_for(self, message: IncomingMessage, *, repo_bound: bool, bind: bool = True) -> str | None:
         """The verified repo or None; for a repo-bound agent a named repo it cannot use raises
         RepoUnavailable (the reply), while no repo at all stays None (the dispatcher asks which)."""
-        resolution = await self.resolve(message)
+        resolution = await self.resolve(message, bind=bind)
         if repo_bound and resolution.unavailable_reply is not None:
             raise RepoUnavailable(resolution)
         return resolution.repo

@@ -38,12 +38,15 @@ class GitHubSetup:
 
     async def repo_resolver(self, message: IncomingMessage, agent: Agent | None) -> str | None:
         """The Dispatcher's hook. A repo-bound agent gets the verified repo or RepoUnavailable (the
-        "I can't see owner/name" reply); any other run gets the repo or None — and when memory is off
-        it is not resolved at all, because only the memory read would use it."""
-        repo_bound = agent is not None and agent.repo_bound
-        if not repo_bound and not self.resolve_for_unbound:
+        "I can't see owner/name" reply) and binds the thread to it. A general run has no repo (§21).
+        No agent is `memory list`'s lazy lookup of the thread's repo: resolved (only with memory on,
+        since only memory uses it) but never bound."""
+        if agent is not None and not agent.repo_bound:
             return None
-        return await self.resolver.repo_for(message, repo_bound=repo_bound)
+        if agent is None and not self.resolve_for_unbound:
+            return None
+        repo_bound = agent is not None
+        return await self.resolver.repo_for(message, repo_bound=repo_bound, bind=repo_bound)
 
     async def aclose(self) -> None:
         await self.client.aclose()

@@ -32,6 +32,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 )
 from slack_sdk.web.async_client import AsyncWebClient
 
+from app.audience import conversation_reader
 from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
 from app.slack.events import (
     SURFACE,
@@ -479,13 +480,18 @@ class SlackBot:
                 async def thread_repo() -> str | None:
                     return await lookup(key)
 
+            user_key = self._identity.user(team, user)
             caller = self._caller_factory(
-                user_id=self._identity.user(team, user),
+                user_id=user_key,
                 channel_id=channel_key,
                 channel_visibility=visibility,
                 thread_key=f"{channel_key}:slash",
                 surface=SURFACE,
                 thread_repo=thread_repo,
+                # The answer is ephemeral: only the asker sees it, wherever it was typed.
+                reader=conversation_reader(
+                    visibility, user_id=user_key, channel_id=channel_key, private_reply=True
+                ),
             )
             words = str(command.get("text") or "").strip()
             reply = await self._registry.handle(f"memory {words}".strip(), caller)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from app.incoming import HistoryTurn, IncomingMessage
+from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
 from config.settings import Settings
 from tests.fakes.model_server import FakeModelServer
 
@@ -49,6 +49,7 @@ def message(
     channel: str | None = "slack:C1",
     history: tuple[tuple[str, str], ...] = (),
     thread: str = "slack:C1:1700000000.000100",
+    visibility: ChannelVisibility | None = "public",
 ) -> IncomingMessage:
     return IncomingMessage(
         text=text,
@@ -56,7 +57,7 @@ def message(
         surface="slack",
         user_id=user,
         channel_id=channel,
-        channel_visibility="public",
+        channel_visibility=visibility,
         history=tuple(HistoryTurn(role, body) for role, body in history),  # type: ignore[arg-type]
     )
 

@@ -25,6 +25,7 @@ from app.incoming import IncomingMessage
 from config.settings import Settings
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord
+from memory.visibility import Reader
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer, Reply, error_reply, tool_reply
 
@@ -54,9 +55,18 @@ def build(
 
 
 async def seeded_store(records: Mapping[str, str]) -> InMemoryMemoryStore:
+    """Records learned in the public channel slack:C9, so any reply may show them (the read rule has
+    its own tests)."""
     store = InMemoryMemoryStore()
     for scope, text in records.items():
-        await store.write(scope, [MemoryCandidate(kind="fact", text=text, source_thread_key="slack:C9:1.0")])
+        learned = MemoryCandidate(
+            kind="fact",
+            text=text,
+            source_thread_key="slack:C9:1.0",
+            origin="public",
+            origin_conversation="slack:C9",
+        )
+        await store.write(scope, [learned])
     return store
 
 
@@ -189,7 +199,9 @@ async def test_the_repo_arrives_late_and_joins_the_read_after_org_channel_and_us
         "channel:slack:C1": "this channel discusses deploys",
         "user:slack:U1": "this user deploys on mondays",
     }.items():
-        await store.write(scope, [MemoryCandidate(kind="fact", text=text, source_thread_key="t")])
+        await store.write(
+            scope, [MemoryCandidate(kind="fact", text=text, source_thread_key="t", origin="public")]
+        )
     seen_before_repo: list[str] = []
 
     async def late_repo(incoming: IncomingMessage, agent: Agent | None) -> str | None:
@@ -201,7 +213,7 @@ async def test_the_repo_arrives_late_and_joins_the_read_after_org_channel_and_us
     dispatcher = build(
         stack, settings_for(fake_anthropic, **MEMORY_ON), memory_store=store, repo_resolver=late_repo
     )
-    outcome = await dispatcher.dispatch(message(QUESTION), RecordingSurface())
+    outcome = await dispatcher.dispatch(message(f"code {QUESTION}"), RecordingSurface())  # repo-bound
 
     assert sorted(seen_before_repo) == ["channel:slack:C1", "org:acme", "user:slack:U1"]
     assert store.retrieved[-1] == "repo:acme/app"
@@ -329,6 +341,7 @@ async def test_the_command_handler_gets_the_caller_and_a_lazy_thread_repo(
         thread_key="slack:C1:1700000000.000100",
         surface="slack",
         thread_repo=callers[0].thread_repo,
+        reader=Reader("public", "slack:U1", "slack:C1"),
     )
     assert resolutions[0] is None  # the command's lookup is not an agent run
     assert len(fake_anthropic.requests) == 1
@@ -541,3 +554,66 @@ async def test_concurrent_dispatches_each_hold_a_slot(
     fake_anthropic.release()
     outcomes = await asyncio.gather(*tasks)
     assert sorted(o.reply or "" for o in outcomes) == ["one", "two"] and dispatcher.active_run_count == 0
+
+
+# -- the read rule and the general run's scopes (issue 14) ------------------------------------------
+
+
+async def test_a_general_run_never_asks_for_a_repo_and_has_no_repo_scope(
+    fake_anthropic: FakeModelServer, stack: AsyncExitStack
+) -> None:
+    """§21: an agent that declares no repo never binds one; its run neither reads nor writes repo:."""
+    resolved: list[Agent | None] = []
+
+    async def resolver(incoming: IncomingMessage, agent: Agent | None) -> str | None:
+        resolved.append(agent)
+        return "acme/app"
+
+    store = await seeded_store({"org:acme": "deploys happen on fridays", "repo:acme/app": "deploys use make"})
+    fake_anthropic.script("ok")
+    dispatcher = build(
+        stack, settings_for(fake_anthropic, **MEMORY_ON), memory_store=store, repo_resolver=resolver
+    )
+    outcome = await dispatcher.dispatch(message(QUESTION), RecordingSurface())
+
+    assert (outcome.status, outcome.agent) == ("answered", "general")
+    assert resolved == []
+    assert outcome.completed is not None and outcome.completed.repo is None
+    assert outcome.completed.scopes is not None and outcome.completed.scopes.repo is None
+    system = fake_anthropic.bodies()[0]["system"]
+    assert "repo:" not in system and "deploys use make" not in system
+
+
+async def test_the_memory_block_holds_a_dm_fact_in_the_dm_and_never_in_a_public_thread(
+    fake_anthropic: FakeModelServer, stack: AsyncExitStack
+) -> None:
+    store = InMemoryMemoryStore()
+    dm_fact = MemoryCandidate(
+        "fact", "this user deploys on fridays", "slack:D1:1.0", origin="dm", origin_conversation="slack:D1"
+    )
+    await store.write("user:slack:U1", [dm_fact])
+    fake_anthropic.script("public answer", "dm answer")
+    dispatcher = build(stack, settings_for(fake_anthropic, **MEMORY_ON), memory_store=store)
+
+    await dispatcher.dispatch(message(QUESTION), RecordingSurface())
+    await dispatcher.dispatch(
+        message(QUESTION, channel="slack:D1", thread="slack:D1:1.0", visibility="dm"), RecordingSurface()
+    )
+
+    public, dm = (body["system"] for body in fake_anthropic.bodies())
+    assert "deploys on fridays" not in public
+    assert "deploys on fridays" in dm
+
+
+async def test_an_unknown_visibility_reads_as_a_public_reply(
+    fake_anthropic: FakeModelServer, stack: AsyncExitStack
+) -> None:
+    store = InMemoryMemoryStore()
+    learned = MemoryCandidate(
+        "fact", "this user deploys on fridays", "t", origin="private", origin_conversation="slack:C1"
+    )
+    await store.write("user:slack:U1", [learned])
+    fake_anthropic.script("ok")
+    dispatcher = build(stack, settings_for(fake_anthropic, **MEMORY_ON), memory_store=store)
+    await dispatcher.dispatch(message(QUESTION, visibility=None), RecordingSurface())
+    assert "deploys on fridays" not in fake_anthropic.bodies()[0]["system"]

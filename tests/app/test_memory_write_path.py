@@ -295,13 +295,15 @@ async def test_the_same_org_fact_from_a_dm_lands_in_the_users_own_scope_only(
     assert event["reasons"] == {"narrowed_dm_org_to_user": 2}
     assert ORG_FACT not in repr(event)
 
-    # B never sees it; A does, from anywhere.
-    fake_anthropic.script("ok", "ok")
+    # B never sees it; A does only privately (the read rule): in their DM, not in a public thread.
+    fake_anthropic.script("ok", "ok", "ok")
     await bot.ask(msg(QUESTION, user="slack:UB", thread="slack:C1:2.0"))
     await bot.ask(msg(QUESTION, thread="slack:C1:3.0"))
-    b_system, a_system = (system_of(body) for body in fake_anthropic.bodies()[3:5])
+    await bot.ask(msg(QUESTION, channel="slack:D1", visibility="dm", thread="slack:D1:2.0"))
+    b_system, a_public, a_dm = (system_of(body) for body in fake_anthropic.bodies()[3:6])
     assert ORG_FACT not in b_system
-    assert ORG_FACT in a_system
+    assert ORG_FACT not in a_public
+    assert ORG_FACT in a_dm
 
 
 async def test_a_private_channel_org_fact_stays_in_that_channel(
@@ -330,13 +332,13 @@ async def test_repo_and_channel_facts_are_shared_in_their_channel_and_nowhere_el
             ),
         )
     )
-    await bot.ask(msg(QUESTION))
+    await bot.ask(msg(f"code {QUESTION}"))  # a repo-bound run: only those have a repo scope (§21)
     assert [r.text for r in bot.store.records("repo:acme/api")] == [repo_fact]
     assert [r.text for r in bot.store.records("channel:slack:C1")] == [channel_fact]
     assert bot.store.records("org:acme") == []
 
     fake_anthropic.script("ok", "ok")
-    await bot.ask(msg(QUESTION, user="slack:UB", thread="slack:C1:2.0"))
+    await bot.ask(msg(f"code {QUESTION}", user="slack:UB", thread="slack:C1:2.0"))
     await bot.ask(msg(QUESTION, user="slack:UB", channel="slack:C2", thread="slack:C2:1.0"))
     same, other = (system_of(body) for body in fake_anthropic.bodies()[3:5])
     assert channel_fact in same and repo_fact in same
@@ -353,7 +355,7 @@ async def test_reads_never_consult_the_write_policy(
         return authorize(actor, action, resource)
 
     store = InMemoryMemoryStore()
-    await store.write("org:acme", [MemoryCandidate("fact", ORG_FACT, "slack:C9:1.0")])
+    await store.write("org:acme", [MemoryCandidate("fact", ORG_FACT, "slack:C9:1.0", origin="public")])
     bot = build_bot(stack, settings_for(fake_anthropic, **MEMORY_ON), store=store, authorize_fn=counting)
     fake_anthropic.script("ok")
     await bot.ask(msg(QUESTION, channel="slack:D1", visibility="dm"))  # a read, no reflection

@@ -18,9 +18,13 @@ USER = "user:slack:UA"
 FULL = Actor(principal=USER, memberships=frozenset({CHANNEL, REPO}))
 
 
-def write(resource_key: str, origin: str | None, actor: Actor = FULL) -> Decision:
+def write(
+    resource_key: str, origin: str | None, actor: Actor = FULL, conversation: str | None = "slack:C1"
+) -> Decision:
+    """A fact learned in `conversation` (by default the run's own channel, slack:C1)."""
     kind = resource_key.split(":", 1)[0]
-    return authorize(actor, WRITE_ACTION, MemoryScopeResource(resource_key, kind, origin))
+    resource = MemoryScopeResource(resource_key, kind, origin, origin_conversation=conversation)
+    return authorize(actor, WRITE_ACTION, resource)
 
 
 def test_reflection_actor_is_the_runs_user_holding_its_channel_and_repo() -> None:
@@ -53,7 +57,7 @@ def test_an_org_write_from_private_or_unknown_origin_is_narrowed_to_the_channel(
 
 def test_a_dm_without_a_user_falls_to_the_channel() -> None:
     actor = Actor(principal=None, memberships=frozenset({"channel:slack:D1"}))
-    assert write(ORG, "dm", actor).narrowed_to == "channel:slack:D1"
+    assert write(ORG, "dm", actor, conversation="slack:D1").narrowed_to == "channel:slack:D1"
 
 
 def test_a_private_origin_without_a_channel_falls_to_the_user() -> None:
@@ -95,6 +99,30 @@ def test_user_and_channel_writes_are_granted_as_routed_from_any_origin(origin: s
 def test_a_scope_the_actor_does_not_hold_is_refused_never_moved(key: str, token: str) -> None:
     for origin in ("public", "dm", "private"):
         assert write(key, origin) == Decision(False, token)
+
+
+@pytest.mark.parametrize(
+    ("origin", "learned_in"),
+    [("dm", "slack:D1"), ("private", "slack:G1"), ("mpim", "slack:G2"), ("unknown", None), ("private", None)],
+)
+def test_a_non_public_fact_learned_in_another_conversation_is_narrowed_from_the_channel_to_the_user(
+    origin: str, learned_in: str | None
+) -> None:
+    """A DM or private-channel fact restated in this run's channel must not land in its scope."""
+    decision = write(CHANNEL, origin, conversation=learned_in)
+    assert decision == Decision(True, f"narrowed_{origin}_channel_to_user", narrowed_to=USER)
+    org = write(ORG, origin, conversation=learned_in)
+    assert org.narrowed_to == USER
+
+
+def test_a_public_fact_from_another_channel_is_granted_in_this_one() -> None:
+    assert write(CHANNEL, "public", conversation="slack:C9") == Decision(True, "granted")
+
+
+def test_a_foreign_private_fact_without_a_user_has_nowhere_to_go() -> None:
+    actor = Actor(principal=None, memberships=frozenset({CHANNEL}))
+    decision = write(CHANNEL, "private", actor, conversation="slack:G1")
+    assert decision == Decision(False, "denied_private_channel_no_narrower_scope")
 
 
 def test_an_action_without_a_row_is_denied() -> None:

@@ -22,7 +22,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 async def seed(store: InMemoryMemoryStore | SqliteMemoryStore, scope: str, *texts: str) -> None:
-    await store.write(scope, [MemoryCandidate("fact", text, "slack:C1:1700000000.000100") for text in texts])
+    """Records learned in public (these tests are about the terminal surface, not the read rule)."""
+    await store.write(
+        scope,
+        [MemoryCandidate("fact", text, "slack:C1:1700000000.000100", origin="public") for text in texts],
+    )
 
 
 async def cli(

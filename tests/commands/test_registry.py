@@ -67,7 +67,9 @@ async def test_prose_that_mentions_memory_is_not_a_command(text: str) -> None:
 )
 async def test_a_command_is_its_leading_words_whatever_the_case_mention_or_slash(text: str) -> None:
     store = InMemoryMemoryStore()
-    await store.write("org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t")])
+    await store.write(
+        "org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t", origin="public")]
+    )
     reply = await memory_registry(store).handle(text, SLACK)
     assert reply is not None
     assert "`mem:org:acme:1`" in reply.text
@@ -190,7 +192,9 @@ def test_build_registry_registers_memory_list_and_forget_with_one_usage_line_eac
 
 async def test_the_slash_command_text_reaches_the_same_command_as_a_message() -> None:
     store = InMemoryMemoryStore()
-    await store.write("org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t")])
+    await store.write(
+        "org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t", origin="public")]
+    )
     registry = memory_registry(store)
     as_message = await registry.handle("memory list org", SLACK)
     as_slash = await registry.handle("memory " + "list org", SLACK)
@@ -201,7 +205,9 @@ async def test_the_slash_command_text_reaches_the_same_command_as_a_message() ->
 
 async def test_forget_is_an_inline_run_with_a_receipt_and_list_is_a_plain_reply() -> None:
     store = InMemoryMemoryStore()
-    await store.write("user:slack:U1", [MemoryCandidate("fact", "This user likes tabs", "t")])
+    await store.write(
+        "user:slack:U1", [MemoryCandidate("fact", "This user likes tabs", "t", origin="public")]
+    )
     registry = memory_registry(store)
     listed = await registry.handle("memory list", SLACK)
     forgot = await registry.handle("memory forget mem:user:slack:U1:1", SLACK)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory.types import MemoryCandidate, MemoryRecord, RecordStatus
+from memory.types import MemoryCandidate, MemoryRecord, Origin, RecordStatus
 
 DAY = 24 * 3600.0
 NOW = 1_800_000_000.0
@@ -18,6 +18,8 @@ def record(
     last_used_at: float | None = None,
     status: RecordStatus = "active",
     source: str = "slack:C1:1.0",
+    origin: Origin = "unknown",
+    origin_conversation: str | None = None,
 ) -> MemoryRecord:
     return MemoryRecord(
         id=id,
@@ -29,10 +31,19 @@ def record(
         created_at=created_at,
         last_used_at=last_used_at,
         status=status,
+        origin=origin,
+        origin_conversation=origin_conversation,
     )
 
 
-def fact(text: str, *, supersedes: str | None = None, keywords: tuple[str, ...] = ()) -> MemoryCandidate:
+def fact(
+    text: str,
+    *,
+    supersedes: str | None = None,
+    keywords: tuple[str, ...] = (),
+    origin: Origin = "unknown",
+    origin_conversation: str | None = None,
+) -> MemoryCandidate:
     return MemoryCandidate(
         kind="fact",
         text=text,
@@ -41,4 +52,6 @@ def fact(text: str, *, supersedes: str | None = None, keywords: tuple[str, ...] 
         keywords=keywords,
         confidence=0.9,
         supersedes=supersedes,
+        origin=origin,
+        origin_conversation=origin_conversation,
     )

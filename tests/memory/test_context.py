@@ -6,7 +6,18 @@ import pytest
 from memory.context import memory_context_block, read_memory
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
-from tests.memory.records import NOW, fact
+from memory.visibility import Reader
+from tests.memory import records
+from tests.memory.records import NOW
+
+# Most tests here are about scopes, ranking and the budget, in a public channel's reply: their records
+# were learned in public. The read rule's own tests are at the end.
+READER = Reader("public", "slack:UA", "slack:C1")
+
+
+def fact(text: str) -> MemoryCandidate:
+    return records.fact(text, origin="public", origin_conversation="slack:C1")
+
 
 SUFFIX = " (may be outdated — verify before acting):"
 
@@ -57,7 +68,7 @@ async def seeded() -> RecordingStore:
 async def test_block_leads_with_the_prefix_and_one_bullet_per_record() -> None:
     store = await seeded()
     block = await memory_context_block(
-        store, "when do deploys go out", organization="acme", clock=lambda: NOW
+        store, "when do deploys go out", reader=READER, organization="acme", clock=lambda: NOW
     )
     assert block is not None
     assert block.splitlines() == [
@@ -71,13 +82,18 @@ async def test_block_leads_with_the_prefix_and_one_bullet_per_record() -> None:
 async def test_nothing_matched_returns_none() -> None:
     store = await seeded()
     assert (
-        await memory_context_block(store, "quarterly budget", organization="acme", user_id="slack:UA") is None
+        await memory_context_block(
+            store, "quarterly budget", reader=READER, organization="acme", user_id="slack:UA"
+        )
+        is None
     )
 
 
 async def test_user_scope_reads_org_and_own_records_never_another_users() -> None:
     store = await seeded()
-    block = await memory_context_block(store, "deploys", organization="acme", user_id="slack:UA")
+    block = await memory_context_block(
+        store, "deploys", reader=READER, organization="acme", user_id="slack:UA"
+    )
     assert block is not None
     assert block.splitlines()[0] == "Background memory for org:acme + user:slack:UA" + SUFFIX
     assert "prefers deploys in the morning" in block
@@ -89,7 +105,9 @@ async def test_limit_and_budget_apply_to_the_merged_pool_ranked_across_scopes() 
     store = InMemoryMemoryStore(clock=lambda: NOW)
     await store.write("org:acme", [fact("deploy"), fact("deploy train")])
     await store.write("user:slack:UA", [fact("deploy train schedule"), fact("deploy schedule")])
-    read = await read_memory(store, "deploy train schedule", organization="acme", user_id="slack:UA", limit=2)
+    read = await read_memory(
+        store, "deploy train schedule", reader=READER, organization="acme", user_id="slack:UA", limit=2
+    )
     assert [r.text for r in read.records] == ["deploy train schedule", "deploy train"]
 
 
@@ -97,14 +115,20 @@ async def test_ties_keep_org_first() -> None:
     store = InMemoryMemoryStore(clock=lambda: NOW)
     await store.write("user:slack:UA", [fact("deploy user")])
     await store.write("org:acme", [fact("deploy org")])
-    read = await read_memory(store, "deploy", organization="acme", user_id="slack:UA")
+    read = await read_memory(store, "deploy", reader=READER, organization="acme", user_id="slack:UA")
     assert [r.scope_key for r in read.records] == ["org:acme", "user:slack:UA"]
 
 
 async def test_repo_and_channel_scopes_join_the_pool_and_the_prefix_names_all_four() -> None:
     store = await seeded()
     block = await memory_context_block(
-        store, "deploys", organization="acme", user_id="slack:UA", channel_id="slack:C1", repo="o/r"
+        store,
+        "deploys",
+        reader=READER,
+        organization="acme",
+        user_id="slack:UA",
+        channel_id="slack:C1",
+        repo="o/r",
     )
     assert block is not None
     assert block.splitlines()[0] == (
@@ -127,6 +151,7 @@ async def test_the_repo_may_arrive_late_and_org_channel_user_are_fetched_first()
         read_memory(
             store,
             "deploys",
+            reader=READER,
             organization="acme",
             user_id="slack:UA",
             channel_id="slack:C1",
@@ -154,7 +179,7 @@ async def test_a_repo_that_resolves_to_nothing_or_fails_means_no_repo_scope() ->
 
     for source in (nothing(), broken()):
         block = await memory_context_block(
-            store, "deploys", organization="acme", channel_id="slack:C1", repo=source
+            store, "deploys", reader=READER, organization="acme", channel_id="slack:C1", repo=source
         )
         assert block is not None
         assert block.splitlines()[0] == "Background memory for org:acme + channel:slack:C1" + SUFFIX
@@ -164,7 +189,9 @@ async def test_a_repo_that_resolves_to_nothing_or_fails_means_no_repo_scope() ->
 async def test_a_failing_scope_reads_as_empty_and_the_rest_still_arrives() -> None:
     store = await seeded()
     broken = BrokenStore(store.inner)
-    block = await memory_context_block(broken, "deploys", organization="acme", user_id="slack:UA")
+    block = await memory_context_block(
+        broken, "deploys", reader=READER, organization="acme", user_id="slack:UA"
+    )
     assert block is not None and "tuesdays" in block
     assert "morning" not in block
 
@@ -187,7 +214,9 @@ class BarrierStore(RecordingStore):
 
 async def test_org_channel_and_user_are_retrieved_in_parallel() -> None:
     store = BarrierStore((await seeded()).inner, expected=3)
-    read = read_memory(store, "deploys", organization="acme", user_id="slack:UA", channel_id="slack:C1")
+    read = read_memory(
+        store, "deploys", reader=READER, organization="acme", user_id="slack:UA", channel_id="slack:C1"
+    )
     result = await asyncio.wait_for(read, timeout=5)
     assert sorted(store.retrieved) == ["channel:slack:C1", "org:acme", "user:slack:UA"]
     assert [r.scope_key for r in result.records] == ["org:acme", "channel:slack:C1", "user:slack:UA"]
@@ -198,10 +227,14 @@ async def test_one_token_budget_covers_the_whole_request_not_each_scope() -> Non
     await store.write("org:acme", [fact("deploy " + "org " * 60)])
     await store.write("user:slack:UA", [fact("deploy " + "mine " * 60)])
     # each bullet alone fits 100 tokens (≈ 70 and ≈ 80); the two together do not
-    read = await read_memory(store, "deploy", organization="acme", user_id="slack:UA", max_tokens=100)
+    read = await read_memory(
+        store, "deploy", reader=READER, organization="acme", user_id="slack:UA", max_tokens=100
+    )
     assert [r.scope_key for r in read.records] == ["org:acme"]
     assert read.block is not None and len(read.block.splitlines()) == 4
-    both = await read_memory(store, "deploy", organization="acme", user_id="slack:UA", max_tokens=200)
+    both = await read_memory(
+        store, "deploy", reader=READER, organization="acme", user_id="slack:UA", max_tokens=200
+    )
     assert [r.scope_key for r in both.records] == ["org:acme", "user:slack:UA"]
 
 
@@ -217,7 +250,9 @@ async def test_a_cancelled_read_leaves_no_retrieve_running() -> None:
             return []
 
     store = SlowStore(InMemoryMemoryStore())
-    read = asyncio.create_task(read_memory(store, "deploys", organization="acme", user_id="slack:UA"))
+    read = asyncio.create_task(
+        read_memory(store, "deploys", reader=READER, organization="acme", user_id="slack:UA")
+    )
     await started.wait()
     read.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -226,3 +261,58 @@ async def test_a_cancelled_read_leaves_no_retrieve_running() -> None:
         await asyncio.sleep(0)
     pending = [t for t in asyncio.all_tasks() if t is not asyncio.current_task() and not t.done()]
     assert pending == [] and finished == []
+
+
+# -- the read rule (memory/visibility.py) -----------------------------------------------------------
+
+
+async def dm_and_public_store() -> InMemoryMemoryStore:
+    store = InMemoryMemoryStore(clock=lambda: NOW)
+    dm = records.fact("this user deploys on fridays", origin="dm", origin_conversation="slack:D1")
+    await store.write("user:slack:UA", [dm])
+    await store.write("org:acme", [fact("deploys need a green build")])
+    return store
+
+
+async def test_a_dm_learned_record_never_enters_a_public_replys_block() -> None:
+    store = await dm_and_public_store()
+    read = await read_memory(store, "deploys", reader=READER, organization="acme", user_id="slack:UA")
+    assert [r.text for r in read.records] == ["deploys need a green build"]
+    assert read.block is not None and "fridays" not in read.block
+
+
+async def test_the_same_record_is_in_the_owners_dm_block() -> None:
+    store = await dm_and_public_store()
+    in_dm = Reader("self", "slack:UA", "slack:D1")
+    read = await read_memory(store, "deploys", reader=in_dm, organization="acme", user_id="slack:UA")
+    assert sorted(r.text for r in read.records) == [
+        "deploys need a green build",
+        "this user deploys on fridays",
+    ]
+
+
+async def test_a_refused_record_takes_no_slot_of_the_limit() -> None:
+    """Filtered before ranking: a limit of 1 still yields the one record the reader may see."""
+    store = InMemoryMemoryStore(clock=lambda: NOW)
+    await store.write("user:slack:UA", [records.fact("deploys deploys friday", origin="unknown")])
+    await store.write("org:acme", [fact("deploys go out")])
+    read = await read_memory(
+        store, "deploys friday", reader=READER, organization="acme", user_id="slack:UA", limit=1
+    )
+    assert [r.text for r in read.records] == ["deploys go out"]
+
+
+async def test_a_private_channel_record_stays_in_that_channel() -> None:
+    store = InMemoryMemoryStore(clock=lambda: NOW)
+    private = records.fact(
+        "this channel ships the secret project", origin="private", origin_conversation="slack:G1"
+    )
+    await store.write("user:slack:UA", [private])
+    there = Reader("private", "slack:UA", "slack:G1")
+    elsewhere = Reader("private", "slack:UA", "slack:G2")
+    found = await read_memory(store, "secret project", reader=there, organization="acme", user_id="slack:UA")
+    assert len(found.records) == 1
+    away = await read_memory(
+        store, "secret project", reader=elsewhere, organization="acme", user_id="slack:UA"
+    )
+    assert away.records == () and away.block is None

@@ -11,6 +11,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from app.agent.providers.base import ProviderError
+from app.audience import conversation_reader
 from app.incoming import HistoryTurn
 from app.reflection_hook import provider_extractor
 from memory.reflection import (
@@ -59,6 +60,8 @@ def make_run(
     query: str = "deploy the api service",
     history: tuple[HistoryTurn, ...] = (),
 ) -> ReflectionRun:
+    """A run in its channel (the scopes' channel id), read by that channel's audience."""
+    conversation = scopes.channel.partition(":")[2] if scopes.channel else None
     return ReflectionRun(
         thread_key=THREAD,
         scopes=scopes,
@@ -68,6 +71,8 @@ def make_run(
         history=history,
         run_id=RUN_ID,
         origin_visibility=origin,
+        origin_conversation=conversation,
+        reader=conversation_reader(origin, user_id="slack:UA", channel_id=conversation),
     )
 
 
@@ -409,7 +414,9 @@ async def test_reflect_makes_exactly_one_model_call_with_the_extractor_prompt_an
 async def test_reflect_shows_existing_records_of_every_scope_with_ids() -> None:
     store = RecordingStore()
     for scope in ("org:acme", "repo:acme/api", "channel:slack:C1", "user:slack:UA", "user:slack:UB"):
-        await store.write(scope, [MemoryCandidate("fact", f"deploy notes for {scope}", "t0")])
+        await store.write(
+            scope, [MemoryCandidate("fact", f"deploy notes for {scope}", "t0", origin="public")]
+        )
     store.writes.clear()
     _, _, provider = await run_reflect(envelope(), store=store)
     shown = provider.requests[0].messages[0].text
@@ -420,7 +427,7 @@ async def test_reflect_shows_existing_records_of_every_scope_with_ids() -> None:
 
 async def test_reflect_writes_with_provenance_and_supersede_applied() -> None:
     store = RecordingStore()
-    await store.write("org:acme", [MemoryCandidate("fact", "deploy runs on fridays", "t0")])
+    await store.write("org:acme", [MemoryCandidate("fact", "deploy runs on fridays", "t0", origin="public")])
     store.writes.clear()
     outcome, store, _ = await run_reflect(
         envelope(fact("deploy runs on mondays", supersedes="mem:org:acme:1", keywords=["deploy"])),
@@ -529,7 +536,7 @@ async def test_without_a_user_scope_user_facts_fall_back_to_org() -> None:
 
 async def test_a_supersede_lands_in_the_superseded_records_scope_even_when_mislabeled() -> None:
     store = RecordingStore()
-    by_hand = MemoryCandidate("fact", "this user runs the api deploy by hand", "t0")
+    by_hand = MemoryCandidate("fact", "this user runs the api deploy by hand", "t0", origin="public")
     await store.write("user:slack:UA", [by_hand])
     store.writes.clear()
     _, store, _ = await run_reflect(
@@ -542,7 +549,7 @@ async def test_a_supersede_lands_in_the_superseded_records_scope_even_when_misla
 
 async def test_a_scope_the_request_did_not_name_is_never_written() -> None:
     other = RecordingStore()
-    await other.write("user:slack:UB", [MemoryCandidate("fact", "deploy notes of B", "t0")])
+    await other.write("user:slack:UB", [MemoryCandidate("fact", "deploy notes of B", "t0", origin="public")])
     other.writes.clear()
     # The extractor names B's record id: it was never shown, so the supersede is dropped.
     _, store, _ = await run_reflect(
@@ -666,7 +673,9 @@ async def test_user_and_channel_facts_are_never_widened(origin: str | None) -> N
 
 async def test_a_narrowed_correction_drops_its_supersedes() -> None:
     store = RecordingStore()
-    await store.write("org:acme", [MemoryCandidate("fact", "the api deploy runs on fridays", "t0")])
+    await store.write(
+        "org:acme", [MemoryCandidate("fact", "the api deploy runs on fridays", "t0", origin="public")]
+    )
     store.writes.clear()
     _, store, provider = await run_reflect(
         envelope(fact("the api deploy runs on mondays", supersedes="mem:org:acme:1")),
@@ -735,8 +744,8 @@ async def test_the_gate_is_asked_with_the_routed_scope_and_the_origin() -> None:
         gate=gate,
     )
     assert asked == [
-        MemoryScopeResource("org:acme", "org", "dm"),
-        MemoryScopeResource("user:slack:UA", "user", "dm"),
+        MemoryScopeResource("org:acme", "org", "dm", origin_conversation="slack:C1"),
+        MemoryScopeResource("user:slack:UA", "user", "dm", origin_conversation="slack:C1"),
     ]
 
 
@@ -832,3 +841,122 @@ async def test_drain_waits_for_reflections_scheduled_while_draining() -> None:
     first_release.set()
     assert await tracker.drain(5) == 0
     assert sorted(written(store)["org:acme"]) == ["first fact", "second fact"]
+
+
+# --- origin labels: reflection cannot launder (issue 14) -------------------------------------------
+
+DM_FACT = "this user is interviewing at another company"
+
+
+async def store_with_a_dm_fact() -> RecordingStore:
+    store = RecordingStore()
+    learned = MemoryCandidate("fact", DM_FACT, "slack:D1:1.0", origin="dm", origin_conversation="slack:D1")
+    await store.write("user:slack:UA", [learned])
+    store.writes.clear()
+    return store
+
+
+async def test_every_candidate_inherits_the_runs_origin_label() -> None:
+    _, store, _ = await run_reflect(
+        envelope(fact("the api deploys with make ship"), fact("this user likes tabs", "user"), summary="s"),
+        origin="private",
+    )
+    labels = {(c.text, c.origin, c.origin_conversation) for _, batch in store.writes for c in batch}
+    assert labels == {
+        ("the api deploys with make ship", "private", "slack:C1"),
+        ("this user likes tabs", "private", "slack:C1"),
+        ("s", "private", "slack:C1"),
+    }
+
+
+async def test_an_unstamped_run_labels_its_candidates_unknown() -> None:
+    _, store, _ = await run_reflect(envelope(fact("this user likes tabs", "user")), origin=None)
+    ((_, (candidate,)),) = store.writes
+    assert candidate.origin == "unknown"
+
+
+async def test_the_extractor_of_a_public_run_is_not_shown_the_users_dm_records() -> None:
+    store = await store_with_a_dm_fact()
+    provider = ScriptedProvider(envelope())
+    await reflect(
+        make_run(origin="public", query="is this user interviewing"),
+        store=store,
+        extract=provider_extractor(provider),
+        model="m",
+        gate=policy_gate(SCOPES),
+    )
+    assert "interviewing at another company" not in provider.requests[0].messages[0].text
+
+
+async def test_the_extractor_of_the_users_dm_run_is_shown_them() -> None:
+    store = await store_with_a_dm_fact()
+    scopes = RequestScopes(org="org:acme", channel="channel:slack:D1", user="user:slack:UA")
+    provider = ScriptedProvider(envelope())
+    await reflect(
+        make_run(scopes, origin="dm", query="is this user interviewing"),
+        store=store,
+        extract=provider_extractor(provider),
+        model="m",
+        gate=policy_gate(scopes),
+    )
+    assert DM_FACT in provider.requests[0].messages[0].text
+
+
+@pytest.mark.parametrize("audience", ["org", "channel", "repo", None])
+async def test_a_dm_fact_re_emitted_from_a_public_run_is_narrowed_to_the_user_never_widened(
+    audience: str | None,
+) -> None:
+    store = await store_with_a_dm_fact()
+    outcome, store, _ = await run_reflect(
+        envelope(fact(DM_FACT.upper(), audience)), store=store, origin="public"
+    )
+    assert set(written(store)) <= {"user:slack:UA"}
+    for scope in ("org:acme", "repo:acme/api", "channel:slack:C1"):
+        assert store.records(scope) == []
+    (kept,) = store.records("user:slack:UA")  # the restatement dedups into the DM record
+    assert (kept.origin, kept.origin_conversation, kept.use_count) == ("dm", "slack:D1", 1)
+    assert outcome.routed[0].scope_key == "user:slack:UA"
+
+
+async def test_a_private_channel_fact_re_emitted_in_a_public_channel_stays_out_of_its_scope() -> None:
+    store = RecordingStore()
+    learned = MemoryCandidate(
+        "fact", "the merger closes in march", "slack:G1:1.0", origin="private", origin_conversation="slack:G1"
+    )
+    await store.write("user:slack:UA", [learned])
+    store.writes.clear()
+    _, store, _ = await run_reflect(envelope(fact("The merger closes in March", "channel")), store=store)
+    assert store.records("channel:slack:C1") == [] and store.records("org:acme") == []
+    (kept,) = store.records("user:slack:UA")
+    assert (kept.origin, kept.origin_conversation) == ("private", "slack:G1")
+
+
+async def test_a_restatement_found_only_by_the_lookup_is_narrowed_too() -> None:
+    """The dm record shares no token with the run's query, so only the per-candidate lookup finds it."""
+    store = await store_with_a_dm_fact()
+    _, store, _ = await run_reflect(
+        envelope(fact(DM_FACT, "org")), store=store
+    )  # query: "deploy the api service"
+    assert store.records("org:acme") == []
+
+
+class FailingListStore(RecordingStore):
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[Any]:
+        raise OSError("list is down")
+
+
+async def test_a_failed_restatement_lookup_labels_the_candidate_unknown_and_narrows_it() -> None:
+    with capture_logs() as logs:
+        _, store, _ = await run_reflect(envelope(fact("some org fact")), store=FailingListStore())
+    assert written(store) == {"user:slack:UA": ["some org fact"]}
+    ((_, (candidate,)),) = store.writes
+    assert candidate.origin == "unknown"
+    assert any(e["event"] == "memory.reflection_lookup_failed" for e in logs)
+
+
+async def test_a_supersede_cannot_name_a_record_the_extractor_was_not_shown() -> None:
+    store = await store_with_a_dm_fact()
+    reply = envelope(fact("this user stopped interviewing", "org", supersedes="mem:user:slack:UA:1"))
+    _, store, _ = await run_reflect(reply, store=store)
+    (dm,) = [r for r in store.records("user:slack:UA") if r.text == DM_FACT]
+    assert dm.status == "active"

@@ -13,6 +13,7 @@ from pydantic import SecretStr
 
 from app.agent.agents import build_agents
 from app.agent.providers.registry import ProviderRegistry, build_provider_registry
+from app.audience import reader_for
 from app.dispatch import CompletedRun, Dispatcher, PostRunStep
 from app.github.client import GitHubClient
 from app.github.resolution import ThreadBindings
@@ -135,6 +136,8 @@ def reflection_step(
             history=run.message.history,
             run_id=run.run_id,
             origin_visibility=run.message.channel_visibility,
+            origin_conversation=run.message.channel_id,
+            reader=reader_for(run.message),
         )
         gate = partial(authorize, reflection_actor(run.scopes), WRITE_ACTION)
         schedule_reflection(

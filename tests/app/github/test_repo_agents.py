@@ -96,9 +96,22 @@ async def test_a_repo_the_app_cannot_see_just_means_no_repo_scope_for_general(
     assert surface.replies == ["It is a private repository, I think."]
     assert outcome.completed is not None and outcome.completed.repo is None
     assert outcome.completed.scopes is not None and outcome.completed.scopes.repo is None
-    assert [call.path for call in github_api.calls] == ["/repos/acme/secret"]
+    assert github_api.calls == []  # a general run has no repo scope (§21): nothing to resolve or bind
     assert not [key for _, key, _ in bot.store.events if key.startswith("repo:")]
     assert _bound_repo(fake_anthropic.bodies()[0]) is None
+
+
+async def test_a_general_run_never_binds_the_thread_to_a_repo(
+    bot: Bot, github_api: FakeGitHub, fake_anthropic: FakeModelServer
+) -> None:
+    github_api.add_repo("acme/widgets")
+    fake_anthropic.script("Widgets is the storefront.", "Blue-green.")
+    await bot.dispatcher.dispatch(message("what is acme/widgets for?"), RecordingSurface())
+    assert bot.github.resolver.bindings.get("slack:C0REPO:1.0") is None
+    assert github_api.calls == []
+    outcome = await bot.dispatcher.dispatch(message("how do deploys work?"), RecordingSurface())
+    assert outcome.completed is not None and outcome.completed.scopes is not None
+    assert outcome.completed.scopes.repo is None
 
 
 async def test_a_coding_run_calls_two_tools_and_answers_with_the_count_in_its_run_events(
@@ -222,7 +235,8 @@ async def test_the_repo_awaitable_other_scopes_are_read_before_github_answers_an
         f"user:{USER}": "this user deploys on mondays",
     }
     for scope, text in seeds.items():
-        await bot.store.inner.write(scope, [MemoryCandidate(kind="fact", text=text, source_thread_key="t0")])
+        learned = MemoryCandidate(kind="fact", text=text, source_thread_key="t0", origin="public")
+        await bot.store.inner.write(scope, [learned])
     fake_anthropic.script("Blue-green, with a ticket.")
     outcome = await bot.dispatcher.dispatch(
         message("code how do deploys work? --repo acme/widgets"), RecordingSurface()

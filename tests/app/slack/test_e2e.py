@@ -202,11 +202,17 @@ async def test_a_bad_or_stale_signature_gets_401_and_nothing_is_processed(
 
 
 async def _seed(store: InMemoryMemoryStore) -> None:
+    """U1's, C1's and the org's records were learned in public channels (any reply may show them);
+    U2's in U2's DM."""
     await store.write(
         "org:acme",
         [
             MemoryCandidate(
-                kind="fact", text="deploy runs through the release pipeline", source_thread_key="slack:C9:1.0"
+                kind="fact",
+                text="deploy runs through the release pipeline",
+                source_thread_key="slack:C9:1.0",
+                origin="public",
+                origin_conversation="slack:C9",
             )
         ],
     )
@@ -214,7 +220,11 @@ async def _seed(store: InMemoryMemoryStore) -> None:
         "channel:slack:C1",
         [
             MemoryCandidate(
-                kind="fact", text="this channel owns the deploy tooling", source_thread_key="slack:C1:2.0"
+                kind="fact",
+                text="this channel owns the deploy tooling",
+                source_thread_key="slack:C1:2.0",
+                origin="public",
+                origin_conversation="slack:C1",
             )
         ],
     )
@@ -224,7 +234,9 @@ async def _seed(store: InMemoryMemoryStore) -> None:
             MemoryCandidate(
                 kind="fact",
                 text="this user wants deploy answers as bullet lists",
-                source_thread_key="slack:D1:3.0",
+                source_thread_key="slack:C1:3.0",
+                origin="public",
+                origin_conversation="slack:C1",
             )
         ],
     )
@@ -232,7 +244,11 @@ async def _seed(store: InMemoryMemoryStore) -> None:
         "user:slack:U2",
         [
             MemoryCandidate(
-                kind="fact", text="another person's deploy preference", source_thread_key="slack:D2:4.0"
+                kind="fact",
+                text="another person's deploy preference",
+                source_thread_key="slack:D2:4.0",
+                origin="dm",
+                origin_conversation="slack:D2",
             )
         ],
     )
@@ -355,12 +371,19 @@ async def test_one_memory_list_text_answers_alike_in_a_slack_thread_the_slash_co
     await durable.write(
         "org:acme",
         [
-            MemoryCandidate("fact", "deploy runs through the release pipeline", "slack:C9:1.0"),
-            MemoryCandidate("fact", "standups are at ten", "slack:C9:1.0"),
+            MemoryCandidate(
+                "fact", "deploy runs through the release pipeline", "slack:C9:1.0", origin="public"
+            ),
+            MemoryCandidate("fact", "standups are at ten", "slack:C9:1.0", origin="public"),
         ],
     )
     await durable.write(
-        "org:acme", [MemoryCandidate("fact", "deploy <prod> only with a ticket & a buddy", "slack:C9:2.0")]
+        "org:acme",
+        [
+            MemoryCandidate(
+                "fact", "deploy <prod> only with a ticket & a buddy", "slack:C9:2.0", origin="public"
+            )
+        ],
     )
     words = ["list", "org", "deploy", "--limit", "5"]
     slack_api.add_conversation("C1", "public")

@@ -1,0 +1,154 @@
+"""The read rule (memory/visibility.py): a record only goes where its audience could already see it.
+
+The property test checks `may_show` against an independent model of audiences: who will read a reply
+(everyone, the members of one conversation, or one person) and who could already see where the record
+was learned. Whenever `may_show` says yes, the reply's audience must be a subset of the origin's.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memory.types import MemoryRecord, Origin
+from memory.visibility import (
+    Audience,
+    Reader,
+    legacy_origin,
+    may_show,
+    narrower,
+    origin_from_visibility,
+    record_owner,
+)
+
+USERS = ("slack:U1", "slack:U2")
+CONVERSATIONS = ("slack:C1", "slack:C2", "slack:G1", "slack:D1", "slack:D2")
+SCOPES = (
+    "org:acme",
+    "repo:acme/api",
+    "channel:slack:C1",
+    "channel:slack:G1",
+    "channel:slack:D1",
+    "user:slack:U1",
+    "user:slack:U2",
+)
+OPEN = frozenset({"public", "machine"})
+
+
+def record(origin: Origin, conversation: str | None, scope_key: str) -> MemoryRecord:
+    return MemoryRecord(
+        id=f"mem:{scope_key}:1",
+        scope_key=scope_key,
+        kind="fact",
+        text="a fact",
+        source_thread_key="t",
+        created_at=0.0,
+        origin=origin,
+        origin_conversation=conversation,
+    )
+
+
+def could_already_see(item: MemoryRecord, reader: Reader) -> bool:
+    """The model: is everyone the reply reaches someone who could already see the record's origin?
+
+    Origin audiences: public/machine → everyone; private/mpim/dm/unknown learned in conversation X →
+    the members of X (the owner of a user-scope record is one of them: they were asked there). Reply
+    audiences: public → everyone (also people who join later); private/mpim in X → the members of X;
+    self → the one reader, who is a member of the conversation they read in.
+    """
+    if item.origin in OPEN:
+        return True
+    owner = record_owner(item.scope_key)
+    where = item.origin_conversation
+    if reader.audience == "public":
+        return False  # everyone ⊄ any narrower audience
+    if reader.audience in ("private", "mpim"):
+        return where is not None and reader.conversation_id == where
+    # self: one person — a member of the origin if they are its owner or read inside that conversation
+    return (owner is not None and reader.user_id == owner) or (
+        where is not None and reader.conversation_id == where
+    )
+
+
+origins = st.sampled_from(get_args(Origin))
+conversations = st.none() | st.sampled_from(CONVERSATIONS)
+readers = st.builds(
+    Reader,
+    audience=st.sampled_from(get_args(Audience)),
+    user_id=st.none() | st.sampled_from(USERS),
+    conversation_id=conversations,
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(origin=origins, conversation=conversations, scope_key=st.sampled_from(SCOPES), reader=readers)
+def test_no_record_reaches_a_wider_audience_than_its_origin(
+    origin: Origin, conversation: str | None, scope_key: str, reader: Reader
+) -> None:
+    item = record(origin, conversation, scope_key)
+    if may_show(item, reader):
+        assert could_already_see(item, reader), (item, reader)
+
+
+@settings(max_examples=500, deadline=None)
+@given(conversation=conversations, scope_key=st.sampled_from(SCOPES), reader=readers)
+def test_unknown_is_read_exactly_as_dm(conversation: str | None, scope_key: str, reader: Reader) -> None:
+    assert may_show(record("unknown", conversation, scope_key), reader) == may_show(
+        record("dm", conversation, scope_key), reader
+    )
+
+
+def test_public_and_machine_records_are_shown_anywhere() -> None:
+    open_origins: tuple[Origin, ...] = ("public", "machine")
+    for origin in open_origins:
+        assert may_show(record(origin, None, "org:acme"), Reader("public", "slack:U2", "slack:C2"))
+
+
+def test_a_dm_fact_reaches_its_owner_privately_and_nobody_else() -> None:
+    fact = record("dm", "slack:D1", "user:slack:U1")
+    assert may_show(fact, Reader("self", "slack:U1", "slack:D1"))  # the owner's DM
+    assert may_show(fact, Reader("self", "slack:U1", None))  # the owner's terminal or App Home
+    assert may_show(fact, Reader("self", "slack:U1", "slack:C1"))  # an ephemeral reply to the owner
+    assert not may_show(fact, Reader("public", "slack:U1", "slack:C1"))  # the owner, in public
+    assert not may_show(fact, Reader("private", "slack:U1", "slack:G1"))
+    assert not may_show(fact, Reader("self", "slack:U2", "slack:D2"))  # someone else's DM
+
+
+def test_a_private_fact_stays_in_its_conversation_or_with_its_owner() -> None:
+    fact = record("private", "slack:G1", "channel:slack:G1")
+    assert may_show(fact, Reader("private", "slack:U2", "slack:G1"))
+    assert not may_show(fact, Reader("private", "slack:U2", "slack:G2"))
+    assert not may_show(fact, Reader("public", "slack:U2", "slack:G1"))  # made public later
+    own = record("private", "slack:G1", "user:slack:U1")
+    assert may_show(own, Reader("self", "slack:U1", "slack:D1"))
+    assert not may_show(own, Reader("public", "slack:U1", "slack:C1"))
+
+
+def test_a_dm_fact_in_the_dms_channel_scope_is_shown_only_privately_in_that_dm() -> None:
+    fact = record("dm", "slack:D1", "channel:slack:D1")
+    assert may_show(fact, Reader("self", "slack:U1", "slack:D1"))
+    assert not may_show(fact, Reader("self", "slack:U1", "slack:D2"))
+    assert not may_show(fact, Reader("private", "slack:U1", "slack:D1"))
+
+
+def test_a_run_visibility_becomes_its_origin_and_anything_else_is_unknown() -> None:
+    for visibility in ("public", "private", "mpim", "dm", "machine"):
+        assert origin_from_visibility(visibility) == visibility
+    assert origin_from_visibility(None) == "unknown"
+    assert origin_from_visibility("shared") == "unknown"
+
+
+def test_the_narrower_of_two_labels_wins_and_a_tie_keeps_the_first() -> None:
+    assert narrower(("public", "slack:C1"), ("dm", "slack:D1")) == ("dm", "slack:D1")
+    assert narrower(("dm", "slack:D1"), ("private", "slack:G1")) == ("dm", "slack:D1")
+    assert narrower(("private", "slack:G1"), ("mpim", "slack:M1")) == ("private", "slack:G1")
+    assert narrower(("machine", None), ("private", "slack:G1")) == ("private", "slack:G1")
+
+
+def test_records_from_before_origins_get_conservative_labels() -> None:
+    assert legacy_origin("org:acme") == ("public", None)
+    assert legacy_origin("repo:acme/api") == ("public", None)
+    assert legacy_origin("channel:slack:C0PRIV") == ("private", "slack:C0PRIV")
+    assert legacy_origin("user:slack:U1") == ("unknown", None)
