@@ -34,8 +34,8 @@ from memory.context import MemoryRead, read_memory
 from memory.scope import RequestScopes, list_scope_keys, request_scope_keys
 from memory.stores import NullMemoryStore
 from memory.types import MemoryStore
-from ops.tracing import annotate, span
 from memory.visibility import Reader
+from ops.tracing import annotate, span
 
 log = structlog.get_logger("dispatch")
 

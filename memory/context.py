@@ -13,8 +13,8 @@ import structlog
 from memory.scope import RequestScopes, derive_scope_key, list_scope_keys, request_scope_keys, scope_kind
 from memory.scorer import apply_budget, query_tokens, render_memory_block, score_record
 from memory.types import MemoryRecord, MemoryStore
-from ops.tracing import span
 from memory.visibility import Reader, may_show
+from ops.tracing import span
 
 log = structlog.get_logger("memory")
 
