@@ -124,7 +124,9 @@ async def test_a_slack_event_is_one_trace_from_the_bot_through_the_memory_servic
             stack.push_async_callback(store.aclose)
             providers = build_provider_registry(settings, environ={})
             stack.push_async_callback(providers.aclose)
-            await store.write("org:acme", [MemoryCandidate("fact", RECORD_TEXT, "slack:C1:1.0")])
+            await store.write(
+                "org:acme", [MemoryCandidate("fact", RECORD_TEXT, "slack:C1:1.0", origin="public")]
+            )
             agents = build_agents(settings).with_tools("general", (echo_tool(),))
             dispatcher = Dispatcher(settings=settings, providers=providers, agents=agents, memory_store=store)
             hook = install_reflection(dispatcher, None, store=store, providers=providers, memory_model=None)
@@ -184,7 +186,8 @@ async def test_a_slack_event_is_one_trace_from_the_bot_through_the_memory_servic
     assert (write.attributes["memory.candidates"], write.attributes["memory.inserted"]) == (1, 1)
 
     # Across the HTTP hop: every client request's span is the parent of the service's span for it.
-    clients = [span for span in bot_spans if span.name in ("POST /retrieve", "POST /write")]
+    # (/list: reflection looks each candidate up to see whether it restates a narrower record.)
+    clients = [span for span in bot_spans if span.name in ("POST /retrieve", "POST /list", "POST /write")]
     assert {parent_id(c) for c in clients if c.name == "POST /retrieve"} >= {span_id(r) for r in retrieves}
     assert [parent_id(c) for c in clients if c.name == "POST /write"] == [span_id(write)]
     by_parent = {entry["parent_id"]: entry for entry in served}
