@@ -23,9 +23,37 @@ ThreadRepo = Callable[[], Awaitable[str | None]]
 
 # A Slack mention the surface may have left in front of the command (`<@U0123> memory list`).
 _LEADING_MENTION = re.compile(r"^\s*<@[A-Z0-9]+(?:\|[^>]*)?>[\s,:]*")
-# A lone word after a group word that is close to a known verb, or an option, reads as a mistyped
-# command ("memory lsit"); anything else ("memory leaks", "memory is great") is prose for the agent.
+
+
+def _words(text: str) -> frozenset[str]:
+    return frozenset(text.split())
+
+
+# What after a group word (`memory …`) is a command attempt, answered with the group's usage and
+# never handed to the model (a model once answered "Done, I deleted it." with nothing deleted):
+# - a destructive verb, whatever follows it ("memory purge everything please");
+_DESTRUCTIVE_VERBS = _words(
+    """delete del rm remove clear erase wipe purge drop reset flush truncate nuke destroy unset
+    revoke forgetall deleteall clearall"""
+)
+# - another command verb with at most _SHORT_TAIL words after it ("memory show all", "memory add x");
+_ACTION_VERBS = _words(
+    """add create save store remember write put edit update modify change show view display get ls
+    search find query grep export import dump undo restore rollback prune rename pin unpin sync reindex
+    vacuum compact"""
+)
+_SHORT_TAIL = 3
+# - a lone word: an option (`memory --scope`), a word close to a known verb (`memory lsit`), or any
+#   bare word (`memory zap`) — but not one that reads as prose going on about memory: an inflected
+#   word (`memory leaks`, `memory matters`, `memory growing`) or a function word (`memory is`).
 _OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
+_BARE_WORD = re.compile(r"^[a-z]+$")
+_INFLECTED = ("s", "ing", "ed")
+_FUNCTION_WORDS = _words(
+    """is was are were be been am has have had can could will would should may might must do does
+    did of in on at for from to and or but the a an this that it its"""
+)
+# Longer messages with any other second word are prose for the agent ("memory is great").
 _TYPO_CUTOFF = 0.7
 _HELP_WORDS = frozenset({"help", "--help", "-h"})
 _OPTION_HELP = frozenset({"--help", "-h"})
@@ -163,17 +191,29 @@ class CommandRegistry:
         return reply
 
     def _mistyped(self, head: str, rest: list[str]) -> CommandReply | None:
-        """`memory lsit` or `memory --scope` is a mistyped command; `memory leaks` is prose."""
-        if len(rest) != 1:
-            return None
+        """`memory delete …`, `memory show all`, `memory lsit`, `memory --scope`, `memory zap` are
+        usage errors; `memory leaks` and `memory is great` are prose (see the rules above)."""
         word = rest[0]
+        verb = word.lower()
         verbs = sorted({words[1] for words in self._commands if words[0] == head} | {"help"})
-        close = difflib.get_close_matches(word.lower(), verbs, n=1, cutoff=_TYPO_CUTOFF)
-        if not close and not _OPTION_LIKE.match(word):
+        close = difflib.get_close_matches(verb, verbs, n=1, cutoff=_TYPO_CUTOFF) if len(rest) == 1 else []
+        destructive = verb in _DESTRUCTIVE_VERBS
+        if not (
+            destructive
+            or (verb in _ACTION_VERBS and len(rest) - 1 <= _SHORT_TAIL)
+            or (len(rest) == 1 and (close or _OPTION_LIKE.match(word) or _is_bare_verb(verb)))
+        ):
             return None
         hint = f" Did you mean `{head} {close[0]}`?" if close else ""
-        reason = f"Unknown command {_code(head + ' ' + word)}.{hint}"
+        unchanged = " Nothing was changed." if destructive else ""
+        reason = f"Unknown command {_code(head + ' ' + word)}.{unchanged}{hint}"
+        log.info("command.unknown", group=head, destructive=destructive)
         return CommandReply(f"{reason}\n{self.usage(head)}", ok=False)
+
+
+def _is_bare_verb(word: str) -> bool:
+    """A lone lowercase word that is not inflected and not a function word: it reads as a verb."""
+    return bool(_BARE_WORD.match(word)) and not word.endswith(_INFLECTED) and word not in _FUNCTION_WORDS
 
 
 def _tokens(text: str) -> list[str]:

@@ -110,9 +110,57 @@ async def test_a_mistyped_verb_or_a_lone_option_is_a_usage_error_naming_the_comm
     assert LIST_USAGE in reply.text and FORGET_USAGE in reply.text
 
 
-@pytest.mark.parametrize("text", ["memory leaks", "memory matters", "Memory purge everything please"])
-async def test_an_unknown_word_that_is_no_typo_of_a_verb_is_prose_for_the_agent(text: str) -> None:
+@pytest.mark.parametrize(
+    "text",
+    [
+        "memory leaks",
+        "memory matters",
+        "memory growing",
+        "memory is",
+        "memory usage on the workers doubled after the deploy",
+        "memory dump from the crash is in the bucket",
+        "memory show me what the team decided about deploys last quarter",
+    ],
+)
+async def test_prose_that_starts_with_memory_still_reaches_the_agent(text: str) -> None:
     assert await memory_registry().handle(text, SLACK) is None
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "memory delete mem:org:acme:1",
+        "memory remove all of my records from the org scope right now please",
+        "memory clear",
+        "memory erase everything",
+        "Memory purge everything please",
+        "memory wipe",
+        "/memory rm mem:org:acme:1",
+        "<@U0BOT> memory drop org",
+    ],
+)
+async def test_a_destructive_verb_after_memory_is_a_usage_error_and_changes_nothing(text: str) -> None:
+    store = InMemoryMemoryStore()
+    await store.write("org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t")])
+    reply = await memory_registry(store).handle(text, SLACK)
+    assert reply is not None, "a destructive verb must never reach the model"
+    assert not reply.ok
+    assert reply.text.startswith("Unknown command `memory ")
+    assert "Nothing was changed." in reply.text
+    assert LIST_USAGE in reply.text and FORGET_USAGE in reply.text
+    assert [r.status for r in store.records("org:acme")] == ["active"]
+
+
+@pytest.mark.parametrize(
+    "text", ["memory zap", "memory show all", "memory add deploys on tuesday", "memory search"]
+)
+async def test_any_other_verb_or_lone_word_after_memory_is_a_usage_error_listing_the_verbs(text: str) -> None:
+    reply = await memory_registry().handle(text, SLACK)
+    assert reply is not None
+    assert not reply.ok
+    assert reply.text.startswith(f"Unknown command `{' '.join(text.split()[:2])}`.")
+    assert "Nothing was changed." not in reply.text
+    assert LIST_USAGE in reply.text and FORGET_USAGE in reply.text
 
 
 async def test_a_usage_error_is_answered_with_the_commands_one_usage_line() -> None:
