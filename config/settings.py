@@ -119,7 +119,8 @@ class MemorySettings(_Section):
     limit: int = Field(default=8, ge=1, le=50)
     max_tokens: int = Field(default=800, ge=1, le=100_000)
     model: str | None = None  # checked when reflection runs: a bad ref warns and skips, never fails a run
-    max_records_per_scope: int | float = 500  # validated by memory/build.py (warning + default)
+    # Any value reaches memory/build.py, which validates it once (§29: a warning and the default).
+    max_records_per_scope: Any = 500
     store: Literal["sqlite", "memory", "postgres"] | None = None
     service_url: str | None = None
     token_env: str = Field(default="MEMORY_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
@@ -128,6 +129,20 @@ class MemorySettings(_Section):
     ranking: Literal["v2", "spec"] = "v2"
 
     _url = field_validator("service_url")(_check_url)
+
+    @field_validator("max_records_per_scope", mode="before")
+    @classmethod
+    def _cap_from_text(cls, value: Any) -> Any:
+        """Text (the environment's) that is a number becomes that number; anything else stays as
+        given — a TOML `true` stays a boolean, `"true"` stays text — so memory/build.py refuses it
+        with its warning instead of pydantic reading `true` as a cap of 1."""
+        if isinstance(value, str):
+            for parse in (int, float):
+                try:
+                    return parse(value.strip())
+                except ValueError:
+                    continue
+        return value
 
 
 class GithubSettings(_Section):

@@ -5,8 +5,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from config.settings import ConfigError, Settings, load_settings
+from memory.build import ScopeCap, validate_scope_cap
+from memory.types import DEFAULT_SCOPE_CAP
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -223,3 +226,32 @@ def test_a_missing_config_file_says_what_named_it(tmp_path: Path) -> None:
         load_settings({}, config_path=tmp_path / "nope.toml")
     with pytest.raises(ConfigError, match=r"does not exist \(named by SWITCHBOARD_CONFIG\)"):
         load_settings({"SWITCHBOARD_CONFIG": str(tmp_path / "nope.toml")})
+
+
+@pytest.mark.parametrize(
+    ("toml", "env"),
+    [
+        ("max_records_per_scope = true", {}),
+        ("max_records_per_scope = false", {}),
+        ("", {"SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE": "true"}),
+        ("", {"SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE": "TRUE"}),
+        ("", {"SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE": "lots"}),
+    ],
+    ids=["toml true", "toml false", "env true", "env TRUE", "env text"],
+)
+def test_a_boolean_or_text_cap_is_refused_with_the_cap_warning_and_the_default(
+    tmp_path: Path, toml: str, env: dict[str, str]
+) -> None:
+    config = write(tmp_path / "switchboard.toml", f"[memory]\n{toml}\n")
+    settings = load_settings(env=env, config_path=config)  # start-up goes on: no ConfigError
+    with capture_logs() as logs:
+        cap = validate_scope_cap(settings.memory.max_records_per_scope)
+    assert cap == ScopeCap(DEFAULT_SCOPE_CAP, configured=True)  # never a cap of 1
+    (warning,) = [e for e in logs if e.get("key") == "memory.max_records_per_scope"]
+    assert warning["log_level"] == "warning" and warning["using_default"] == DEFAULT_SCOPE_CAP
+
+
+def test_a_numeric_cap_from_the_environment_is_that_number() -> None:
+    settings = load_settings(env={"SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE": " 250 "})
+    assert settings.memory.max_records_per_scope == 250
+    assert validate_scope_cap(settings.memory.max_records_per_scope) == ScopeCap(250, configured=True)
