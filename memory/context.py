@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import structlog
 
 from memory.scope import RequestScopes, derive_scope_key, list_scope_keys, request_scope_keys, scope_kind
-from memory.scorer import apply_budget, query_tokens, render_memory_block, score_record
+from memory.scorer import budget_memory_block, query_tokens, score_record
 from memory.types import MemoryRecord, MemoryStore
 from memory.visibility import Reader, may_show
 from ops.tracing import span
@@ -79,8 +79,8 @@ async def read_memory(
     now = clock()
     wanted = query_tokens(query)
     ranked = sorted(pool, key=lambda record: -score_record(record, wanted, now))
-    kept = apply_budget(ranked, limit, max_tokens)
-    return MemoryRead(block=render_memory_block(kept, order), scopes=scopes, records=tuple(kept))
+    block = budget_memory_block(ranked, order, limit, max_tokens)
+    return MemoryRead(block=block.text, scopes=scopes, records=block.records)
 
 
 async def memory_context_block(

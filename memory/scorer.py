@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Collection, Iterable, Sequence
+from dataclasses import dataclass
 
 from memory.redact import redact_secrets
 from memory.types import MemoryRecord
@@ -22,6 +23,9 @@ FENCE_CLOSE = "</background_memory>"
 
 _TOKEN = re.compile(r"[a-z0-9]+")
 _WHITESPACE = re.compile(r"\s+")
+ELLIPSIS = "…"
+# A cut never ends on a joiner or variation selector: they belong to the character after them.
+_JOINERS = "\u200d\ufe0e\ufe0f"
 
 
 def tokenize(text: str) -> list[str]:
@@ -199,37 +203,71 @@ def render_bullet(record: MemoryRecord) -> str:
     return f"- {text} (source: {source})"
 
 
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
-
-
-def apply_budget(records: Sequence[MemoryRecord], limit: int, max_tokens: int) -> list[MemoryRecord]:
-    """Keep records in order while both caps hold; the first is always kept.
-
-    Each record is costed at its rendered bullet plus its line break, so the estimate is a real
-    upper bound on what the records add to the prompt.
-    """
-    kept: list[MemoryRecord] = []
-    spent = 0
-    for record in records:
-        if len(kept) >= limit:
-            break
-        cost = estimate_tokens(render_bullet(record) + "\n")
-        if kept and spent + cost > max_tokens:
-            break
-        kept.append(record)
-        spent += cost
-    return kept
-
-
 def render_prefix(scope_keys: Iterable[str]) -> str:
     names = " + ".join(sanitize_memory_field(key) for key in scope_keys)
     return f"Background memory for {names} (may be outdated — verify before acting):"
 
 
 def render_memory_block(records: Sequence[MemoryRecord], scope_keys: Sequence[str]) -> str:
-    """The advisory block: the prefix, the fence, one sanitized bullet per record."""
-    lines = [render_prefix(scope_keys), FENCE_OPEN]
-    lines.extend(render_bullet(record) for record in records)
-    lines.append(FENCE_CLOSE)
-    return "\n".join(lines)
+    """The advisory block: the prefix, the fence, one sanitized bullet per record (no budget)."""
+    return _frame(scope_keys, [render_bullet(record) for record in records])
+
+
+def _frame(scope_keys: Sequence[str], bullets: Sequence[str]) -> str:
+    return "\n".join([render_prefix(scope_keys), FENCE_OPEN, *bullets, FENCE_CLOSE])
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetedBlock:
+    """The records shown, in order, and the block they make (None when not even one fits)."""
+
+    records: tuple[MemoryRecord, ...]
+    text: str | None
+
+
+def budget_memory_block(
+    records: Sequence[MemoryRecord], scope_keys: Sequence[str], limit: int, max_tokens: int
+) -> BudgetedBlock:
+    """The block under its hard budget (§6): at most `limit` records and `max_tokens` × 4 characters
+    for the whole block — prefix, fences, line breaks and every escape included.
+
+    Records are kept in order while their rendered bullets fit. The first is always shown: when it
+    alone is too long it is cut at a character boundary (never inside an escape such as `&lt;`) and
+    ends with "…". A budget too small for the frame and a cut first bullet gives no block.
+    """
+    room = max_tokens * CHARS_PER_TOKEN - len(_frame(scope_keys, ()))
+    kept: list[MemoryRecord] = []
+    bullets: list[str] = []
+    for record in records[: max(0, limit)]:
+        bullet = render_bullet(record)
+        if len(bullet) + 1 > room:  # + its line break
+            cut = None if kept else _cut_bullet(record, room - 1)
+            if cut is None:
+                break
+            bullet = cut
+        kept.append(record)
+        bullets.append(bullet)
+        room -= len(bullet) + 1
+    if not kept:
+        return BudgetedBlock((), None)
+    return BudgetedBlock(tuple(kept), _frame(scope_keys, bullets))
+
+
+def _cut_bullet(record: MemoryRecord, width: int) -> str | None:
+    """The record's bullet in at most `width` characters: its text cut, whole characters and whole
+    escapes only, then "…"; None when not even the provenance fits."""
+    source = sanitize_memory_field(record.source_thread_key)
+    tail = f"{ELLIPSIS} (source: {source})"
+    room = width - len("- ") - len(tail)
+    if room < 0:
+        return None
+    text = clean_memory_field(record.text)
+    end = used = 0
+    for char in text:
+        cost = len(escape_memory_field(char))
+        if used + cost > room:
+            break
+        used += cost
+        end += 1
+    cut = text[:end].rstrip().rstrip(_JOINERS)
+    return f"- {escape_memory_field(cut)}{tail}"

@@ -316,3 +316,22 @@ async def test_a_private_channel_record_stays_in_that_channel() -> None:
         store, "secret project", reader=elsewhere, organization="acme", user_id="slack:UA"
     )
     assert away.records == () and away.block is None
+
+
+async def test_one_escape_heavy_record_cannot_push_the_block_over_its_budget() -> None:
+    # "<" renders as "&lt;": 4,000 of them would be a 16,000-character block against a 3,200 budget.
+    store = InMemoryMemoryStore(clock=lambda: NOW)
+    await store.write("org:acme", [fact("deploy " + "<" * 3_990), fact("deploy on tuesdays")])
+    read = await read_memory(
+        store,
+        "deploy",
+        reader=READER,
+        organization="acme",
+        user_id="UA",
+        channel_id="C1",
+        max_tokens=800,
+        clock=lambda: NOW,
+    )
+    assert read.block is not None
+    assert len(read.block) <= 800 * 4
+    assert "…" in read.block and read.block.endswith("</background_memory>")

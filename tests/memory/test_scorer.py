@@ -5,9 +5,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memory.scorer import (
+    ELLIPSIS,
     FENCE_CLOSE,
     FENCE_OPEN,
-    apply_budget,
+    BudgetedBlock,
+    budget_memory_block,
     clean_memory_field,
     keyword_match,
     query_terms,
@@ -94,28 +96,48 @@ def test_sanitize_escapes_ampersand_first_so_the_escaping_is_unambiguous() -> No
     assert sanitize_memory_field("&lt;") != sanitize_memory_field("<")
 
 
+ORG = ["org:acme"]
+
+
+def _frame_chars(scope_keys: list[str] = ORG) -> int:
+    return len(render_memory_block([], scope_keys))
+
+
 def test_budget_caps_by_record_count() -> None:
     records = [record(f"fact {i}", id=f"mem:org:acme:{i}") for i in range(10)]
-    assert [r.id for r in apply_budget(records, 3, 10_000)] == [r.id for r in records[:3]]
+    kept = budget_memory_block(records, ORG, 3, 10_000).records
+    assert [r.id for r in kept] == [r.id for r in records[:3]]
 
 
-def test_budget_caps_by_token_estimate_on_the_rendered_bullet() -> None:
+def test_budget_counts_the_rendered_escaped_bullet_and_its_line_break() -> None:
     # "<" renders as "&lt;": four times the raw size, and the budget must count that.
     records = [record("<" * 100, id=f"mem:org:acme:{i}") for i in range(5)]
     bullet = len(render_bullet(records[0])) + 1
-    kept = apply_budget(records, 8, max_tokens=math.ceil(bullet / 4) * 2)
-    assert len(kept) == 2
+    block = budget_memory_block(records, ORG, 8, max_tokens=math.ceil((_frame_chars() + 2 * bullet) / 4))
+    assert len(block.records) == 2
+    assert block.text == render_memory_block(records[:2], ORG)
 
 
-def test_budget_always_keeps_the_first_record_even_when_it_is_too_large() -> None:
-    big = record("word " * 2000, id="mem:org:acme:1")
+def test_a_first_record_longer_than_the_budget_is_cut_with_an_ellipsis_and_the_block_fits() -> None:
+    big = record("<" * 2000, id="mem:org:acme:1")  # renders 8,000+ characters
     small = record("small", id="mem:org:acme:2")
-    assert apply_budget([big, small], 8, max_tokens=10) == [big]
+    block = budget_memory_block([big, small], ORG, 8, max_tokens=100)
+    assert block.records == (big,)
+    assert block.text is not None and len(block.text) <= 400
+    (bullet,) = block.text.splitlines()[2:-1]
+    assert bullet.startswith("- &lt;&lt;") and bullet.endswith(f"&lt;{ELLIPSIS} (source: slack:C1:1.0)")
+    # exactly as much text as fits: one more escape would not
+    assert len(block.text) > 400 - len("&lt;")
+
+
+def test_a_budget_too_small_for_the_frame_gives_no_block() -> None:
+    block = budget_memory_block([record("x")], ORG, 8, max_tokens=_frame_chars() // 4)
+    assert block == BudgetedBlock((), None)
 
 
 def test_budget_preserves_order() -> None:
     records = [record(f"r{i}", id=f"mem:org:acme:{i}") for i in (3, 1, 2)]
-    assert apply_budget(records, 8, 800) == records
+    assert list(budget_memory_block(records, ORG, 8, 800).records) == records
 
 
 def test_block_leads_with_the_exact_advisory_prefix_and_fences_one_bullet_per_record() -> None:
@@ -214,21 +236,39 @@ def test_escaping_can_be_undone_to_recover_the_sanitized_text_exactly(text: str)
     assert "\n" not in cleaned and "  " not in cleaned
 
 
+_SCOPE_KEYS = st.lists(
+    st.sampled_from(["org:acme", "repo:owner/name", "channel:slack:C0123", "user:slack:U0456", "org:<&>"]),
+    min_size=1,
+    max_size=4,
+    unique=True,
+)
+
+
 @given(
-    texts=st.lists(_adversarial_text, min_size=1, max_size=12),
+    texts=st.lists(st.tuples(_adversarial_text, _adversarial_text), min_size=1, max_size=12),
+    scope_keys=_SCOPE_KEYS,
     limit=st.integers(min_value=1, max_value=12),
     max_tokens=st.integers(min_value=1, max_value=400),
 )
-def test_budget_never_exceeds_max_tokens_times_four_except_the_first_record(
-    texts: list[str], limit: int, max_tokens: int
+def test_the_whole_rendered_block_never_exceeds_max_tokens_times_four(
+    texts: list[tuple[str, str]], scope_keys: list[str], limit: int, max_tokens: int
 ) -> None:
-    records = [record(text, id=f"mem:org:acme:{i}") for i, text in enumerate(texts)]
-    kept = apply_budget(records, limit, max_tokens)
-    assert kept and kept[0] is records[0]
-    assert len(kept) <= limit
-    if len(kept) > 1:
-        rendered = "\n".join(render_bullet(r) for r in kept)
-        assert len(rendered) <= max_tokens * 4
+    records = [record(text, source=source, id=f"mem:org:acme:{i}") for i, (text, source) in enumerate(texts)]
+    block = budget_memory_block(records, scope_keys, limit, max_tokens)
+    if block.text is None:  # only when not even the frame and a cut first bullet fit
+        first = f"- {ELLIPSIS} (source: {sanitize_memory_field(records[0].source_thread_key)})"
+        assert len(render_memory_block([], scope_keys)) + 1 + len(first) > max_tokens * 4
+        return
+    assert len(block.text) <= max_tokens * 4
+    assert block.records and block.records[0] is records[0] and len(block.records) <= limit
+    bullets = block.text.split("\n")[2:-1]
+    assert len(bullets) == len(block.records)
+    # a cut never splits an escape: every & starts one, and the visible text is a prefix of the record's
+    for bullet, kept in zip(bullets, block.records, strict=True):
+        assert re.fullmatch(r"(?:[^&]|&(?:amp|lt|gt);)*", bullet)
+        shown = unescape_memory_field(bullet[2:].rsplit(" (source: ", 1)[0])
+        full = clean_memory_field(kept.text)
+        assert shown == full or (shown.endswith(ELLIPSIS) and full.startswith(shown[: -len(ELLIPSIS)]))
 
 
 def test_stopwords_never_select_a_record() -> None:
