@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import structlog
 
+from memory.engine import prepare_batch
 from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, WriteResult
 from memory.wire import WireError, candidate_to_wire, record_from_wire
 from ops.tracing import client_span
@@ -83,7 +84,10 @@ class HttpMemoryStore:
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
     ) -> WriteResult:
-        """`cap` overrides the configured cap for this batch, like every other store's write."""
+        """`cap` overrides the configured cap for this batch, like every other store's write.
+
+        Validated and redacted here like every store's batch, so a secret never crosses the wire."""
+        candidates = prepare_batch(candidates)
         if not candidates:
             return WriteResult()
         body: dict[str, object] = {

@@ -230,6 +230,24 @@ async def test_forget_posts_scope_and_id(store: HttpMemoryStore, recording: Reco
     assert recording.sent[0].body == {"scopeKey": SCOPE, "id": "mem:org:acme:9"}
 
 
+async def test_a_secret_is_redacted_before_it_crosses_the_wire(
+    store: HttpMemoryStore, recording: Recording, service_store: InMemoryMemoryStore
+) -> None:
+    token = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
+    await store.write(SCOPE, [candidate(f"deploy with {token}", keywords=(token,))])
+    assert token not in json.dumps(recording.sent[0].body)
+    assert recording.sent[0].body["records"][0]["text"] == "deploy with [REDACTED]"
+    assert [r.text for r in service_store.records(SCOPE)] == ["deploy with [REDACTED]"]
+
+
+async def test_an_invalid_candidate_is_refused_before_any_request(
+    store: HttpMemoryStore, recording: Recording
+) -> None:
+    with pytest.raises(ValueError, match=r"candidates\[0\]\.text must not contain NUL"):
+        await store.write(SCOPE, [candidate("a\x00b")])
+    assert recording.sent == []
+
+
 async def test_a_service_refusal_on_write_raises_with_status_and_the_services_reason(
     store: HttpMemoryStore,
 ) -> None:
