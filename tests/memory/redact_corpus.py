@@ -215,6 +215,14 @@ SECRET_CASES: tuple[SecretCase, ...] = (
         "q8W2e7R4t1Y6u3I9o0P5aZxC",
     ),
     _case("high-entropy cookie key", "cookie_key: Jr5Xw2Lq8Vn3Tz6Ks9Pb4Hm7", "Jr5Xw2Lq8Vn3Tz6Ks9Pb4Hm7"),
+    _case(
+        "azure storage connection string",
+        "DefaultEndpointsProtocol=https;AccountName=acme;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6"
+        "IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;EndpointSuffix=core.windows.net",
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6",
+    ),
+    _case("prose passphrase with a colon", "the passphrase is: tr0ub4dor", "tr0ub4dor"),
+    _case("password in a url query", "https://x.example/login?user=ops&password=hunter2&next=/", "hunter2"),
     # Obfuscated
     _case(
         "token split by a zero-width space",
@@ -497,6 +505,10 @@ BENIGN: tuple[str, ...] = (
     "The JWT expires after 15 minutes.",
     "PEM files hold certificates and keys in base64.",
     "The credential helper caches for 15 minutes.",
+    "The API key is: see the vault entry ops/api.",
+    "The password is: in 1Password, under Infra.",
+    "AccountKey=<storage key> goes in the connection string.",
+    "Session=42;Path=/;HttpOnly is what the cookie header looks like.",
     "CORS allows https://app.acme.dev only.",
     "The CSP header blocks inline scripts.",
     "Kafka topic orders.v1 has 12 partitions.",
