@@ -141,11 +141,17 @@ _FIELD_CAPS: dict[str, tuple[int, bool]] = {
 
 def prepare_batch(candidates: Iterable[MemoryCandidate]) -> list[MemoryCandidate]:
     """The one step every store takes before it writes: each candidate validated (the message names
-    the field), then redacted, so even a direct `store.write` of a secret stores it redacted."""
+    the field), then redacted, so even a direct `store.write` of a secret stores it redacted.
+
+    Validated again once redacted: the marker can be longer than the secret it replaces (`pwd=1`),
+    and what is stored must still fit the caps."""
     batch = list(candidates)
     for index, candidate in enumerate(batch):
         validate_candidate(index, candidate)
-    return [redact_candidate(candidate) for candidate in batch]
+    redacted = [redact_candidate(candidate) for candidate in batch]
+    for index, candidate in enumerate(redacted):
+        validate_candidate(index, candidate)
+    return redacted
 
 
 def rank_records(records: Iterable[MemoryRecord], query: str, limit: int, now: float) -> list[MemoryRecord]:

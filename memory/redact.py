@@ -501,18 +501,24 @@ def _redact_names(line: str) -> str:
 
 def redact_candidate(candidate: MemoryCandidate) -> MemoryCandidate:
     """The candidate as a store may hold it: text and keywords redacted."""
-    return replace(
-        candidate,
-        text=redact_secrets(candidate.text),
-        keywords=tuple(redact_secrets(keyword) for keyword in candidate.keywords),
-    )
+    text = redact_secrets(candidate.text)
+    return replace(candidate, text=text, keywords=_keywords(candidate.keywords, candidate.text, text))
 
 
 def redact_record(record: MemoryRecord) -> MemoryRecord:
     """The record as it may leave a store: text and keywords redacted (a row written before redaction
     covered a shape is cleaned on the way out)."""
-    return replace(
-        record,
-        text=redact_secrets(record.text),
-        keywords=tuple(redact_secrets(keyword) for keyword in record.keywords),
-    )
+    text = redact_secrets(record.text)
+    return replace(record, text=text, keywords=_keywords(record.keywords, record.text, text))
+
+
+def _keywords(keywords: tuple[str, ...], before: str, after: str) -> tuple[str, ...]:
+    """Each keyword redacted; and a keyword that redaction removed from the text (`hunter2` of
+    `password=hunter2`) is a secret even where it stands alone."""
+    was, now = before.lower(), after.lower()
+    out: list[str] = []
+    for keyword in keywords:
+        clean = redact_secrets(keyword)
+        needle = clean.strip().lower()
+        out.append(REDACTED if needle and needle in was and needle not in now else clean)
+    return tuple(out)

@@ -1,5 +1,7 @@
 from dataclasses import replace
 
+import pytest
+
 from memory.engine import (
     WritePlan,
     mint_record,
@@ -7,8 +9,10 @@ from memory.engine import (
     parse_record_id,
     plan_eviction,
     plan_write,
+    prepare_batch,
     rank_records,
 )
+from memory.types import MAX_TEXT_CHARS
 from tests.memory.records import DAY, NOW, fact, record
 
 
@@ -156,3 +160,19 @@ def test_plan_eviction_ignores_non_active_rows() -> None:
     ]
     assert plan_eviction(dead + active, 2) == []
     assert plan_eviction(dead + active, 1) == ["mem:o:1"]
+
+
+def test_prepare_batch_redacts_every_candidate_and_keeps_the_rest() -> None:
+    (out,) = prepare_batch([fact("deploy with DB_PASSWORD=hunter2", keywords=("hunter2", "deploy"))])
+    assert out == replace(
+        fact("deploy with DB_PASSWORD=hunter2", keywords=("hunter2", "deploy")),
+        text="deploy with DB_PASSWORD=[REDACTED]",
+        keywords=("[REDACTED]", "deploy"),  # the password alone, as a keyword, is still the password
+    )
+
+
+def test_prepare_batch_refuses_text_that_redaction_pushes_over_the_cap() -> None:
+    # "pwd=1" becomes "pwd=[REDACTED]": nine characters longer than what was checked.
+    text = "x" * (MAX_TEXT_CHARS - len(" pwd=1")) + " pwd=1"
+    with pytest.raises(ValueError, match=r"candidates\[0\]\.text"):
+        prepare_batch([fact(text)])
