@@ -120,6 +120,11 @@ class Lifecycle:
         await asyncio.gather(work, forced, return_exceptions=True)
         return finished
 
+    async def settle(self) -> None:
+        """Wait for what `drain` waits for (active runs, then the waiters, e.g. reflections) without
+        stopping: messages keep being taken."""
+        await self._wait_all()
+
     async def _wait_all(self) -> None:
         await self._dispatcher.wait_idle()
         for waiter in self._waiters:

@@ -1,0 +1,217 @@
+"""Memory never travels somewhere more visible than where it was learned (issue 14), end to end.
+
+The real Bolt app over HTTP with signed requests, the real dispatcher, reflection and SQLite store, the
+real Anthropic SDK against the fake model server: every assertion about what a model saw is made on
+the HTTP bodies the fake model server received.
+
+The attack: user A says something personal in a DM; reflection keeps it in A's own scope. A then works
+in a public channel, four turns deep, and the extractor re-emits the DM fact with `"audience": "org"`.
+It must not land in the org or any public channel's scope, B must never get it in a memory block, and A's
+own public-channel run must not see it either (everyone in the channel reads the answer) — only A's DM.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from app.runtime import Runtime
+from app.slack.app import registry_caller
+from memory.build import memory_dir
+from memory.engine import normalize_text
+from memory.reflection import REFLECTION_SYSTEM
+from memory.sqlite_store import SqliteMemoryStore
+from memory.types import MemoryRecord
+from tests.app.slack.harness import RunningBot, running_bot
+from tests.app.slack.test_e2e import _system, _turns, full_runtime
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, as_app_mention
+
+DM_FACT = "this user is interviewing at Globex next week and has not told their manager"
+PRIVATE_FACT = "this user is drafting the confidential Initech acquisition memo"
+PRIVATE_CHANNEL_FACT = "the Initech acquisition closes at the end of the quarter"
+PUBLIC_FACT = "interview loops are booked through the recruiting calendar"
+
+PUBLIC_SCOPES = ("org:acme", "channel:slack:C1", "channel:slack:C2")
+
+
+class Workspace:
+    """The bot, its runtime and the fake Slack workspace, stepped one message at a time."""
+
+    def __init__(
+        self, slack: FakeSlackApi, model: FakeModelServer, runtime: Runtime, bot: RunningBot
+    ) -> None:
+        self.slack = slack
+        self.model = model
+        self.runtime = runtime
+        self.bot = bot
+
+    async def say(self, channel: str, user: str, text: str, *, answer: str, extracted: Any = None) -> None:
+        """One message to the bot, four turns deep when `extracted` (so the run is distilled, and the
+        extractor answers `extracted`), else a fresh top-level message. Returns when every answer and
+        reflection it started has finished."""
+        direct = self.slack.conversations[channel] == "im"
+        mention = "" if direct else f"<@{BOT_USER_ID}> "
+        thread_ts = None
+        if extracted is not None:
+            root = self.slack.post_as_user(
+                channel, user, f"{mention}can you help me get ready for something?"
+            )
+            thread_ts = root["ts"]
+            self.slack.post_as_bot(channel, "Sure, what is it?", thread_ts=thread_ts)
+            self.slack.post_as_user(channel, user, "it is about next week", thread_ts=thread_ts)
+            self.slack.post_as_bot(channel, "Go on.", thread_ts=thread_ts)
+        event = self.slack.post_as_user(channel, user, f"{mention}{text}", thread_ts=thread_ts)
+        self.model.script(answer, *([json.dumps(extracted)] if extracted is not None else []))
+        delivery = await self.bot.slack.event(event if direct else as_app_mention(event))
+        assert delivery.status == 200
+        await self.bot.settle()
+        await self.runtime.lifecycle.settle()  # every reflection has finished
+
+    def system_of_run(self, question: str) -> str:
+        """The system prompt of the (one) run that answered `question`."""
+        found = [
+            body
+            for body in self.model.bodies()
+            if not _system(body).startswith(REFLECTION_SYSTEM[:60]) and _turns(body)[-1] == ("user", question)
+        ]
+        assert len(found) == 1, [_turns(body)[-1] for body in self.model.bodies()]
+        return _system(found[0])
+
+    def extractor_inputs(self) -> list[str]:
+        return [
+            _turns(body)[0][1]
+            for body in self.model.bodies()
+            if _system(body).startswith(REFLECTION_SYSTEM[:60])
+        ]
+
+
+@pytest.fixture
+async def store(tmp_path: Path) -> AsyncIterator[SqliteMemoryStore]:
+    durable = SqliteMemoryStore(memory_dir(tmp_path / "data"))
+    yield durable
+    await durable.aclose()
+
+
+@pytest.fixture
+async def workspace(
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: SqliteMemoryStore
+) -> AsyncIterator[Workspace]:
+    for channel, kind in (("D1", "im"), ("C1", "public"), ("C2", "public"), ("G1", "private")):
+        slack_api.add_conversation(channel, kind)
+    built, commands = full_runtime(tmp_path, fake_anthropic, memory=True, store=store)
+    try:
+        async with running_bot(
+            slack_api, built.dispatcher, registry=commands, caller_factory=registry_caller
+        ) as bot:
+            yield Workspace(slack_api, fake_anthropic, built, bot)
+    finally:
+        await built.aclose()
+
+
+async def holding(store: SqliteMemoryStore, scope: str, text: str) -> list[MemoryRecord]:
+    return [r for r in await store.list(scope, 50) if normalize_text(r.text) == normalize_text(text)]
+
+
+def facts(*items: tuple[str, str]) -> dict[str, Any]:
+    return {"facts": [{"text": t, "confidence": 0.9, "audience": a} for t, a in items], "summary": ""}
+
+
+async def test_a_dm_fact_cannot_be_laundered_through_a_public_run_into_anyone_elses_prompt(
+    workspace: Workspace, store: SqliteMemoryStore
+) -> None:
+    # 1. A tells the bot something personal in a DM; the extractor even asks for the org.
+    await workspace.say(
+        "D1",
+        "UA",
+        "I'm interviewing at Globex next week, I haven't told my manager.",
+        answer="Good luck, I'll keep that between us.",
+        extracted=facts((DM_FACT, "org")),
+    )
+    (learned,) = await holding(store, "user:slack:UA", DM_FACT)
+    assert (learned.origin, learned.origin_conversation) == ("dm", "slack:D1")
+    assert await holding(store, "org:acme", DM_FACT) == []
+
+    # 2. A works in a public channel, four turns deep; the extractor re-emits the DM fact for the org.
+    question = "what should I prepare for the Globex interview?"
+    await workspace.say(
+        "C1",
+        "UA",
+        question,
+        answer="Prepare a system design story.",
+        extracted=facts((DM_FACT.upper(), "org"), (DM_FACT, "channel"), (PUBLIC_FACT, "org")),
+    )
+    assert "Globex" not in workspace.system_of_run(question)  # A's own public run: not in its block
+    assert "Globex next week" not in workspace.extractor_inputs()[-1]  # nor shown to its extractor
+    for scope in PUBLIC_SCOPES:
+        assert await holding(store, scope, DM_FACT) == [], scope
+    (still,) = await holding(store, "user:slack:UA", DM_FACT)  # narrowed back into A's scope (a dedup)
+    assert (still.origin, still.origin_conversation) == ("dm", "slack:D1")
+    assert [r.origin for r in await holding(store, "org:acme", PUBLIC_FACT)] == ["public"]  # the rest lands
+
+    # 3. B, in another channel, asks about the same thing: the org fact, never A's.
+    b_question = "how are Globex interview loops booked?"
+    await workspace.say("C2", "UB", b_question, answer="Through the recruiting calendar.")
+    b_system = workspace.system_of_run(b_question)
+    assert PUBLIC_FACT in b_system
+    assert "Globex next week" not in b_system
+
+    # 4. A, back in the DM: there it is.
+    dm_question = "any last tips for the Globex interview next week?"
+    await workspace.say("D1", "UA", dm_question, answer="Sleep well.")
+    assert DM_FACT in workspace.system_of_run(dm_question)
+
+    # 0 facts of dm origin in any wider scope.
+    for scope in PUBLIC_SCOPES:
+        assert {r.origin for r in await store.list(scope, 50)} <= {"public"}, scope
+
+
+async def test_a_private_channel_fact_cannot_be_laundered_into_a_public_channels_scope(
+    workspace: Workspace, store: SqliteMemoryStore
+) -> None:
+    # 1. In the private channel G1, four turns deep: one fact about A, one about the channel's work.
+    await workspace.say(
+        "G1",
+        "UA",
+        "I'm drafting the Initech acquisition memo; it closes at the end of the quarter.",
+        answer="Noted.",
+        extracted=facts((PRIVATE_FACT, "user"), (PRIVATE_CHANNEL_FACT, "org")),
+    )
+    (mine,) = await holding(store, "user:slack:UA", PRIVATE_FACT)
+    assert (mine.origin, mine.origin_conversation) == ("private", "slack:G1")
+    (channel,) = await holding(store, "channel:slack:G1", PRIVATE_CHANNEL_FACT)  # narrowed from org
+    assert (channel.origin, channel.origin_conversation) == ("private", "slack:G1")
+
+    # 2. A in the public channel C1; the extractor re-emits the private fact for this channel and the org.
+    question = "can you help me tighten the Initech acquisition memo?"
+    await workspace.say(
+        "C1",
+        "UA",
+        question,
+        answer="Send me a draft.",
+        extracted=facts((PRIVATE_FACT, "channel"), (PRIVATE_FACT.lower(), "org")),
+    )
+    assert "Initech" not in workspace.system_of_run(question)
+    assert "confidential Initech" not in workspace.extractor_inputs()[-1]
+    for scope in PUBLIC_SCOPES:
+        assert await holding(store, scope, PRIVATE_FACT) == [], scope
+    assert [r.origin for r in await holding(store, "user:slack:UA", PRIVATE_FACT)] == ["private"]
+
+    # 3. B in another channel never gets either fact.
+    b_question = "when does the Initech acquisition close?"
+    await workspace.say("C2", "UB", b_question, answer="I don't know.")
+    b_system = workspace.system_of_run(b_question)
+    assert "Initech" not in b_system
+
+    # 4. Back in G1, both are there for its members.
+    g_question = "remind me where the Initech acquisition memo stands"
+    await workspace.say("G1", "UA", g_question, answer="Drafting.")
+    g_system = workspace.system_of_run(g_question)
+    assert PRIVATE_FACT in g_system and PRIVATE_CHANNEL_FACT in g_system
+
+    for scope in PUBLIC_SCOPES:
+        assert {r.origin for r in await store.list(scope, 50)} <= {"public"}, scope
