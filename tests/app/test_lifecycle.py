@@ -244,3 +244,24 @@ def test_sigterm_waits_for_a_pending_reflection_before_the_process_exits(
             await store.aclose()
 
     assert asyncio.run(stored()) == [fact]
+
+
+async def test_settle_waits_for_the_waiters_and_keeps_taking_messages(
+    fake_anthropic: FakeModelServer, dispatcher: Dispatcher
+) -> None:
+    released = asyncio.Event()
+    finished: list[str] = []
+
+    async def waiter() -> None:
+        await released.wait()
+        finished.append("waiter")
+
+    lifecycle = Lifecycle(dispatcher, deadline_seconds=30, waiters=[waiter])
+    settle = asyncio.create_task(lifecycle.settle())
+    await asyncio.sleep(0.05)
+    assert not settle.done()
+    released.set()
+    await settle
+    assert finished == ["waiter"] and not dispatcher.closed
+    fake_anthropic.script("still answering")
+    assert (await dispatcher.dispatch(message("after settle"), RecordingSurface())).status == "answered"
