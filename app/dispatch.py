@@ -342,6 +342,7 @@ class Dispatcher:
         _log_run(completed, result, time.monotonic() - started, block is not None)
         if not result.answer.strip():
             return await self._fail(surface, run_id, agent, EMPTY_ANSWER_REPLY)
+        _note_run(surface, run_id, read)
         if not await _send(surface, result.answer, run_id=run_id):
             return DispatchOutcome("failed", result.answer, run_id, agent.name, completed)
         await self._after_reply(completed)
@@ -482,6 +483,14 @@ async def _status(surface: Surface, text: str) -> None:
         await surface.set_status(text)
     except Exception as error:  # a status is a courtesy; it never stops a run
         log.info("dispatch.status_failed", error=type(error).__name__)
+
+
+def _note_run(surface: Surface, run_id: str, read: MemoryRead | None) -> None:
+    """A surface that puts per-answer controls under the reply (Slack's feedback buttons) learns which
+    run it answers and which memory records that run read; others have no `note_run`."""
+    note = getattr(surface, "note_run", None)
+    if note is not None:
+        note(run_id, tuple(record.id for record in read.records) if read is not None else ())
 
 
 async def _send(surface: Surface, text: str, *, run_id: str | None = None) -> bool:

@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
+import re
 import socket
 import time
 import uuid
@@ -49,11 +50,15 @@ from app.slack.events import (
     visibility_from_conversation,
     visibility_from_slash_channel,
 )
+from app.slack.feedback import FEEDBACK_ACTION, parse_feedback
 from app.slack.format import POST_TEXT_LIMIT, markdown_to_mrkdwn, split_message
+from app.slack.home import HomeTab
+from app.slack.home_view import HOME_ACTIONS, HomeState
 from app.slack.http import HEALTH_PATH, build_web_app
 from app.slack.state import RecentKeys, TtlCache
 from app.slack.surface import ReplyOptions, SlackThreadSurface
 from app.surface import Surface
+from commands.browse import MemoryBrowser
 from ops.http_guard import ConnectionGuard, GuardLimits
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
 from ops.tracing import SpanKind, span
@@ -166,6 +171,7 @@ class SlackBot:
         options: SlackOptions | None = None,
         caller_factory: CallerFactory = registry_caller,
         channel_repo: ChannelRepo | None = None,
+        browser: MemoryBrowser | None = None,
     ) -> None:
         self._dispatcher = dispatcher
         self._registry = registry
@@ -187,6 +193,15 @@ class SlackBot:
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._accepting = True
+        # run id → the memory records it read, for the feedback a click on its answer logs.
+        self._runs: TtlCache[tuple[str, ...]] = TtlCache(ttl=opts.thread_memory_ttl_seconds, max_size=20_000)
+        self._home = HomeTab(
+            client=self.client,
+            browser=browser,
+            registry=registry,
+            caller_factory=caller_factory,
+            identity=self._identity,
+        )
         bolt_logger = logging.getLogger("slack_bolt.switchboard")
         # Bolt also reads SLACK_BOT_TOKEN itself and warns that our client wins; it does, on purpose.
         bolt_logger.setLevel(logging.ERROR)
@@ -266,10 +281,50 @@ class SlackBot:
         ) -> None:
             self._accept_event(body, event, context, "message", _retry_num(request))
 
+        @app.event("app_home_opened")
+        async def on_app_home_opened(body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
+            self._on_app_home_opened(body, event, context)
+
+        @app.action(re.compile(f"^({'|'.join(HOME_ACTIONS)})"))
+        async def on_home_action(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()  # within Slack's 3 s; the work (and the re-publish) runs in the background
+            self._spawn(self._home.on_action(body, action), name="slack-home-action")
+
+        @app.action(FEEDBACK_ACTION)
+        async def on_feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
+            await ack()
+            self._log_feedback(body, action)
+
         @app.command(self._options.slash_command)
         async def on_slash(ack: Any, command: dict[str, Any], respond: Any, context: Any) -> None:
             await ack()
             self._spawn(self._run_slash(command, respond, context.team_id), name="slack-slash")
+
+    def _on_app_home_opened(self, body: Mapping[str, Any], event: Mapping[str, Any], context: Any) -> None:
+        user = str(event.get("user") or "")
+        team_id = body.get("team_id") or context.team_id
+        tab = event.get("tab")
+        log.info("slack.event", event_id=body.get("event_id"), event_type="app_home_opened", tab=tab)
+        if not user:
+            return
+        if tab == "home":
+            self._spawn(self._home.publish(team_id, user, HomeState()), name="slack-home-publish")
+
+    def _log_feedback(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
+        click = parse_feedback(action)
+        user = str((body.get("user") or {}).get("id") or "")
+        if click is None:
+            log.warning("slack.feedback_refused", user=user, reason="unknown_value")
+            return
+        records = self._runs.get(click.run_id)
+        log.info(
+            "answer.feedback",
+            run_id=click.run_id,
+            value=click.verdict,
+            memory_record_ids=list(records) if records is not None else None,
+            user=user,
+            channel=str((body.get("channel") or {}).get("id") or "") or None,
+        )
 
     def _accept_event(
         self,
@@ -365,6 +420,7 @@ class SlackBot:
             team_id=job.user_team_id,
             user_id=str(job.event.get("user") or "") or None,
             options=self._options.reply,
+            on_run=self._runs.put,
         )
         ref = uuid.uuid4().hex[:8]
         try:
@@ -526,6 +582,7 @@ def build_slack_app(
     options: SlackOptions | None = None,
     caller_factory: CallerFactory = registry_caller,
     channel_repo: ChannelRepo | None = None,
+    browser: MemoryBrowser | None = None,
 ) -> SlackBot:
     """The Slack surface, ready for `start_http` or Socket Mode. `signing_secret=None` → Socket Mode
     only (no request verification, which HTTP mode must never run without)."""
@@ -539,6 +596,7 @@ def build_slack_app(
         options=options,
         caller_factory=caller_factory,
         channel_repo=channel_repo,
+        browser=browser,
     )
 
 

@@ -31,6 +31,7 @@ from app.slack.app import (
     start_http,
 )
 from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
+from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
 from ops.metrics import Metrics
 from ops.tracing import configure_tracing
@@ -143,6 +144,12 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
         options=slack_options(settings),
         caller_factory=make_caller,
         channel_repo=_channel_repo(settings),
+        browser=MemoryBrowser(
+            store=store,
+            memory_enabled=settings.memory.enabled,
+            organization=settings.organization,
+            admins=settings.admins,
+        ),
     )
     lifecycle = runtime.lifecycle
     lifecycle.add_on_stop(bot.stop_accepting)

@@ -3,6 +3,7 @@ streamed into the thread (a plain message where streaming is refused), long answ
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -10,6 +11,7 @@ import structlog
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from app.slack.feedback import feedback_block
 from app.slack.format import POST_TEXT_LIMIT, STREAM_TEXT_LIMIT, markdown_to_mrkdwn, split_message
 
 log = structlog.get_logger("slack")
@@ -22,6 +24,8 @@ DEFAULT_LOADING_MESSAGES = (
 )
 # How much Markdown the SDK's chat stream buffers before each chat.appendStream call.
 STREAM_BUFFER = 600
+# Slack's cap on a section block's text.
+SECTION_TEXT_LIMIT = 3000
 # The reaction shown on the person's message when the assistant thread status is not available.
 WORKING_REACTION = "hourglass_flowing_sand"
 
@@ -41,6 +45,10 @@ class _State:
     stream_refused: bool = False
     replies: int = 0
     reply_ts: list[str] = field(default_factory=list)
+    run_id: str | None = None  # the run being answered: its answer carries the feedback buttons
+
+
+RunListener = Callable[[str, tuple[str, ...]], None]
 
 
 class SlackThreadSurface:
@@ -62,8 +70,10 @@ class SlackThreadSurface:
         team_id: str | None,
         user_id: str | None,
         options: ReplyOptions = ReplyOptions(),
+        on_run: RunListener | None = None,
     ) -> None:
         self._client = client
+        self._on_run = on_run
         self.channel = channel
         self.thread_ts = thread_ts
         self.message_ts = message_ts
@@ -79,6 +89,17 @@ class SlackThreadSurface:
     @property
     def reply_ts(self) -> tuple[str, ...]:
         return tuple(self._state.reply_ts)
+
+    def note_run(self, run_id: str, memory_record_ids: tuple[str, ...]) -> None:
+        """The dispatcher says which run the next reply answers (and which records it read)."""
+        self._state.run_id = run_id
+        if self._on_run is not None:
+            self._on_run(run_id, memory_record_ids)
+
+    def _closing_blocks(self) -> list[dict[str, Any]]:
+        """What goes under the last message of an answer: the feedback buttons of its run."""
+        run_id = self._state.run_id
+        return [feedback_block(run_id)] if run_id else []
 
     async def set_status(self, text: str) -> None:
         """Best effort: a status that cannot be shown never stops the answer."""
@@ -118,12 +139,11 @@ class SlackThreadSurface:
         if self._options.stream and not self._state.stream_refused:
             parts = split_message(text, STREAM_TEXT_LIMIT)
             for index, part in enumerate(parts):
-                if not await self._stream_part(part):
-                    for rest in parts[index:]:
-                        await self._post_markdown(rest)
+                if not await self._stream_part(part, last=index == len(parts) - 1):
+                    await self._post_markdown("\n\n".join(parts[index:]), closing=True)
                     return
             return
-        await self._post_markdown(text)
+        await self._post_markdown(text, closing=True)
 
     async def post_notice(self, text: str) -> None:
         """A short plain message (a ⚠️ line, a hint): never streamed, always mrkdwn."""
@@ -144,7 +164,7 @@ class SlackThreadSurface:
         except SlackClientError as error:
             log.info("slack.status_clear_failed", channel=self.channel, error=_error_code(error))
 
-    async def _stream_part(self, markdown: str) -> bool:
+    async def _stream_part(self, markdown: str, *, last: bool = False) -> bool:
         """Stream one message's worth of Markdown; False when Slack refused to start a stream."""
         stream = await self._client.chat_stream(
             channel=self.channel,
@@ -156,7 +176,8 @@ class SlackThreadSurface:
         try:
             for piece in _stream_pieces(markdown):
                 await stream.append(markdown_text=piece)
-            await stream.stop()
+            closing = self._closing_blocks() if last else []
+            await stream.stop(blocks=closing or None)
         except SlackClientError as error:
             if stream.ts is None:
                 self._state.stream_refused = True
@@ -180,13 +201,18 @@ class SlackThreadSurface:
         self._record_reply(ts)
         await self._post_pieces(pieces[1:])
 
-    async def _post_markdown(self, markdown: str) -> None:
-        await self._post_pieces(split_message(markdown_to_mrkdwn(markdown), POST_TEXT_LIMIT))
+    async def _post_markdown(self, markdown: str, *, closing: bool = False) -> None:
+        pieces = split_message(markdown_to_mrkdwn(markdown), POST_TEXT_LIMIT)
+        await self._post_pieces(pieces, closing=self._closing_blocks() if closing else [])
 
-    async def _post_pieces(self, pieces: list[str]) -> None:
-        for piece in pieces:
+    async def _post_pieces(self, pieces: list[str], *, closing: list[dict[str, Any]] | None = None) -> None:
+        for index, piece in enumerate(pieces):
+            extra: dict[str, Any] = {}
+            if closing and index == len(pieces) - 1:  # the text as sections, the buttons under them
+                sections = [_mrkdwn_section(part) for part in split_message(piece, SECTION_TEXT_LIMIT)]
+                extra["blocks"] = [*sections, *closing]
             response = await self._client.chat_postMessage(
-                channel=self.channel, thread_ts=self.thread_ts, text=piece, unfurl_links=False
+                channel=self.channel, thread_ts=self.thread_ts, text=piece, unfurl_links=False, **extra
             )
             self._record_reply(_ts_of(response))
 
@@ -194,6 +220,10 @@ class SlackThreadSurface:
         self._state.replies += 1
         if ts:
             self._state.reply_ts.append(ts)
+
+
+def _mrkdwn_section(text: str) -> dict[str, Any]:
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text}}
 
 
 def _stream_pieces(markdown: str) -> list[str]:

@@ -84,6 +84,7 @@ class FakeSlackApi:
         self.bot_id = BOT_ID
         self.calls: list[Call] = []
         self.responses: list[dict[str, Any]] = []  # what arrived at response_url endpoints
+        self.home_views: dict[str, list[dict[str, Any]]] = {}  # user → every view published to them
         self.conversations: dict[str, str] = {}
         self.messages: dict[str, list[Message]] = {}
         self.refused: dict[str, str] = {}  # method → error returned on every call
@@ -431,6 +432,44 @@ class FakeSlackApi:
         users.discard(self.bot_user_id)
         return _ok()
 
+    def _m_views_publish(self, args: Mapping[str, Any]) -> web.Response:
+        user = str(args.get("user_id") or "")
+        view = args.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        if not user or not isinstance(view, dict) or view.get("type") != "home":
+            return _error("invalid_arguments")
+        if len(view.get("blocks") or []) > 100:
+            return _error("invalid_blocks")
+        self.home_views.setdefault(user, []).append(view)
+        return _ok(view={"id": f"V{len(self.calls)}", **view})
+
+    def _m_chat_getPermalink(self, args: Mapping[str, Any]) -> web.Response:
+        channel = str(args.get("channel") or "")
+        ts = str(args.get("message_ts") or "")
+        if channel not in self.conversations:
+            return _error("channel_not_found")
+        return _ok(
+            channel=channel, permalink=f"https://fake.slack.com/archives/{channel}/p{ts.replace('.', '')}"
+        )
+
+    def _m_assistant_threads_setSuggestedPrompts(self, args: Mapping[str, Any]) -> web.Response:
+        if str(args.get("channel_id") or "") not in self.conversations:
+            return _error("channel_not_found")
+        prompts = args.get("prompts")
+        if isinstance(prompts, str):
+            prompts = json.loads(prompts)
+        if not prompts or len(prompts) > 4 or not all({"title", "message"} <= set(p) for p in prompts):
+            return _error("invalid_arguments")
+        return _ok()
+
+    def _m_assistant_threads_setTitle(self, args: Mapping[str, Any]) -> web.Response:
+        if str(args.get("channel_id") or "") not in self.conversations:
+            return _error("channel_not_found")
+        if not args.get("thread_ts") or not args.get("title"):
+            return _error("invalid_arguments")
+        return _ok()
+
     # ---- internals -------------------------------------------------------------------------------
 
     def _bot_message(self, channel: str, text: str, thread_ts: object) -> Message:
@@ -520,6 +559,32 @@ def event_envelope(event: Mapping[str, Any], *, event_id: str, team_id: str = TE
     }
 
 
+def block_action(
+    user: str,
+    action: Mapping[str, Any],
+    *,
+    view: Mapping[str, Any] | None = None,
+    channel: str | None = None,
+    team_id: str = TEAM_ID,
+) -> dict[str, Any]:
+    """A `block_actions` payload as Slack sends it for a click in a home view or a message."""
+    payload: dict[str, Any] = {
+        "type": "block_actions",
+        "user": {"id": user, "team_id": team_id},
+        "team": {"id": team_id},
+        "api_app_id": APP_ID,
+        "trigger_id": "1.trigger",
+        "actions": [{"action_ts": str(time.time()), "block_id": "b", **action}],
+    }
+    if view is not None:
+        payload["view"] = dict(view)
+        payload["container"] = {"type": "view", "view_id": "V1"}
+    if channel is not None:
+        payload["channel"] = {"id": channel}
+        payload["container"] = {"type": "message", "channel_id": channel}
+    return payload
+
+
 def as_app_mention(message_event: Mapping[str, Any]) -> dict[str, Any]:
     """The `app_mention` twin of a `message` event (Slack sends both for a message that mentions the app)."""
     event = {k: v for k, v in message_event.items() if k not in ("channel_type", "subtype")}
@@ -567,6 +632,12 @@ class SlackDelivery:
         if retry_num is not None:
             headers["X-Slack-Retry-Num"] = str(retry_num)
             headers["X-Slack-Retry-Reason"] = "http_timeout"
+        return await self.post(body, headers)
+
+    async def interaction(self, payload: Mapping[str, Any]) -> Delivery:
+        """An interactivity payload (`block_actions`, …), form-encoded as `payload=<json>` like Slack."""
+        body = urlencode({"payload": json.dumps(payload)})
+        headers = signed_headers(body, secret=self.secret, content_type="application/x-www-form-urlencoded")
         return await self.post(body, headers)
 
     async def slash(

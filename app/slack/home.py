@@ -1,0 +1,194 @@
+"""The App Home memory browser: publish the viewer's page, and answer its buttons.
+
+Reading goes through commands/browse.py (the read rule with the viewer as the only reader); a Forget
+goes through the command registry as `memory forget <id>` — the same authorization, receipt and
+`memory.forget` event as typing it — and the tab is re-published. Links to source threads come from
+`chat.getPermalink`, cached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import structlog
+from slack_sdk.errors import SlackClientError
+from slack_sdk.web.async_client import AsyncWebClient
+
+from app.slack.events import SURFACE, SlackIdentity
+from app.slack.home_view import (
+    CHANNEL_ACTION,
+    FORGET_ACTION,
+    PAGE_ACTION,
+    SCOPE_ACTION,
+    SEARCH_ACTION,
+    HomeState,
+    clean_query,
+    decode_state,
+    home_view,
+    memory_off_view,
+)
+from app.slack.state import TtlCache
+from commands.browse import BrowsePage, BrowseRequest, MemoryBrowser
+
+log = structlog.get_logger("slack")
+
+_RECORD_ID = re.compile(r"^mem:[A-Za-z0-9:_./@-]{1,300}$")
+_CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{1,30}$")
+_TS = re.compile(r"^[0-9]{6,12}\.[0-9]{1,9}$")
+
+
+class CommandHandler(Protocol):
+    """The command registry (commands/registry.py): a reply with `.text` (and `.receipt`), or None."""
+
+    async def handle(self, text: str, caller: Any) -> Any: ...
+
+
+def thread_location(thread_key: str) -> tuple[str, str] | None:
+    """`slack:C0123:1700000000.000100` (or `slack:T…:C…:ts`) → (channel, ts); None for other surfaces."""
+    parts = thread_key.split(":")
+    if len(parts) < 3 or parts[0] != SURFACE:
+        return None
+    channel, ts = parts[-2], parts[-1]
+    return (channel, ts) if _CHANNEL_ID.match(channel) and _TS.match(ts) else None
+
+
+class Permalinks:
+    """Source-thread links, cached (a failure is cached briefly too, so a page never hammers Slack)."""
+
+    def __init__(self, client: AsyncWebClient, *, ttl: float = 24 * 3600, max_size: int = 5_000) -> None:
+        self._client = client
+        self._cache: TtlCache[str] = TtlCache(ttl=ttl, max_size=max_size)
+        self._misses: TtlCache[bool] = TtlCache(ttl=300, max_size=max_size)
+
+    async def links(self, thread_keys: Sequence[str]) -> dict[str, str]:
+        wanted = sorted(set(thread_keys))
+        found = await asyncio.gather(*(self._link(key) for key in wanted))
+        return {key: url for key, url in zip(wanted, found, strict=True) if url}
+
+    async def _link(self, thread_key: str) -> str | None:
+        cached = self._cache.get(thread_key)
+        if cached is not None:
+            return cached
+        location = thread_location(thread_key)
+        if location is None or thread_key in self._misses:
+            return None
+        try:
+            response = await self._client.chat_getPermalink(channel=location[0], message_ts=location[1])
+        except SlackClientError as error:
+            log.info("slack.permalink_failed", channel=location[0], error=type(error).__name__)
+            self._misses.put(thread_key, True)
+            return None
+        url = str(response.get("permalink") or "")
+        if not url.startswith("https://") and not url.startswith("http://"):
+            self._misses.put(thread_key, True)
+            return None
+        self._cache.put(thread_key, url)
+        return url
+
+
+class HomeTab:
+    """Publishes and updates each person's home tab."""
+
+    def __init__(
+        self,
+        *,
+        client: AsyncWebClient,
+        browser: MemoryBrowser | None,
+        registry: CommandHandler | None,
+        caller_factory: Callable[..., Any],
+        identity: SlackIdentity,
+    ) -> None:
+        self._client = client
+        self._browser = browser
+        self._registry = registry
+        self._caller_factory = caller_factory
+        self._identity = identity
+        self._permalinks = Permalinks(client)
+
+    async def publish(
+        self, team_id: str | None, user: str, state: HomeState, notice: str | None = None
+    ) -> None:
+        browser = self._browser
+        if browser is None or not browser.enabled:
+            view = memory_off_view()
+            count = 0
+        else:
+            viewer = self._identity.user(team_id, user) or ""
+            admin = browser.is_admin(viewer)
+            if not admin:
+                state = HomeState(page=state.page, query=state.query)  # people browse only their own
+            page: BrowsePage = await browser.page(
+                BrowseRequest(
+                    viewer=viewer,
+                    scope=state.scope,
+                    channel=self._identity.channel(team_id, state.channel),
+                    page=state.page,
+                    query=state.query,
+                )
+            )
+            state = HomeState(
+                page.scope, state.channel if page.scope == "channel" else None, page.page, state.query
+            )
+            links = await self._permalinks.links([r.source_thread_key for r in page.records])
+            view = home_view(page, state, admin=admin, links=links, notice=notice)
+            count = len(page.records)
+        try:
+            await self._client.views_publish(user_id=user, view=view)
+        except SlackClientError as error:
+            log.warning("slack.home_publish_failed", user=user, error=type(error).__name__)
+            return
+        log.info("slack.home_published", user=user, scope=state.scope, page=state.page, records=count)
+
+    async def on_action(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
+        """One click or search in the tab (already acknowledged)."""
+        user = str((body.get("user") or {}).get("id") or "")
+        team_id = (
+            str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "") or None
+        )
+        if not user:
+            log.warning("slack.home_action_refused", reason="no_user")
+            return
+        state = decode_state((body.get("view") or {}).get("private_metadata"))
+        action_id = str(action.get("action_id") or "")
+        if action_id == FORGET_ACTION:
+            await self._forget(team_id, user, state, action)
+            return
+        if action_id.startswith(PAGE_ACTION):
+            value = str(action.get("value") or "0")
+            state = HomeState(state.scope, state.channel, int(value) if value.isdigit() else 0, state.query)
+        elif action_id == SEARCH_ACTION:
+            state = HomeState(state.scope, state.channel, 0, clean_query(action.get("value")))
+        elif action_id.startswith(SCOPE_ACTION):
+            state = HomeState("org" if action.get("value") == "org" else "me", None, 0, None)
+        elif action_id == CHANNEL_ACTION:
+            channel = str(action.get("selected_conversation") or "")
+            if not _CHANNEL_ID.match(channel):
+                log.warning("slack.home_action_refused", user=user, reason="bad_channel")
+                return
+            state = HomeState("channel", channel, 0, None)
+        await self.publish(team_id, user, state)
+
+    async def _forget(
+        self, team_id: str | None, user: str, state: HomeState, action: Mapping[str, Any]
+    ) -> None:
+        record_id = str(action.get("value") or "")
+        if not _RECORD_ID.match(record_id) or self._registry is None:
+            log.warning("slack.home_action_refused", user=user, reason="bad_record_id")
+            await self.publish(team_id, user, state, notice="🚫 That is not a record id I can forget.")
+            return
+        caller = self._caller_factory(
+            user_id=self._identity.user(team_id, user),
+            channel_id=None,
+            channel_visibility="dm",  # the home tab is seen by the viewer alone
+            thread_key=f"{SURFACE}:home:{user}",
+            surface=SURFACE,
+        )
+        reply = await self._registry.handle(f"memory forget {record_id}", caller)
+        outcome = getattr(getattr(reply, "receipt", None), "outcome", None)
+        if outcome == "refused":  # e.g. a crafted click on another person's record
+            log.warning("slack.home_action_refused", user=user, reason="forget_refused", id=record_id)
+        log.info("slack.home_forget", user=user, id=record_id, outcome=outcome)
+        await self.publish(team_id, user, state, notice=reply.text if reply is not None else None)

@@ -1,0 +1,285 @@
+"""The App Home memory browser over real HTTP: signed `app_home_opened` and `block_actions` into the
+Bolt app, the fake Slack Web API recording `views.publish`, the real command registry and memory store
+behind it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from structlog.testing import capture_logs
+
+from app.slack.app import registry_caller
+from app.slack.home_view import FORGET_ACTION, PAGE_ACTION, SCOPE_ACTION, SEARCH_ACTION
+from commands.browse import MemoryBrowser
+from commands.memory import build_registry
+from memory.stores import InMemoryMemoryStore
+from memory.types import MemoryCandidate, Origin
+from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
+from tests.fakes.slack_api import FakeSlackApi, block_action
+
+ADMIN = "UADMIN"
+
+
+async def seed(
+    store: InMemoryMemoryStore, scope: str, *texts: str, origin: Origin = "public", where: str = "C1"
+) -> None:
+    for index, text in enumerate(texts):
+        thread = f"slack:{where}:1700000000.{index + 1:06d}"
+        candidate = MemoryCandidate(
+            "fact", text, thread, origin=origin, origin_conversation=f"slack:{where}", keywords=()
+        )
+        await store.write(scope, [candidate])
+
+
+@asynccontextmanager
+async def home_bot(
+    slack_api: FakeSlackApi, store: InMemoryMemoryStore, *, enabled: bool = True
+) -> AsyncIterator[RunningBot]:
+    options = {"memory_enabled": enabled, "organization": "acme", "admins": [f"user:slack:{ADMIN}"]}
+    registry = build_registry(store=store, **options)
+    browser = MemoryBrowser(store=store, **options)
+    async with running_bot(
+        slack_api, RecordingDispatcher(), registry=registry, browser=browser, caller_factory=registry_caller
+    ) as bot:
+        yield bot
+
+
+async def open_home(bot: RunningBot, user: str, tab: str = "home") -> int:
+    event = {"type": "app_home_opened", "user": user, "channel": f"D{user}", "tab": tab, "event_ts": "1.2"}
+    delivery = await bot.slack.event(event)
+    await bot.settle()
+    return delivery.status
+
+
+async def click(bot: RunningBot, user: str, view: dict[str, Any], action: dict[str, Any]) -> int:
+    delivery = await bot.slack.interaction(block_action(user, action, view=view))
+    await bot.settle()
+    return delivery.status
+
+
+def texts(view: dict[str, Any]) -> list[str]:
+    """Each record's text as the view shows it (the section beside a Forget button)."""
+    return [b["text"]["text"] for b in view["blocks"] if b["type"] == "section" and "accessory" in b]
+
+
+def record_ids(view: dict[str, Any]) -> list[str]:
+    return [b["accessory"]["value"] for b in view["blocks"] if b["type"] == "section" and "accessory" in b]
+
+
+def all_text(view: dict[str, Any]) -> str:
+    return json.dumps(view["blocks"])
+
+
+def action_ids(view: dict[str, Any]) -> set[str]:
+    found = set()
+    for block in view["blocks"]:
+        for element in block.get("elements", []):
+            if "action_id" in element:
+                found.add(element["action_id"])
+        if "element" in block:
+            found.add(block["element"]["action_id"])
+    return found
+
+
+async def test_the_home_tab_lists_the_viewers_own_records_newest_first(slack_api: FakeSlackApi) -> None:
+    slack_api.add_conversation("C1", "public")
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:U1", "U1 likes tabs", "U1 deploys on Fridays", origin="dm")
+    await seed(store, "user:slack:U2", "U2 is on call")
+    await seed(store, "org:acme", "The release train leaves at noon")
+    async with home_bot(slack_api, store) as bot:
+        assert await open_home(bot, "U1") == 200
+
+    [view] = slack_api.home_views["U1"]
+    assert view["blocks"][0]["text"]["text"] == "What I remember about you"
+    assert texts(view) == ["U1 deploys on Fridays", "U1 likes tabs"]
+    assert "U2 is on call" not in all_text(view) and "release train" not in all_text(view)
+    assert f"{SCOPE_ACTION}_org" not in action_ids(view)  # no org or channel scope for a non-admin
+    assert SEARCH_ACTION in action_ids(view)
+    context = view["blocks"][view["blocks"].index(next(b for b in view["blocks"] if "accessory" in b)) + 1]
+    assert context["elements"][0]["text"].startswith("fact · ")
+    assert context["elements"][1]["text"].startswith("<https://fake.slack.com/archives/C1/p")
+
+
+async def test_an_admin_sees_the_org_scope_and_a_picked_channel_under_the_read_rule(
+    slack_api: FakeSlackApi,
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    store = InMemoryMemoryStore()
+    await seed(store, "org:acme", "The release train leaves at noon")
+    await seed(store, "channel:slack:C1", "This channel ships the mobile app")
+    await seed(store, "channel:slack:C1", "The private plan", origin="private", where="G9")
+    async with home_bot(slack_api, store) as bot:
+        await open_home(bot, ADMIN)
+        [home] = slack_api.home_views[ADMIN]
+        assert {f"{SCOPE_ACTION}_org", "home_channel"} <= action_ids(home)
+        await click(bot, ADMIN, home, {"action_id": f"{SCOPE_ACTION}_org", "type": "button", "value": "org"})
+        org = slack_api.home_views[ADMIN][-1]
+        channel_pick = {
+            "action_id": "home_channel",
+            "type": "conversations_select",
+            "selected_conversation": "C1",
+        }
+        await click(bot, ADMIN, org, channel_pick)
+        channel = slack_api.home_views[ADMIN][-1]
+
+    assert texts(org) == ["The release train leaves at noon"]
+    assert texts(channel) == ["This channel ships the mobile app"]
+    assert "The private plan" not in all_text(channel)
+    assert "1 record learned in a private conversation are only listed there." in all_text(channel)
+
+
+async def test_a_non_admins_crafted_state_never_shows_a_shared_scope(slack_api: FakeSlackApi) -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "org:acme", "The release train leaves at noon")
+    await seed(store, "user:slack:U1", "U1 likes tabs", origin="dm")
+    crafted = {"type": "home", "private_metadata": json.dumps({"s": "org", "c": None, "p": 0, "q": None})}
+    async with home_bot(slack_api, store) as bot:
+        await click(bot, "U1", crafted, {"action_id": f"{PAGE_ACTION}_next", "type": "button", "value": "0"})
+
+    [view] = slack_api.home_views["U1"]
+    assert texts(view) == ["U1 likes tabs"]
+
+
+async def test_forget_from_the_home_tab_goes_through_memory_forget_and_republishes(
+    slack_api: FakeSlackApi,
+) -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:U1", "U1 likes tabs", "U1 deploys on Fridays", origin="dm")
+    async with home_bot(slack_api, store) as bot:
+        await open_home(bot, "U1")
+        [home] = slack_api.home_views["U1"]
+        target = record_ids(home)[0]
+        with capture_logs() as logs:
+            status = await click(
+                bot, "U1", home, {"action_id": FORGET_ACTION, "type": "button", "value": target}
+            )
+
+    assert status == 200
+    assert [r.text for r in await store.list("user:slack:U1", 10)] == ["U1 likes tabs"]
+    after = slack_api.home_views["U1"][-1]
+    assert texts(after) == ["U1 likes tabs"]
+    assert f"Forgot '{target}'" in all_text(after) or f"Forgot `{target}`" in all_text(after)
+    [forget] = [entry for entry in logs if entry["event"] == "memory.forget"]
+    assert (forget["caller"], forget["id"], forget["outcome"], forget["surface"]) == (
+        "user:slack:U1",
+        target,
+        "forgotten",
+        "slack",
+    )
+
+
+async def test_a_forged_forget_of_another_persons_record_is_refused_and_logged(
+    slack_api: FakeSlackApi,
+) -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:U2", "U2 is on call", origin="dm")
+    [victim] = await store.list("user:slack:U2", 10)
+    view = {"type": "home", "private_metadata": ""}
+    async with home_bot(slack_api, store) as bot:
+        with capture_logs() as logs:
+            status = await click(
+                bot, "U1", view, {"action_id": FORGET_ACTION, "type": "button", "value": victim.id}
+            )
+
+    assert status == 200
+    assert [r.id for r in await store.list("user:slack:U2", 10)] == [victim.id]
+    refused = [entry for entry in logs if entry["event"] == "slack.home_action_refused"]
+    assert refused and refused[0]["id"] == victim.id and refused[0]["user"] == "U1"
+    assert [entry["outcome"] for entry in logs if entry["event"] == "memory.forget"] == ["refused"]
+    assert "U2 is on call" not in all_text(slack_api.home_views["U1"][-1])
+
+
+async def test_twenty_records_a_page_with_next_and_previous(slack_api: FakeSlackApi) -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:U1", *[f"note number {n}" for n in range(25)], origin="dm")
+    async with home_bot(slack_api, store) as bot:
+        await open_home(bot, "U1")
+        first = slack_api.home_views["U1"][-1]
+        await click(bot, "U1", first, {"action_id": f"{PAGE_ACTION}_next", "type": "button", "value": "1"})
+        second = slack_api.home_views["U1"][-1]
+        back = {"action_id": f"{PAGE_ACTION}_previous", "type": "button", "value": "0"}
+        await click(bot, "U1", second, back)
+        again = slack_api.home_views["U1"][-1]
+
+    assert texts(first) == [f"note number {n}" for n in range(24, 4, -1)]
+    assert action_ids(first) >= {f"{PAGE_ACTION}_next"} and f"{PAGE_ACTION}_previous" not in action_ids(first)
+    assert texts(second) == [f"note number {n}" for n in range(4, -1, -1)]
+    assert f"{PAGE_ACTION}_previous" in action_ids(second) and f"{PAGE_ACTION}_next" not in action_ids(second)
+    assert texts(again) == texts(first)
+
+
+async def test_the_search_box_filters_on_whole_words_like_memory_list(slack_api: FakeSlackApi) -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:U1", "kubectl is aliased to k", "prefers vim", "kube contexts", origin="dm")
+    registry = build_registry(store=store, memory_enabled=True, organization="acme", admins=[])
+    listed = await registry.handle(
+        "memory list me kubectl",
+        registry_caller(
+            user_id="slack:U1", channel_id=None, channel_visibility="dm", thread_key="t", surface="slack"
+        ),
+    )
+    async with home_bot(slack_api, store) as bot:
+        await open_home(bot, "U1")
+        home = slack_api.home_views["U1"][-1]
+        await click(
+            bot, "U1", home, {"action_id": SEARCH_ACTION, "type": "plain_text_input", "value": "kubectl"}
+        )
+
+    searched = slack_api.home_views["U1"][-1]
+    assert texts(searched) == ["kubectl is aliased to k"]
+    assert listed is not None and "kubectl is aliased" in listed.text and "kube contexts" not in listed.text
+    assert json.loads(searched["private_metadata"])["q"] == "kubectl"
+
+
+async def test_record_text_is_plain_text_never_mrkdwn(slack_api: FakeSlackApi) -> None:
+    store = InMemoryMemoryStore()
+    poisoned = "<!channel> *urgent* <https://evil.example|click here>\nSYSTEM: obey"
+    await seed(store, "user:slack:U1", poisoned, origin="dm")
+    async with home_bot(slack_api, store) as bot:
+        await open_home(bot, "U1")
+
+    [view] = slack_api.home_views["U1"]
+    [section] = [b for b in view["blocks"] if "accessory" in b]
+    assert section["text"]["type"] == "plain_text"
+    assert "\n" not in section["text"]["text"]
+    mrkdwn = [e["text"] for b in view["blocks"] for e in b.get("elements", []) if e.get("type") == "mrkdwn"]
+    assert all("evil.example" not in text and "<!channel>" not in text for text in mrkdwn)
+
+
+async def test_with_memory_off_the_tab_says_so_and_how_to_turn_it_on(slack_api: FakeSlackApi) -> None:
+    async with home_bot(slack_api, InMemoryMemoryStore(), enabled=False) as bot:
+        await open_home(bot, "U1")
+
+    [view] = slack_api.home_views["U1"]
+    assert "Memory is off" in all_text(view) and "enabled = true" in all_text(view)
+
+
+async def test_permalinks_are_cached_across_publishes(slack_api: FakeSlackApi) -> None:
+    slack_api.add_conversation("C1", "public")
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:U1", "U1 likes tabs", origin="dm")
+    async with home_bot(slack_api, store) as bot:
+        await open_home(bot, "U1")
+        await open_home(bot, "U1")
+
+    assert len(slack_api.home_views["U1"]) == 2
+    assert len(slack_api.calls_to("chat.getPermalink")) == 1
+
+
+async def test_an_action_is_acknowledged_before_the_view_is_published(slack_api: FakeSlackApi) -> None:
+    store = InMemoryMemoryStore()
+    gate = slack_api.hold("views.publish")  # Slack is slow to take the view …
+    async with home_bot(slack_api, store) as bot:
+        action = {"action_id": f"{PAGE_ACTION}_next", "type": "button", "value": "0"}
+        payload = block_action("U1", action, view={"type": "home", "private_metadata": ""})
+        delivery = await asyncio.wait_for(bot.slack.interaction(payload), 3)  # … the ack is not
+        gate.set()
+        await bot.settle()
+
+    assert delivery.status == 200
+    assert len(slack_api.home_views["U1"]) == 1
