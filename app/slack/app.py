@@ -35,6 +35,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from app.audience import conversation_reader
 from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
+from app.slack.agent_view import legacy_thread, set_suggested_prompts, set_title
 from app.slack.events import (
     SURFACE,
     SlackIdentity,
@@ -285,6 +286,10 @@ class SlackBot:
         async def on_app_home_opened(body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
             self._on_app_home_opened(body, event, context)
 
+        @app.event("assistant_thread_started")
+        async def on_assistant_thread_started(body: dict[str, Any], event: dict[str, Any]) -> None:
+            self._on_assistant_thread_started(body, event)
+
         @app.action(re.compile(f"^({'|'.join(HOME_ACTIONS)})"))
         async def on_home_action(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
             await ack()  # within Slack's 3 s; the work (and the re-publish) runs in the background
@@ -309,6 +314,16 @@ class SlackBot:
             return
         if tab == "home":
             self._spawn(self._home.publish(team_id, user, HomeState()), name="slack-home-publish")
+        elif tab == "messages" and event.get("channel"):  # the Agent messaging experience's DM
+            self._spawn(set_suggested_prompts(self.client, str(event["channel"])), name="slack-prompts")
+
+    def _on_assistant_thread_started(self, body: Mapping[str, Any], event: Mapping[str, Any]) -> None:
+        """The Assistant experience (manifest `assistant_view`), still served while workspaces move."""
+        thread = legacy_thread(event)
+        log.info("slack.event", event_id=body.get("event_id"), event_type="assistant_thread_started")
+        if thread is not None:
+            channel, thread_ts = thread
+            self._spawn(set_suggested_prompts(self.client, channel, thread_ts), name="slack-prompts")
 
     def _log_feedback(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
         click = parse_feedback(action)
@@ -429,6 +444,8 @@ class SlackBot:
                 await surface.post_notice(EMPTY_MENTION_REPLY)
                 return
             visibility = await self._visibility(job.channel, job.event.get("channel_type"))
+            if visibility == "dm" and not is_thread_reply(job.event):  # a new agent conversation
+                self._spawn(set_title(self.client, job.channel, job.ts, text), name="slack-title")
             history = await self._history(job)
             message = IncomingMessage(
                 text=text,

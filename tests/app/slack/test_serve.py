@@ -229,7 +229,9 @@ def test_the_manifest_subscribes_to_what_the_adapter_handles_with_the_scopes_it_
 
     text = (ROOT / "manifest.yml").read_text(encoding="utf-8")
     assert _manifest_list(text, "bot_events") == [
+        "app_home_opened",
         "app_mention",
+        "assistant_thread_started",
         "message.channels",
         "message.groups",
         "message.im",
@@ -244,6 +246,39 @@ def test_the_manifest_subscribes_to_what_the_adapter_handles_with_the_scopes_it_
         "channels:read", "groups:read", "im:read", "mpim:read",
     }  # fmt: skip
     assert needed <= scopes
+
+
+def _manifest_block(text: str, key: str) -> list[str]:
+    """The stripped lines nested under `key:` (deeper indented than it)."""
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.strip() == f"{key}:")
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    block = []
+    for line in lines[start + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        if line.strip() and not line.strip().startswith("#"):
+            block.append(line.strip())
+    return block
+
+
+def test_the_manifest_declares_the_agent_experience_the_home_tab_and_interactivity() -> None:
+    from app.slack.agent_view import SUGGESTED_PROMPTS
+
+    text = (ROOT / "manifest.yml").read_text(encoding="utf-8")
+    assert "assistant_view:" not in text  # replaced by agent_view (Slack's migration guide)
+    agent = _manifest_block(text, "agent_view")
+    description = next(line for line in agent if line.startswith("agent_description:"))
+    assert 0 < len(description.split(":", 1)[1].strip()) <= 300
+    titles = [line.split(":", 1)[1].strip() for line in agent if line.startswith("- title:")]
+    messages = [line.split(":", 1)[1].strip() for line in agent if line.startswith("message:")]
+    assert [{"title": t, "message": m} for t, m in zip(titles, messages, strict=True)] == list(
+        SUGGESTED_PROMPTS
+    )
+    assert len(titles) <= 4
+    assert "home_tab_enabled: true" in _manifest_block(text, "app_home")
+    assert "messages_tab_enabled: true" in _manifest_block(text, "app_home")
+    assert "is_enabled: true" in _manifest_block(text, "interactivity")
 
 
 def _poll(predicate: Callable[[], bool], within: float = 20) -> None:
