@@ -58,6 +58,7 @@ from app.slack.home_view import HOME_ACTIONS, HomeState
 from app.slack.http import HEALTH_PATH, build_web_app
 from app.slack.state import RecentKeys, TtlCache
 from app.slack.surface import ReplyOptions, SlackThreadSurface
+from app.slack.thread_cache import ThreadCache
 from app.surface import Surface
 from commands.browse import MemoryBrowser
 from ops.http_guard import ConnectionGuard, GuardLimits
@@ -194,6 +195,7 @@ class SlackBot:
         )
         self._tasks: set[asyncio.Task[None]] = set()
         self._accepting = True
+        self._thread_cache = ThreadCache(max_threads=opts.thread_memory_max_entries)
         # run id → the memory records it read, for the feedback a click on its answer logs.
         self._runs: TtlCache[tuple[str, ...]] = TtlCache(ttl=opts.thread_memory_ttl_seconds, max_size=20_000)
         self._home = HomeTab(
@@ -352,6 +354,7 @@ class SlackBot:
         """Synchronous on purpose: every check-and-claim happens before the ack leaves."""
         event_id = str(body.get("event_id") or "")
         channel = str(event.get("channel") or "")
+        self._observe(body, event, context)
         fields = {"event_id": event_id, "event_type": kind, "channel": channel, "ts": event.get("ts")}
         if retry_num is not None:
             fields["retry_num"] = retry_num
@@ -396,6 +399,18 @@ class SlackBot:
         else:
             log.info("slack.event", action="ignored", reason="not_addressed", **fields)
 
+    def _observe(self, body: Mapping[str, Any], event: Mapping[str, Any], context: Any) -> None:
+        """Every message event feeds the thread cache, answered or not (app/slack/thread_cache.py)."""
+        channel = event.get("channel")
+        if not isinstance(channel, str) or not channel:
+            return
+        source = event
+        if event.get("subtype") in ("message_changed", "message_deleted"):
+            inner = event.get("message") or event.get("previous_message")
+            source = inner if isinstance(inner, Mapping) else event
+        key = self._identity.thread_key(body.get("team_id") or context.team_id, channel, thread_root(source))
+        self._thread_cache.observe(key, event)
+
     def _start(self, job: _Job, thread_key: str, fields: Mapping[str, Any], how: str) -> None:
         if not self._claimed_messages.claim(f"{job.team_id}:{job.channel}:{job.ts}"):
             log.info("slack.event", action="twin", **fields)
@@ -407,7 +422,7 @@ class SlackBot:
     async def _follow_up_if_bot_thread(self, job: _Job, thread_key: str, fields: Mapping[str, Any]) -> None:
         """A thread reply without a mention: ours only when the bot already speaks in that thread."""
         try:
-            replies = await self._fetch_replies(job.channel, job.thread_ts)
+            replies = await self._thread_messages(thread_key, job.channel, job.thread_ts)
         except SlackClientError as error:
             log.warning("slack.thread_check_failed", channel=job.channel, error=type(error).__name__)
             return
@@ -436,6 +451,7 @@ class SlackBot:
             user_id=str(job.event.get("user") or "") or None,
             options=self._options.reply,
             on_run=self._runs.put,
+            on_posted=self._reply_recorder(thread_key, job),
         )
         ref = uuid.uuid4().hex[:8]
         try:
@@ -446,7 +462,7 @@ class SlackBot:
             visibility = await self._visibility(job.channel, job.event.get("channel_type"))
             if visibility == "dm" and not is_thread_reply(job.event):  # a new agent conversation
                 self._spawn(set_title(self.client, job.channel, job.ts, text), name="slack-title")
-            history = await self._history(job)
+            history = await self._history(job, thread_key)
             message = IncomingMessage(
                 text=text,
                 thread_key=thread_key,
@@ -500,13 +516,13 @@ class SlackBot:
             self._visibility_cache.put(channel, visibility)
         return visibility
 
-    async def _history(self, job: _Job) -> tuple[HistoryTurn, ...]:
+    async def _history(self, job: _Job, thread_key: str) -> tuple[HistoryTurn, ...]:
         if not is_thread_reply(job.event):
             return ()
         replies = job.replies
         if replies is None:
             try:
-                replies = tuple(await self._fetch_replies(job.channel, job.thread_ts))
+                replies = tuple(await self._thread_messages(thread_key, job.channel, job.thread_ts))
             except SlackClientError as error:
                 log.warning("slack.history_failed", channel=job.channel, error=type(error).__name__)
                 return ()
@@ -518,6 +534,26 @@ class SlackBot:
             max_turns=self._options.history_max_turns,
             max_chars=self._options.history_max_chars,
         )
+
+    async def _thread_messages(
+        self, thread_key: str, channel: str, thread_ts: str
+    ) -> list[Mapping[str, Any]]:
+        """From the thread cache when it has the whole thread; else one fetch, which then seeds it."""
+        cached = self._thread_cache.messages(thread_key)
+        if cached is not None:
+            log.info("slack.thread_cache", action="hit", channel=channel, messages=len(cached))
+            return list(cached)
+        log.info("slack.thread_cache", action="fetch", channel=channel)
+        fetched = await self._fetch_replies(channel, thread_ts)
+        self._thread_cache.seed(thread_key, fetched)
+        return fetched
+
+    def _reply_recorder(self, thread_key: str, job: _Job) -> Callable[[str, str], None]:
+        def record(ts: str, text: str) -> None:
+            message = {"ts": ts, "thread_ts": job.thread_ts, "user": job.bot_user_id, "bot_id": job.bot_id}
+            self._thread_cache.record_reply(thread_key, {**message, "text": text})
+
+        return record
 
     async def _fetch_replies(self, channel: str, thread_ts: str) -> list[Mapping[str, Any]]:
         messages: list[Mapping[str, Any]] = []

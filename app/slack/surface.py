@@ -71,9 +71,11 @@ class SlackThreadSurface:
         user_id: str | None,
         options: ReplyOptions = ReplyOptions(),
         on_run: RunListener | None = None,
+        on_posted: Callable[[str, str], None] | None = None,
     ) -> None:
         self._client = client
         self._on_run = on_run
+        self._on_posted = on_posted  # (ts, text) of each message posted: the thread cache keeps it
         self.channel = channel
         self.thread_ts = thread_ts
         self.message_ts = message_ts
@@ -187,7 +189,7 @@ class SlackThreadSurface:
             log.warning("slack.stream_broken", channel=self.channel, ts=stream.ts, error=_error_code(error))
             await self._replace_message(stream.ts, markdown)
             return True
-        self._record_reply(stream.ts)
+        self._record_reply(stream.ts, markdown)
         return True
 
     async def _replace_message(self, ts: str, markdown: str) -> None:
@@ -198,7 +200,7 @@ class SlackThreadSurface:
             log.warning("slack.update_failed", channel=self.channel, ts=ts, error=_error_code(error))
             await self._post_pieces(pieces)
             return
-        self._record_reply(ts)
+        self._record_reply(ts, pieces[0])
         await self._post_pieces(pieces[1:])
 
     async def _post_markdown(self, markdown: str, *, closing: bool = False) -> None:
@@ -214,12 +216,14 @@ class SlackThreadSurface:
             response = await self._client.chat_postMessage(
                 channel=self.channel, thread_ts=self.thread_ts, text=piece, unfurl_links=False, **extra
             )
-            self._record_reply(_ts_of(response))
+            self._record_reply(_ts_of(response), piece)
 
-    def _record_reply(self, ts: str | None) -> None:
+    def _record_reply(self, ts: str | None, text: str) -> None:
         self._state.replies += 1
         if ts:
             self._state.reply_ts.append(ts)
+            if self._on_posted is not None:
+                self._on_posted(ts, text)
 
 
 def _mrkdwn_section(text: str) -> dict[str, Any]:
