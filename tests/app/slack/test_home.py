@@ -18,6 +18,7 @@ from commands.browse import MemoryBrowser
 from commands.memory import build_registry
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate, Origin
+from memory.visibility import Reader
 from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
 from tests.fakes.slack_api import FakeSlackApi, block_action
 
@@ -220,7 +221,12 @@ async def test_the_search_box_filters_on_whole_words_like_memory_list(slack_api:
     listed = await registry.handle(
         "memory list me kubectl",
         registry_caller(
-            user_id="slack:U1", channel_id=None, channel_visibility="dm", thread_key="t", surface="slack"
+            user_id="slack:U1",
+            channel_id=None,
+            channel_visibility="dm",
+            thread_key="t",
+            surface="slack",
+            reader=Reader("self", "slack:U1", None),
         ),
     )
     async with home_bot(slack_api, store) as bot:
