@@ -14,7 +14,8 @@ from tests.fakes.slack_api import FakeSlackApi
 
 def _prompts(call_args: dict[str, Any]) -> list[dict[str, str]]:
     prompts = call_args["prompts"]
-    return json.loads(prompts) if isinstance(prompts, str) else prompts
+    parsed: list[dict[str, str]] = json.loads(prompts) if isinstance(prompts, str) else prompts
+    return parsed
 
 
 async def test_opening_the_messages_tab_sets_the_suggested_prompts_without_a_thread(

@@ -40,9 +40,9 @@ async def seed(
 async def home_bot(
     slack_api: FakeSlackApi, store: InMemoryMemoryStore, *, enabled: bool = True
 ) -> AsyncIterator[RunningBot]:
-    options = {"memory_enabled": enabled, "organization": "acme", "admins": [f"user:slack:{ADMIN}"]}
-    registry = build_registry(store=store, **options)
-    browser = MemoryBrowser(store=store, **options)
+    admins = [f"user:slack:{ADMIN}"]
+    registry = build_registry(store=store, memory_enabled=enabled, organization="acme", admins=admins)
+    browser = MemoryBrowser(store=store, memory_enabled=enabled, organization="acme", admins=admins)
     async with running_bot(
         slack_api, RecordingDispatcher(), registry=registry, browser=browser, caller_factory=registry_caller
     ) as bot:
