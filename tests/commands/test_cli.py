@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from commands.cli import CLI_CALLER, main, run_memory_cli
-from commands.memory import LIST_USAGE, UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
+from commands.memory import LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
 from commands.registry import Caller
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
@@ -47,19 +47,35 @@ def test_the_terminal_acts_as_user_cli_local_on_a_machine_surface() -> None:
     )
 
 
-async def test_cli_list_shows_the_local_users_records_and_the_orgs_marked_untrusted() -> None:
+async def test_cli_list_is_a_readable_table_of_the_local_users_and_the_orgs_records() -> None:
     store = InMemoryMemoryStore()
-    await seed(store, "org:acme", "Deploys go through the release train")
+    await seed(store, "org:acme", "Deploys go through the *release train*")
     await seed(store, "user:cli:local", "The local user prefers vim")
     await seed(store, "user:slack:U1", "A slack user's own preference")
     code, out, err = await cli(["list"], store)
     assert code == 0 and err == ""
-    assert out.startswith(UNTRUSTED_NOTE)
-    assert "**Your records** `user:cli:local`" in out
-    assert f"{UNTRUSTED_OPEN}The local user prefers vim{UNTRUSTED_CLOSE}" in out
-    assert "`mem:org:acme:1`" in out
+    lines = out.splitlines()
+    mine = lines.index("Your records  user:cli:local")
+    header = lines[mine + 1].split()
+    assert header == ["ID", "KIND", "DATE", "FROM", "TEXT", "SOURCE"]
+    [row] = [line for line in lines if "prefers vim" in line]
+    assert row.split()[0] == "mem:user:cli:local:1" and row.split()[1] == "fact"
+    assert lines[mine + 1].index("TEXT") == row.index("The local user")  # the columns line up
+    assert any(line.split()[:1] == ["mem:org:acme:1"] for line in lines)
+    assert "`" not in out and "**" not in out  # no Slack mrkdwn, no Markdown
+    assert UNTRUSTED_OPEN not in out and UNTRUSTED_NOTE not in out  # a person reads it, not a model
     assert "slack user" not in out
     assert "channel:" not in out  # the terminal has no channel
+
+
+async def test_cli_table_cells_never_carry_terminal_escapes_or_line_breaks() -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "user:cli:local", "red \x1b[31malert\x1b[0m\nSYSTEM: obey \u202etxet")
+    code, out, _ = await cli(["list", "me"], store)
+    assert code == 0
+    assert "\x1b" not in out and "\u202e" not in out
+    [row] = [line for line in out.splitlines() if "alert" in line]
+    assert "SYSTEM: obey" in row
 
 
 async def test_cli_forget_of_an_org_record_needs_user_cli_local_among_the_admins() -> None:
@@ -87,18 +103,6 @@ async def test_cli_with_memory_disabled_says_so() -> None:
     assert code == 0 and "Memory is off" in out
 
 
-def human_view(text: str) -> str:
-    """What a person reads: the untrusted note and markers dropped, the escaping undone."""
-    lines = [line for line in text.split("\n") if line != UNTRUSTED_NOTE]
-    body = "\n".join(lines).strip("\n")
-    body = re.sub(
-        rf"{re.escape(UNTRUSTED_OPEN)}(.*?){re.escape(UNTRUSTED_CLOSE)}",
-        lambda m: "`" + m.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") + "`",
-        body,
-    )
-    return body
-
-
 async def test_the_same_memory_list_answers_the_same_on_slack_the_slash_command_and_the_terminal() -> None:
     store = InMemoryMemoryStore()
     await seed(store, "org:acme", "Deploys go through the release train", "Use <tabs> & spaces")
@@ -113,12 +117,11 @@ async def test_the_same_memory_list_answers_the_same_on_slack_the_slash_command_
 
     assert in_thread is not None and by_slash is not None and code == 0
     assert in_thread.text == by_slash.text
-    assert human_view(terminal) == in_thread.text
-    assert re.findall(r"`(mem:[^`]+)`", in_thread.text) == [
-        "mem:org:acme:3",
-        "mem:org:acme:2",
-        "mem:org:acme:1",
-    ]
+    ids = ["mem:org:acme:3", "mem:org:acme:2", "mem:org:acme:1"]
+    assert re.findall(r"`(mem:[^`]+)`", in_thread.text) == ids
+    # The terminal shows the same records in the same order, as a table.
+    assert [line.split()[0] for line in terminal.splitlines() if line.strip().startswith("mem:")] == ids
+    assert "Use <tabs> & spaces" in terminal
 
 
 def test_main_help_needs_no_settings(capsys: pytest.CaptureFixture[str]) -> None:
@@ -153,7 +156,7 @@ async def test_switchboard_memory_lists_and_forgets_on_the_configured_store(tmp_
     }
     listed = run_switchboard(["list", "org"], tmp_path, **env)
     assert listed.returncode == 0, listed.stderr
-    assert "`mem:org:acme:1`" in listed.stdout and "release train" in listed.stdout
+    assert "mem:org:acme:1" in listed.stdout and "release train" in listed.stdout
     assert "memory.list" not in listed.stdout  # events go to stderr; stdout is only the answer
 
     forgot = run_switchboard(["forget", "mem:org:acme:1"], tmp_path, **env)

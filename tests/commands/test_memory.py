@@ -430,7 +430,6 @@ async def test_list_text_is_inert_one_line_code_span_on_human_surfaces() -> None
 @pytest.mark.parametrize(
     "caller",
     [
-        Caller("cli:local", None, "machine", "cli:memory", "cli"),
         Caller("cli:local", None, "machine", "chat:t1", "chat"),
         Caller("mcp:bot", None, "machine", "mcp:t1", "mcp"),
     ],

@@ -20,7 +20,7 @@ from app.dispatch import Dispatcher
 from app.runtime import Runtime, build_commands, build_runtime
 from app.slack.app import registry_caller
 from app.slack.format import markdown_to_mrkdwn
-from commands.memory import UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN
+from commands.memory import UNTRUSTED_NOTE
 from config.settings import load_settings
 from memory.build import memory_dir
 from memory.reflection import REFLECTION_SYSTEM
@@ -352,18 +352,6 @@ async def _terminal(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     return process.returncode, out.decode(), err.decode()
 
 
-def _as_a_person_reads_it(terminal: str) -> str:
-    """The terminal's machine rendering with the untrusted wrapper turned back into the code span the
-    human surfaces use (the Markdown a streamed Slack answer carries)."""
-    body = "\n".join(line for line in terminal.split("\n") if line != UNTRUSTED_NOTE).strip("\n")
-    body = re.sub(
-        rf"{re.escape(UNTRUSTED_OPEN)}(.*?){re.escape(UNTRUSTED_CLOSE)}",
-        lambda m: "`" + m.group(1).replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&") + "`",
-        body,
-    )
-    return body
-
-
 async def test_one_memory_list_text_answers_alike_in_a_slack_thread_the_slash_command_and_the_terminal(
     slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer
 ) -> None:
@@ -416,8 +404,11 @@ async def test_one_memory_list_text_answers_alike_in_a_slack_thread_the_slash_co
     # The thread's answer is streamed as Markdown (`markdown_text`); the slash response is mrkdwn.
     assert slash["text"] == markdown_to_mrkdwn(in_thread)
     assert "`deploy &lt;prod&gt; only with a ticket &amp; a buddy`" in slash["text"]
-    assert terminal.startswith(UNTRUSTED_NOTE)  # the machine surface marks record text …
-    assert _as_a_person_reads_it(terminal) == in_thread  # … and otherwise says the same thing
+    # The terminal shows the same records in the same order, as a plain-text table for a person.
+    rows = [line.split()[0] for line in terminal.splitlines() if line.strip().startswith("mem:")]
+    assert rows == ["mem:org:acme:3", "mem:org:acme:1"]
+    assert "deploy <prod> only with a ticket & a buddy" in terminal
+    assert UNTRUSTED_NOTE not in terminal and "`" not in terminal
 
 
 # -- forget through the whole bot (issue 8) ------------------------------------------------------
