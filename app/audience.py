@@ -1,15 +1,14 @@
 """Who will read a reply, and where what a run learns comes from: the one mapping from a message.
 
 Every surface that shows memory (the memory block, `memory list`, the App Home, citations) builds its
-`Reader` here, and reflection stamps its candidates' origin from the same message, so the read rule
-(memory/visibility.py) and the write side agree on what a conversation is.
+`Reader` here (`reader_for`). What a run learns is labelled from the same message: its visibility
+(memory.visibility.origin_from_visibility) and its channel id, stamped by the reflection hook.
 """
 
 from __future__ import annotations
 
 from app.incoming import ChannelVisibility, IncomingMessage
-from memory.types import Origin
-from memory.visibility import Audience, Reader, origin_from_visibility
+from memory.visibility import Audience, Reader
 
 # A conversation's visibility → who sees a reply posted in it. A DM and the terminal chat (machine) are
 # the asker's alone. An unknown visibility is read as the widest audience: it shows the least.
@@ -44,8 +43,3 @@ def reader_for(message: IncomingMessage, *, private_reply: bool = False) -> Read
         channel_id=message.channel_id,
         private_reply=private_reply,
     )
-
-
-def origin_of(message: IncomingMessage) -> tuple[Origin, str | None]:
-    """What a run on `message` learns is labelled with: its conversation's visibility and id."""
-    return origin_from_visibility(message.channel_visibility), message.channel_id

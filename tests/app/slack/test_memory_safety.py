@@ -215,3 +215,34 @@ async def test_a_private_channel_fact_cannot_be_laundered_into_a_public_channels
 
     for scope in PUBLIC_SCOPES:
         assert {r.origin for r in await store.list(scope, 50)} <= {"public"}, scope
+
+
+async def test_memory_list_in_a_public_thread_withholds_the_dm_fact_and_the_slash_command_shows_it(
+    workspace: Workspace, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, store: SqliteMemoryStore
+) -> None:
+    await workspace.say(
+        "D1",
+        "UA",
+        "I'm interviewing at Globex next week.",
+        answer="Good luck.",
+        extracted=facts((DM_FACT, "user")),
+    )
+    requests = len(fake_anthropic.requests)
+
+    typed = slack_api.post_as_user("C1", "UA", f"<@{BOT_USER_ID}> memory list me")
+    await workspace.bot.slack.event(as_app_mention(typed))
+    await workspace.bot.settle()
+    [listed] = slack_api.bot_replies("C1", typed["ts"])
+    assert "Globex" not in listed.text
+    assert "1 more record" in listed.text and "in a DM" in listed.text
+
+    # The /memory slash command answers ephemerally — only A sees it — so it shows A's own DM fact.
+    delivery = await workspace.bot.slack.slash(
+        text="list me", user_id="UA", channel_id="C1", response_url=slack_api.response_url()
+    )
+    await workspace.bot.settle()
+    assert delivery.status == 200
+    [response] = slack_api.responses
+    assert response["response_type"] == "ephemeral"
+    assert "Globex" in response["text"] and "from dm" in response["text"]
+    assert len(fake_anthropic.requests) == requests  # commands make no model call
