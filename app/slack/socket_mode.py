@@ -109,9 +109,13 @@ async def open_connection_url(
 
 
 class OneLineLogs(logging.Filter):
-    """The SDK logs each failed connect with a traceback; keep its message, drop the traceback."""
+    """The SDK logs each failed connect with a traceback; keep its message, drop the traceback (and
+    drop a refused token entirely: the caller reports it once)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
+        error = record.exc_info[1] if record.exc_info else None
+        if isinstance(error, SocketModeStartError) or "SocketModeStartError" in record.getMessage():
+            return False  # already said, in the one line the operator gets
         record.exc_info = None
         record.exc_text = None
         return True

@@ -273,6 +273,11 @@ class FakeSlackApi:
                 self._socket_change.notify_all()
         return socket
 
+    async def drop_sockets(self) -> None:
+        """Close every Socket Mode connection from Slack's side (the app is expected to reconnect)."""
+        for socket in list(self._sockets):
+            await socket.close()
+
     async def wait_for_socket(self, *, connected: bool = True, within: float = 10) -> None:
         """Until an app holds (or, with connected=False, no longer holds) a Socket Mode connection."""
         async with asyncio.timeout(within), self._socket_change:

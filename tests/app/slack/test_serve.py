@@ -291,7 +291,9 @@ def _poll(predicate: Callable[[], bool], within: float = 20) -> None:
 def _one_line_naming_the_app_token(lines: list[str]) -> str:
     text = "".join(lines)
     assert "Traceback" not in text, text
-    [line] = [line for line in lines if "SLACK_APP_TOKEN" in line]
+    found = [line for line in lines if "SLACK_APP_TOKEN" in line]
+    assert len(found) == 1, text
+    [line] = found
     return line
 
 
@@ -324,6 +326,22 @@ async def test_an_unreachable_slack_is_retried_for_a_bounded_time_then_one_line(
     line = _one_line_naming_the_app_token(bot.lines)
     assert "cannot open a Socket Mode connection" in line
     assert any("slack.socket_retry" in line for line in bot.lines), "".join(bot.lines)  # retried first
+
+
+async def test_an_app_token_revoked_while_running_stops_the_bot_with_one_line(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    env = {**_bot_env(slack_api, fake_anthropic, tmp_path), "SLACK_APP_TOKEN": APP_TOKEN}
+    async with serve(tmp_path, env) as bot:
+        await slack_api.wait_for_socket(within=20)
+        slack_api.app_token = "xapp-the-new-one"  # the old token was revoked …
+        await slack_api.drop_sockets()  # … and Slack closes the connection: the bot reconnects
+        code = await asyncio.wait_for(bot.process.wait(), 30)
+
+    assert code != 0
+    line = _one_line_naming_the_app_token(bot.lines)
+    assert "invalid_auth" in line
+    assert len(slack_api.calls_to("apps.connections.open")) == 2  # connected once, refused once
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
