@@ -28,6 +28,9 @@ class PendingBumps:
 
     since: float  # monotonic time of the oldest pending bump
     uses: dict[str, tuple[int, float]] = field(default_factory=dict)
+    # The last overlay per id, kept while neither the record read nor its pending bump changed: the
+    # hot records of a scope are read again and again between flushes.
+    _overlaid: dict[str, tuple[MemoryRecord, tuple[int, float], MemoryRecord]] = field(default_factory=dict)
 
     def add(self, record_ids: list[str], used_at: float) -> None:
         """Like `SET last_used_at = ?, use_count = use_count + 1`: the last use's time wins."""
@@ -40,8 +43,13 @@ class PendingBumps:
         pending = self.uses.get(record.id)
         if pending is None:
             return record
+        last = self._overlaid.get(record.id)
+        if last is not None and last[0] is record and last[1] == pending:
+            return last[2]
         count, used_at = pending
-        return replace(record, use_count=record.use_count + count, last_used_at=used_at)
+        bumped = replace(record, use_count=record.use_count + count, last_used_at=used_at)
+        self._overlaid[record.id] = (record, pending, bumped)
+        return bumped
 
     def due(self, now: float) -> bool:
         return len(self.uses) >= FLUSH_RECORDS or now - self.since >= FLUSH_SECONDS

@@ -52,8 +52,20 @@ def span(
     name: str, attributes: Attributes | None = None, *, kind: SpanKind = SpanKind.INTERNAL
 ) -> Iterator[Span]:
     """A child of the current span; None attributes are left out. An exception marks it failed."""
+    if not recording():
+        yield trace.INVALID_SPAN
+        return
     with tracer().start_as_current_span(name, kind=kind, attributes=_kept(attributes)) as current:
         yield current
+
+
+def recording() -> bool:
+    """False until a tracer provider is installed: until then a span is not even started (no cost).
+
+    Nothing is lost: without a provider the API's spans record nothing, and neither server of ours
+    passes an incoming trace context on to a call of its own.
+    """
+    return not isinstance(trace.get_tracer_provider(), trace.ProxyTracerProvider)
 
 
 def annotate(attributes: Attributes) -> None:
@@ -81,13 +93,17 @@ def client_span(
     }
     with span(f"{method} {route}", attributes, kind=SpanKind.CLIENT) as current:
         headers: dict[str, str] = {}
-        propagate.inject(headers)
+        if current.is_recording():
+            propagate.inject(headers)
         yield current, headers
 
 
 @contextmanager
 def server_span(method: str, route: str, headers: Mapping[str, str]) -> Iterator[Span]:
     """An incoming request's span, the child of the caller's span when its headers carry one."""
+    if not recording():
+        yield trace.INVALID_SPAN
+        return
     parent = propagate.extract(headers)
     with tracer().start_as_current_span(
         f"{method} {route}",

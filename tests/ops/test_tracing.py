@@ -32,9 +32,27 @@ def run_traced(env: dict[str, str]) -> list[dict[str, object]]:
     return [json.loads(line) for line in done.stderr.splitlines() if line.startswith("{")]
 
 
-def test_without_an_exporter_tracing_stays_off() -> None:
+def test_without_an_exporter_tracing_stays_off_and_no_span_is_started() -> None:
     assert configure_tracing({}, "switchboard") is None
     assert configure_tracing({"OTEL_TRACES_EXPORTER": "none"}, "switchboard") is None
+    script = (
+        "from opentelemetry import trace\n"
+        "from ops.tracing import configure_tracing, span\n"
+        "configure_tracing({}, 'switchboard')\n"
+        "with span('hello') as current:\n"
+        "    print(current is trace.INVALID_SPAN, trace.get_current_span() is trace.INVALID_SPAN)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        cwd=ROOT,
+        env={**env, "PYTHONPATH": str(ROOT)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert done.stdout.split() == ["True", "True"]
 
 
 def test_the_console_exporter_writes_one_json_span_per_line_on_stderr() -> None:
