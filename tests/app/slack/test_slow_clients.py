@@ -122,3 +122,23 @@ async def test_metrics_are_beside_the_signature_check_behind_their_own_token(sla
     assert counts[("/slack/events", "200")] == 1
     assert counts[("/slack/events", "401")] == 1
     assert counts[("/metrics", "401")] == 1
+
+
+async def test_300_idle_half_open_connections_delay_a_signed_event_by_under_a_second(
+    slack_api: FakeSlackApi,
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    http = {"limits": GuardLimits(), "metrics": Metrics()}  # the default deadlines and cap
+    async with running_bot(slack_api, RecordingDispatcher(), http=http) as bot:
+        baseline = await timed_mention(bot, slack_api)
+        idle = [await asyncio.open_connection(*address(bot)) for _ in range(300)]
+        try:
+            for _, writer in idle:
+                writer.write(b"POST /slack/ev")
+            await asyncio.sleep(0.2)
+            delayed = await timed_mention(bot, slack_api)
+        finally:
+            for _, writer in idle:
+                writer.close()
+        await bot.settle()
+    assert delayed - baseline < 1.0

@@ -194,3 +194,27 @@ def test_without_a_model_ref_it_exits_with_one_line_saying_where_to_set_it(
         "(or agents.general.model) in switchboard.toml, or SWITCHBOARD_MODEL"
     ]
     assert fake_anthropic.requests == []
+
+
+def test_a_chat_turn_is_one_trace_with_otel_traces_exporter_console(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    fake_anthropic.script("Deploys go out on Fridays.")
+    env = {**anthropic_env(fake_anthropic), "OTEL_TRACES_EXPORTER": "console"}
+
+    done = run_chat(tmp_path, env, "--thread", "t", "when do deploys go out? marker-question-9")
+
+    assert done.returncode == 0, done.stderr
+    spans = {
+        entry["name"]: entry
+        for entry in (json.loads(line) for line in done.stderr.splitlines() if line.startswith("{"))
+        if "context" in entry
+    }
+    turn, dispatch, call = spans["chat.turn"], spans["dispatch"], spans["model.call"]
+    assert turn["parent_id"] is None
+    assert dispatch["parent_id"] == turn["context"]["span_id"]
+    assert call["parent_id"] == dispatch["context"]["span_id"]
+    assert call["attributes"]["gen_ai.request.model"] == "test-model"
+    assert spans["chat.turn"]["resource"]["attributes"]["service.name"] == "switchboard-chat"
+    assert "marker-question-9" not in json.dumps(list(spans.values()))
+    assert "Fridays" not in json.dumps(list(spans.values()))
