@@ -6,7 +6,8 @@ The Python form of the spec's per-scope SQLite Durable Object (§15, §17, §18,
 Threading: all SQLite work runs on the store's own small thread pool, never on the event loop. Each
 scope has a lock held for the whole of an operation, so everything on one scope is serialized (the
 Durable Object's single writer) while different scopes proceed in parallel; other processes over the
-same directory are serialized by SQLite's own write lock (`BEGIN IMMEDIATE`, busy timeout 5 s). A
+same directory are serialized by SQLite's own write lock (`BEGIN IMMEDIATE`, busy timeout 5 s); a
+retrieve takes no write lock (its usage bumps follow in batches, memory/usage_bumps.py). A
 cancelled caller does not cancel the work: a batch still commits whole or not at all.
 
 FTS: the FTS5 table indexes the engine's own tokens (`[a-z0-9]+`, space-joined), never the raw text,
@@ -232,7 +233,8 @@ class SqliteMemoryStore:
     # -- the MemoryStore protocol -------------------------------------------------------------------
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
-        """At most MAX_LIMIT (50) records, like the memory service: the bump stays one statement."""
+        """At most MAX_LIMIT (50) records, like the memory service. A read: its usage bumps are
+        written in batches (memory/usage_bumps.py) and laid over later reads until then."""
         validate_scope_key(scope_key)
         limit = min(limit, MAX_LIMIT)
         terms = prefilter_terms(self._ranking, query)
