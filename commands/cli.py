@@ -16,6 +16,7 @@ import structlog
 
 from commands.memory import build_registry
 from commands.registry import Caller
+from commands.reindex import run_reindex
 from memory.stores import NullMemoryStore
 from memory.types import MemoryStore
 from memory.visibility import Reader
@@ -61,7 +62,11 @@ def main(argv: list[str]) -> int:
     """`switchboard memory …`: load the settings, open the configured store, answer, close it."""
     if not argv or (len(argv) == 1 and argv[0] in _HELP):
         registry = build_registry(store=NullMemoryStore(), memory_enabled=False, organization=None, admins=())
-        usage = "usage: switchboard memory list|forget …\n" + registry.usage("memory")
+        usage = (
+            "usage: switchboard memory list|forget|reindex …\n"
+            + registry.usage("memory")
+            + "\n  memory reindex — give older records their vectors (progress on stderr; safe to rerun)"
+        )
         if not argv:  # a missing subcommand is misuse: usage on stderr, exit 2 (like argparse)
             print(usage, file=sys.stderr)
             return 2
@@ -111,6 +116,11 @@ async def _main(argv: list[str]) -> int:
         await store.aclose()
         return 1
     try:
+        if argv[0] == "reindex":
+            if not enabled:
+                print("switchboard memory reindex: memory is off (memory.enabled = false)", file=sys.stderr)
+                return 1
+            return await run_reindex(store, out=sys.stdout, err=sys.stderr)
         return await run_memory_cli(
             argv,
             store=store,

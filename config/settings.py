@@ -127,6 +127,12 @@ class MemorySettings(_Section):
     timeout: float = Field(default=5.0, gt=0, le=300)
     # Retrieval (issue 15): `spec` = the seed's exact scorer; `v2` = stems + IDF (+ the embedder's cosine).
     ranking: Literal["v2", "spec"] = "v2"
+    # The local semantic signal (v2 only): `none` ranks lexically; `minilm` needs `switchboard[minilm]`.
+    embedder: Literal["wordllama", "minilm", "none"] = "wordllama"
+    semantic_weight: float = Field(default=0.2, ge=0, le=1)  # the cosine's share of the relevance
+    semantic_threshold: float = Field(
+        default=0.7, ge=-1, le=1
+    )  # the cosine a record needs with no shared stem
 
     _url = field_validator("service_url")(_check_url)
 

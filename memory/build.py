@@ -17,6 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
+from memory.embedder import Embedder, EmbedderUnavailable, load_embedder
 from memory.engine import is_valid_cap
 from memory.ranking import RANKING_MODES, Ranking, RankingMode
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
@@ -47,6 +48,12 @@ class MemorySettings(Protocol):
     def max_records_per_scope(self) -> object: ...
     @property
     def ranking(self) -> str: ...
+    @property
+    def embedder(self) -> str: ...
+    @property
+    def semantic_weight(self) -> float: ...
+    @property
+    def semantic_threshold(self) -> float: ...
 
 
 class Settings(Protocol):
@@ -129,9 +136,9 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
             message="memory.store = 'memory' keeps records in this process only: every restart loses them",
         )
         log.info("memory.store_selected", store="memory", cap=cap.value)
-        return InMemoryMemoryStore(cap=cap.value, ranking=ranking)
+        return InMemoryMemoryStore(cap=cap.value, ranking=ranking, embedder=build_embedder(memory))
     if choice == "postgres":
-        return _postgres_store(env, cap, ranking)
+        return _postgres_store(env, cap, ranking, build_embedder(memory))
     if choice not in (None, "sqlite"):
         raise MemoryConfigError(f"memory.store = {choice!r}: allowed values are sqlite, memory, postgres")
 
@@ -147,7 +154,7 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
             message=f"memory.service_url is set but {token_env} is empty or unset; "
             "falling back to the embedded SQLite store on this host",
         )
-    return _sqlite_store(settings.data_dir, cap, ranking)
+    return _sqlite_store(settings.data_dir, cap, ranking, build_embedder(memory))
 
 
 def build_ranking(memory: MemorySettings) -> Ranking:
@@ -157,7 +164,27 @@ def build_ranking(memory: MemorySettings) -> Ranking:
         raise MemoryConfigError(
             f"memory.ranking = {mode!r}: allowed values are {', '.join(RANKING_MODES)} (default v2)"
         )
-    return Ranking(mode=cast(RankingMode, mode))
+    try:
+        return Ranking(
+            mode=cast(RankingMode, mode),
+            semantic_weight=memory.semantic_weight,
+            semantic_threshold=memory.semantic_threshold,
+        )
+    except ValueError as error:
+        raise MemoryConfigError(f"memory: {error}") from None
+
+
+def build_embedder(memory: MemorySettings) -> Embedder | None:
+    """`memory.embedder`, loaded once for the store this process builds (the memory service's store
+    embeds for its callers: a bot behind it loads no model). A missing extra is one error naming it."""
+    try:
+        embedder = load_embedder(memory.embedder)
+    except EmbedderUnavailable as error:
+        raise MemoryConfigError(str(error)) from None
+    log.info(
+        "memory.embedder_loaded", embedder=memory.embedder, model=None if embedder is None else embedder.name
+    )
+    return embedder
 
 
 def _http_store(url: str, token: str, timeout: float | None, cap: ScopeCap) -> MemoryStore:
@@ -183,15 +210,19 @@ def _without_userinfo(url: str) -> str:
     return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
 
 
-def _sqlite_store(data_dir: str | os.PathLike[str], cap: ScopeCap, ranking: Ranking) -> MemoryStore:
+def _sqlite_store(
+    data_dir: str | os.PathLike[str], cap: ScopeCap, ranking: Ranking, embedder: Embedder | None
+) -> MemoryStore:
     from memory.sqlite_store import SqliteMemoryStore
 
     path = memory_dir(data_dir)
     log.info("memory.store_selected", store="sqlite", path=str(path), cap=cap.value, ranking=ranking.mode)
-    return SqliteMemoryStore(path, cap=cap.value, ranking=ranking)
+    return SqliteMemoryStore(path, cap=cap.value, ranking=ranking, embedder=embedder)
 
 
-def _postgres_store(env: Mapping[str, str], cap: ScopeCap, ranking: Ranking) -> MemoryStore:
+def _postgres_store(
+    env: Mapping[str, str], cap: ScopeCap, ranking: Ranking, embedder: Embedder | None
+) -> MemoryStore:
     """The PostgreSQL backend, DSN from DATABASE_URL. Built unopened (this function is synchronous):
     start-up awaits `open_memory_store` to verify the server."""
     from memory.postgres_store import PostgresMemoryStore
@@ -203,7 +234,7 @@ def _postgres_store(env: Mapping[str, str], cap: ScopeCap, ranking: Ranking) -> 
             "(postgresql://user:password@host:port/dbname); it is unset or empty"
         )
     try:
-        store = PostgresMemoryStore(dsn, cap=cap.value, ranking=ranking)
+        store = PostgresMemoryStore(dsn, cap=cap.value, ranking=ranking, embedder=embedder)
     except ValueError as error:
         raise MemoryConfigError(str(error)) from None
     log.info("memory.store_selected", store="postgres", where=store.where, cap=cap.value)

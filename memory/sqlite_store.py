@@ -38,6 +38,7 @@ from typing import Any, TypeVar, get_args
 
 import structlog
 
+from memory.embedder import Embedder, Matrix
 from memory.engine import (
     candidate_cap,
     match_tokens,
@@ -67,6 +68,15 @@ from memory.types import (
     WriteResult,
 )
 from memory.usage_bumps import FLUSH_SECONDS, PendingBumps
+from memory.vectors import (
+    GENERATION_TERM,
+    REINDEX_BATCH,
+    Progress,
+    ScopeVectors,
+    record_cosines,
+    semantic_candidates,
+    to_blob,
+)
 from memory.visibility import legacy_origin
 
 log = structlog.get_logger("memory")
@@ -180,6 +190,7 @@ class SqliteMemoryStore:
         clock: Clock = time.time,
         *,
         ranking: Ranking = DEFAULT_RANKING,
+        embedder: Embedder | None = None,
         max_open: int = DEFAULT_MAX_OPEN,
         workers: int = DEFAULT_WORKERS,
         on_statement: StatementHook | None = None,
@@ -192,6 +203,9 @@ class SqliteMemoryStore:
         self._cap = validate_cap(cap)
         self._clock = clock
         self._ranking = ranking
+        self._embedder = embedder
+        # Each scope's vectors as one matrix, touched only under that scope's lock (see `_vectors`).
+        self._vector_cache: dict[str, ScopeVectors] = {}
         self._max_open = max_open
         self._on_statement = on_statement
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlite-memory")
@@ -221,6 +235,10 @@ class SqliteMemoryStore:
     @property
     def ranking(self) -> Ranking:
         return self._ranking
+
+    @property
+    def embedder(self) -> Embedder | None:
+        return self._embedder
 
     def database_path(self, scope_key: str) -> Path:
         return self._data_dir / database_filename(scope_key)
@@ -282,6 +300,47 @@ class SqliteMemoryStore:
         forgotten = await self._run(scope_key, lambda c: _forget(c, record_id), False)
         log.info("memory.store.forget", scope_key=scope_key, id=record_id, forgotten=forgotten)
         return forgotten
+
+    async def scope_keys(self) -> builtins.list[str]:
+        """Every scope that has a database under the data directory (for `switchboard memory reindex`)."""
+        return await asyncio.to_thread(_scope_keys_in, self._data_dir)
+
+    async def reindex(
+        self, scope_key: str, *, batch: int = REINDEX_BATCH, progress: Progress | None = None
+    ) -> int:
+        """Vectors for the scope's active records that have none of this embedder's, a batch per
+        transaction: safe to interrupt and to run again (it resumes where it stopped). Returns how many."""
+        validate_scope_key(scope_key)
+        if self._embedder is None:
+            return 0
+        done = 0
+        while True:
+            made, left = await self._run(scope_key, lambda c: self._reindex_batch(c, batch), (0, 0))
+            done += made
+            if progress is not None:
+                progress(scope_key, done, done + left)
+            if made == 0 or left == 0:
+                return done
+
+    def _reindex_batch(self, connection: sqlite3.Connection, batch: int) -> tuple[int, int]:
+        embedder = self._embedder
+        assert embedder is not None
+        missing = "status = 'active' AND (embedding IS NULL OR embedding_model IS NOT ?)"
+        rows = connection.execute(
+            f"SELECT seq, text FROM records WHERE {missing} ORDER BY seq LIMIT ?", (embedder.name, batch)
+        ).fetchall()
+        if rows:
+            vectors = embedder.embed([str(text) for _, text in rows])
+            with _transaction(connection):
+                for (seq, _), vector in zip(rows, vectors, strict=True):
+                    _store_vector(connection, int(seq), vector, embedder.name)
+                _bump_generation(connection)
+        left = int(
+            connection.execute(f"SELECT COUNT(*) FROM records WHERE {missing}", (embedder.name,)).fetchone()[
+                0
+            ]
+        )
+        return len(rows), left
 
     async def aclose(self) -> None:
         """Finish in-flight work, then close every connection."""
@@ -430,6 +489,7 @@ class SqliteMemoryStore:
             lock = self._scope_lock_locked(key)
             if lock.acquire(blocking=False):  # busy scopes stay open until a later checkout
                 surplus.append((key, lock, self._connections.pop(key)))
+                self._vector_cache.pop(key, None)
                 excess -= 1
         return surplus
 
@@ -438,6 +498,7 @@ class SqliteMemoryStore:
         with self._lock:
             connections = builtins.list(self._connections.items())
             self._connections.clear()
+            self._vector_cache.clear()
         for scope_key, connection in connections:
             self._write_bumps(connection, scope_key)
             connection.close()
@@ -461,12 +522,19 @@ class SqliteMemoryStore:
             # bm25 only chose who reaches the engine; seq order makes ties rank as in every store.
             rows.sort(key=lambda row: int(row[0]))
             stats = _term_stats(connection, terms) if self._ranking.stemmed else None
+            pairs = [(int(row[0]), self._decode(tuple(row[1:]))) for row in rows]
+            cosines: dict[str, float] | None = None
+            fresh: builtins.list[tuple[int, Matrix]] = []
+            if stats is not None and self._embedder is not None:
+                pairs, cosines, fresh = self._semantic(connection, scope_key, query, pairs, limit)
+        if fresh:  # vectors made on use: written in a transaction of their own, after the read
+            self._store_vectors(connection, fresh)
         now = self._clock()
-        records = [self._decode(tuple(row[1:])) for row in rows]
+        records = [record for _, record in pairs]
         pending = self._bumps.get(scope_key)
         if pending is not None:  # what an immediate bump would have left in the rows
             records = [pending.overlay(record) for record in records]
-        ranked = rank(records, query, limit, now, self._ranking, stats=stats)
+        ranked = rank(records, query, limit, now, self._ranking, stats=stats, cosines=cosines)
         if not ranked:
             return []
         self._bump_later(scope_key, [item.record for item in ranked], now)
@@ -477,14 +545,69 @@ class SqliteMemoryStore:
             for r in ranked
         ]
 
+    def _semantic(
+        self,
+        connection: sqlite3.Connection,
+        scope_key: str,
+        query: str,
+        pairs: builtins.list[tuple[int, MemoryRecord]],
+        limit: int,
+    ) -> tuple[builtins.list[tuple[int, MemoryRecord]], dict[str, float], builtins.list[tuple[int, Matrix]]]:
+        """The candidates' cosines, plus the records the prefilter missed that are close enough in
+        meaning, and the vectors made now for candidates that had none of this model (lazily, on use)."""
+        embedder = self._embedder
+        assert embedder is not None
+        query_vector = embedder.embed_query(query)
+        cosines = self._vectors(connection, scope_key, embedder.name).cosines(query_vector)
+        threshold = self._ranking.semantic_threshold
+        extra = semantic_candidates(cosines, threshold, (seq for seq, _ in pairs), candidate_cap(limit))
+        if extra:
+            found = [(int(row[0]), self._decode(tuple(row[1:]))) for row in _rows_by_seq(connection, extra)]
+            pairs = sorted([*pairs, *found], key=lambda pair: pair[0])
+        unvectored = [(seq, record) for seq, record in pairs if seq not in cosines]
+        fresh: builtins.list[tuple[int, Matrix]] = []
+        if unvectored:
+            vectors = embedder.embed([record.text for _, record in unvectored])
+            for (seq, _), vector in zip(unvectored, vectors, strict=True):
+                cosines[seq] = float(vector @ query_vector)
+                fresh.append((seq, vector))
+        return pairs, record_cosines(cosines, {seq: record.id for seq, record in pairs}), fresh
+
+    def _store_vectors(self, connection: sqlite3.Connection, fresh: Sequence[tuple[int, Matrix]]) -> None:
+        embedder = self._embedder
+        assert embedder is not None
+        with _transaction(connection):
+            for seq, vector in fresh:
+                _store_vector(connection, seq, vector, embedder.name)
+            _bump_generation(connection)
+
+    def _vectors(self, connection: sqlite3.Connection, scope_key: str, model: str) -> ScopeVectors:
+        """The scope's vector matrix, re-read only when its generation moved (any process's change)."""
+        generation = _generation(connection)
+        cached = self._vector_cache.get(scope_key)
+        if cached is not None and cached.generation == generation:
+            return cached
+        rows = connection.execute(
+            "SELECT seq, embedding FROM records WHERE status = 'active' AND embedding_model = ? "
+            "AND embedding IS NOT NULL",
+            (model,),
+        )
+        vectors = ScopeVectors.build(generation, rows)
+        self._vector_cache[scope_key] = vectors
+        return vectors
+
+    def _embed_batch(self, batch: Sequence[MemoryCandidate]) -> Matrix | None:
+        return None if self._embedder is None else self._embedder.embed([c.text for c in batch])
+
     def _write(
         self, connection: sqlite3.Connection, scope_key: str, batch: Sequence[MemoryCandidate], cap: int
     ) -> WriteResult:
         inserted = deduped = superseded = 0
+        vectors = self._embed_batch(batch)  # before the transaction: the write lock is not held for it
         with _transaction(connection):
             now = self._clock()
             seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
-            for candidate in batch:
+            for index, candidate in enumerate(batch):
                 plan = plan_write(scope_key, candidate, _write_pool(connection, candidate))
                 if plan.action == "dedup":
                     connection.execute(
@@ -502,12 +625,55 @@ class SqliteMemoryStore:
                     superseded += len(flipped)
                 seq += 1
                 _insert(connection, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+                if vectors is not None and self._embedder is not None:
+                    _store_vector(connection, seq, vectors[index], self._embedder.name)
                 inserted += 1
             evicted = _evict_over_cap(connection, scope_key, cap)
         return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
 
 
 # -- SQL helpers (worker threads, scope lock held) ---------------------------------------------------
+
+
+def _scope_keys_in(data_dir: Path) -> builtins.list[str]:
+    """The scope key each database file under `data_dir` names (read-only; unreadable files skipped)."""
+    keys: builtins.list[str] = []
+    for path in sorted(data_dir.glob("*.sqlite3")) if data_dir.is_dir() else []:
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
+                row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
+        except sqlite3.Error:
+            continue
+        if row is not None:
+            keys.append(str(row[0]))
+    return keys
+
+
+def _rows_by_seq(connection: sqlite3.Connection, seqs: Sequence[int]) -> builtins.list[Any]:
+    return connection.execute(
+        f"SELECT seq, {_COLUMNS} FROM records WHERE status = 'active' "
+        f"AND seq IN ({_placeholders(len(seqs))})",
+        builtins.list(seqs),
+    ).fetchall()
+
+
+def _store_vector(connection: sqlite3.Connection, seq: int, vector: Matrix, model: str) -> None:
+    connection.execute(
+        "UPDATE records SET embedding = ?, embedding_model = ? WHERE seq = ?", (to_blob(vector), model, seq)
+    )
+
+
+def _generation(connection: sqlite3.Connection) -> int:
+    row = connection.execute("SELECT df FROM term_df WHERE term = ?", (GENERATION_TERM,)).fetchone()
+    return 0 if row is None else int(row[0])
+
+
+def _bump_generation(connection: sqlite3.Connection) -> None:
+    """Every change to which vectors a scope has moves its generation on (cached matrices go stale)."""
+    connection.execute(
+        "INSERT INTO term_df (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1",
+        (GENERATION_TERM,),
+    )
 
 
 def _term_stats(connection: sqlite3.Connection, stems: Sequence[str]) -> TermStats:
@@ -660,9 +826,13 @@ def _reconcile_stems(connection: sqlite3.Connection, scope_key: str) -> None:
     active = int(connection.execute("SELECT COUNT(*) FROM records_stems").fetchone()[0])
     if dead > 0 or missing or counted is None or int(counted[0]) != active:
         # fts5vocab counts each stem's rows: the counts table rebuilt from the index in one statement.
+        generation = _generation(connection)
         connection.execute("DELETE FROM term_df")
         connection.execute("INSERT INTO term_df (term, df) SELECT term, doc FROM records_stems_vocab")
-        connection.execute("INSERT INTO term_df (term, df) VALUES (?, ?)", (_DOCUMENTS, active))
+        connection.execute(
+            "INSERT INTO term_df (term, df) VALUES (?, ?), (?, ?)",
+            (_DOCUMENTS, active, GENERATION_TERM, generation + 1),
+        )
     if dead > 0 or missing:
         log.info("memory.store.stems_reconciled", scope_key=scope_key, removed=dead, restored=len(missing))
 
@@ -673,6 +843,7 @@ def _count_terms(connection: sqlite3.Connection, stems: Iterable[str], delta: in
         "INSERT INTO term_df (term, df) VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
         [(stem, delta) for stem in (_DOCUMENTS, *stems)],
     )
+    _bump_generation(connection)
 
 
 @contextmanager

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from memory.embedder import Embedder, Matrix
 from memory.engine import (
     WritePlan,
     matches_filter,
@@ -47,11 +48,18 @@ class InMemoryMemoryStore:
     """Records per scope in a dict; the engine decides everything. Restarts lose it all."""
 
     def __init__(
-        self, cap: int | None = None, clock: Clock = time.time, *, ranking: Ranking = DEFAULT_RANKING
+        self,
+        cap: int | None = None,
+        clock: Clock = time.time,
+        *,
+        ranking: Ranking = DEFAULT_RANKING,
+        embedder: Embedder | None = None,
     ) -> None:
         self._cap = cap
         self._clock = clock
         self._ranking = ranking
+        self._embedder = embedder
+        self._vectors: dict[str, Matrix] = {}  # record id → its unit vector
         self._scopes: dict[str, builtins.list[MemoryRecord]] = {}
         self._seq: dict[str, int] = {}
         self._lock = asyncio.Lock()
@@ -61,13 +69,28 @@ class InMemoryMemoryStore:
         return builtins.list(self._scopes.get(scope_key, ()))
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
-        return [item.record for item in self._retrieve(scope_key, query, limit)]
+        query_vector = await self._query_vector(query)
+        return [item.record for item in self._retrieve(scope_key, query, limit, query_vector)]
 
-    def _retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[Ranked]:
+    async def _query_vector(self, query: str) -> Matrix | None:
+        """Off the loop: a heavy embedder takes ~20 ms a query."""
+        if self._embedder is None or not self._ranking.stemmed:
+            return None
+        return await asyncio.to_thread(self._embedder.embed_query, query)
+
+    def _retrieve(
+        self, scope_key: str, query: str, limit: int, query_vector: Matrix | None
+    ) -> builtins.list[Ranked]:
         now = self._clock()
         rows = self._scopes.get(scope_key, [])
         stats = term_stats(rows, query_stems(query)) if self._ranking.stemmed else None
-        ranked = rank(rows, query, limit, now, self._ranking, stats=stats)
+        cosines = None
+        if query_vector is not None:
+            vectors = {
+                r.id: self._vectors[r.id] for r in rows if r.status == "active" and r.id in self._vectors
+            }
+            cosines = {record_id: float(vector @ query_vector) for record_id, vector in vectors.items()}
+        ranked = rank(rows, query, limit, now, self._ranking, stats=stats, cosines=cosines)
         if not ranked:
             return []
         bumped = {
@@ -84,6 +107,10 @@ class InMemoryMemoryStore:
         if not candidates:
             return WriteResult()
         cap = self._cap if cap is None else cap
+        vectors: dict[str, Matrix] = {}
+        if self._embedder is not None:
+            texts = [candidate.text for candidate in candidates]
+            vectors = dict(zip(texts, await asyncio.to_thread(self._embedder.embed, texts), strict=True))
         async with self._lock:
             now = self._clock()
             rows = builtins.list(self._scopes.get(scope_key, []))
@@ -104,6 +131,9 @@ class InMemoryMemoryStore:
                 rows = [replace(r, status="evicted") if r.id in doomed else r for r in rows]
                 evicted = len(doomed)
             self._scopes[scope_key] = rows
+            for row in rows:
+                if row.status == "active" and row.id not in self._vectors and row.text in vectors:
+                    self._vectors[row.id] = vectors[row.text]
             return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:

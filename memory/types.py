@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
 
@@ -103,4 +103,19 @@ class MemoryStore(Protocol):
 
     async def aclose(self) -> None:
         """Release connections and threads."""
+        ...
+
+
+@runtime_checkable
+class ReindexableStore(Protocol):
+    """A store that keeps vectors: `switchboard memory reindex` gives older records theirs."""
+
+    async def scope_keys(self) -> list[str]:
+        """Every scope the store holds records for."""
+        ...
+
+    async def reindex(
+        self, scope_key: str, *, batch: int = ..., progress: Callable[[str, int, int], None] | None = None
+    ) -> int:
+        """Vectors for a scope's records that have none of the store's embedder; resumable."""
         ...

@@ -14,6 +14,7 @@ import pytest
 from commands.cli import CLI_CALLER, main, run_memory_cli
 from commands.memory import LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
 from commands.registry import Caller
+from commands.reindex import run_reindex
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate
@@ -185,3 +186,31 @@ def test_memory_without_a_subcommand_exits_2_with_its_usage_on_stderr(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "usage: switchboard memory" in captured.err and LIST_USAGE in captured.err
+
+
+async def test_switchboard_memory_reindex_gives_older_records_vectors_and_can_rerun(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path / "data" / "memory")  # no embedder: records without vectors
+    try:
+        await seed(store, "org:acme", "Deploys go through the release train")
+        await seed(store, "user:slack:U1", "I prefer short answers")
+    finally:
+        await store.aclose()
+    env = {
+        "SWITCHBOARD_MEMORY__ENABLED": "true",
+        "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
+        "SWITCHBOARD_ORGANIZATION": "acme",
+    }
+    first = run_switchboard(["reindex"], tmp_path, **env)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "reindexed 2 record(s)"
+    assert "org:acme [" in first.stderr and "] 1/1" in first.stderr  # the progress bar, on stderr
+    again = run_switchboard(["reindex"], tmp_path, **env)
+    assert again.returncode == 0 and again.stdout.strip() == "reindexed 0 record(s)"
+    off = run_switchboard(["reindex"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"))
+    assert off.returncode == 1 and "memory is off" in off.stderr
+
+
+async def test_reindex_on_a_store_without_vectors_says_where_to_run_it() -> None:
+    out, err = io.StringIO(), io.StringIO()
+    assert await run_reindex(InMemoryMemoryStore(), out=out, err=err) == 1
+    assert "keeps no vectors here" in err.getvalue() and out.getvalue() == ""

@@ -2,9 +2,9 @@
 
 Not collected on its own (the module name does not start with `test_`). A test module joins it by
 subclassing `StoreContract` in a `Test…` class and providing a `make_store` fixture that returns a
-`StoreFactory` — a callable `(*, cap, clock, ranking) -> MemoryStore` whose stores the fixture closes at
-teardown. tests/memory/test_store_contract.py parametrizes that fixture over every store; a later
-backend adds itself there (or in its own module with its own fixture).
+`StoreFactory` — a callable `(*, cap, clock, ranking, embedder) -> MemoryStore` whose stores the
+fixture closes at teardown. tests/memory/test_store_contract.py parametrizes that fixture over every
+store; a later backend adds itself there (or in its own module with its own fixture).
 
 Every test goes through the protocol only (retrieve, write, list, forget): what a caller can observe.
 """
@@ -18,6 +18,7 @@ from typing import Protocol, cast
 
 import pytest
 
+from memory.embedder import Embedder
 from memory.lexical import query_stems, term_stats
 from memory.ranking import SPEC, Ranking, rank
 from memory.types import (
@@ -29,6 +30,7 @@ from memory.types import (
     Origin,
     WriteResult,
 )
+from tests.memory.embedders import ConceptEmbedder
 
 START = 1_800_000_000.0
 DAY = 86_400.0
@@ -60,7 +62,12 @@ class CapWriter(Protocol):
 
 class StoreFactory(Protocol):
     def __call__(
-        self, *, cap: int = DEFAULT_SCOPE_CAP, clock: Callable[[], float] = ..., ranking: Ranking = ...
+        self,
+        *,
+        cap: int = DEFAULT_SCOPE_CAP,
+        clock: Callable[[], float] = ...,
+        ranking: Ranking = ...,
+        embedder: Embedder | None = None,
     ) -> MemoryStore: ...
 
 
@@ -708,3 +715,35 @@ class StoreContract:
             expected = rank(active, query, 10, START, ranking, stats=term_stats(active, query_stems(query)))
             found = await store.retrieve(ORG, query, 10)
             assert ids(found) == [item.record.id for item in expected], query
+
+    # -- the semantic signal (issue 15): the store's embedder, fused with the lexical score ---------
+
+    async def test_a_record_close_in_meaning_enters_without_a_shared_stem(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store(ranking=Ranking(semantic_threshold=0.6), embedder=ConceptEmbedder())
+        await store.write(ORG, [fact("we ship fridays"), fact("lunch menu pasta"), fact("rollout notes")])
+        found = await store.retrieve(ORG, "when is the release?", 5)
+        # "rollout notes" and "we ship fridays" share no stem with "release" but its concept.
+        assert sorted(ids(found)) == [rid(ORG, 1), rid(ORG, 3)]
+
+    async def test_an_unrelated_record_never_fills_the_block(self, make_store: StoreFactory) -> None:
+        store = make_store(embedder=ConceptEmbedder())
+        await store.write(
+            ORG, [fact("lunch menu pasta"), fact("we ship fridays"), fact("kubernetes upgrade")]
+        )
+        assert ids(await store.retrieve(ORG, "k8s cluster", 10)) == [rid(ORG, 3)]
+        assert await store.retrieve(ORG, "astronomy telescope", 10) == []
+
+    async def test_the_cosine_reorders_lexical_matches(self, make_store: StoreFactory) -> None:
+        ranking = Ranking(semantic_weight=0.6)
+        lexical, fused = make_store(ranking=ranking), make_store(ranking=ranking, embedder=ConceptEmbedder())
+        for store in (lexical, fused):
+            await store.write(ORG, [fact("notes about lunch menu pasta"), fact("notes about the release")])
+        assert ids(await lexical.retrieve(ORG, "notes ship", 2)) == [rid(ORG, 1), rid(ORG, 2)]
+        assert ids(await fused.retrieve(ORG, "notes ship", 2)) == [rid(ORG, 2), rid(ORG, 1)]
+
+    async def test_the_spec_ranking_uses_no_vectors(self, make_store: StoreFactory) -> None:
+        store = make_store(ranking=SPEC, embedder=ConceptEmbedder())
+        await store.write(ORG, [fact("we ship fridays")])
+        assert await store.retrieve(ORG, "release", 5) == []

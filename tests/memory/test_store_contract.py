@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from memory.embedder import Embedder
 from memory.ranking import DEFAULT_RANKING, Ranking
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
@@ -25,12 +26,14 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         cap: int = DEFAULT_SCOPE_CAP,
         clock: Callable[[], float] = time.time,
         ranking: Ranking = DEFAULT_RANKING,
+        embedder: Embedder | None = None,
     ) -> MemoryStore:
         store: MemoryStore
         if request.param == "in_memory":
-            store = InMemoryMemoryStore(cap=cap, clock=clock, ranking=ranking)
+            store = InMemoryMemoryStore(cap=cap, clock=clock, ranking=ranking, embedder=embedder)
         else:
-            store = SqliteMemoryStore(tmp_path / f"memory-{len(made)}", cap=cap, clock=clock, ranking=ranking)
+            path = tmp_path / f"memory-{len(made)}"
+            store = SqliteMemoryStore(path, cap=cap, clock=clock, ranking=ranking, embedder=embedder)
         made.append(store)
         return store
 

@@ -1,0 +1,43 @@
+"""A deterministic embedder for the stores' tests: words of one concept share one direction.
+
+It implements the `Embedder` protocol the real ones do (memory/embedder.py), so a store treats it
+exactly as it treats WordLlama; the tests can then say which texts are close in meaning.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from memory.embedder import Matrix, normalize
+from memory.scorer import query_terms
+
+DIMENSIONS = 32
+CONCEPTS = {
+    **dict.fromkeys(("deploy", "deploys", "ship", "ships", "release", "rollout"), 0),
+    **dict.fromkeys(("lunch", "menu", "pasta", "food"), 1),
+    **dict.fromkeys(("kubernetes", "k8s", "cluster"), 2),
+}
+
+
+class ConceptEmbedder:
+    """Each content word adds one unit to its concept's dimension (others hash to their own)."""
+
+    def __init__(self, name: str = "concept-test") -> None:
+        self.name = name
+        self.calls: list[int] = []  # how many texts each `embed` call got
+
+    def embed(self, texts: Sequence[str]) -> Matrix:
+        self.calls.append(len(texts))
+        matrix = np.zeros((len(texts), DIMENSIONS), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for word in query_terms(text):
+                dimension = CONCEPTS.get(word, 3 + zlib.crc32(word.encode()) % (DIMENSIONS - 3))
+                matrix[row, dimension] += 1.0
+        return normalize(matrix)
+
+    def embed_query(self, text: str) -> Matrix:
+        vector: Matrix = self.embed([text])[0]
+        return vector
