@@ -3,6 +3,11 @@
     .venv/bin/python bench/bench_store.py                       # sqlite, 500 / 5,000 / 10,000 records
     .venv/bin/python bench/bench_store.py --sizes 500 --iterations 100
     .venv/bin/python bench/bench_store.py --store postgres      # the same, on PostgreSQL ($DATABASE_URL)
+    .venv/bin/python bench/bench_store.py --embedder none       # lexical only (default: wordllama)
+    .venv/bin/python bench/bench_store.py --sizes 500 --four-scope-sizes 500,5000,10000
+
+The four-scope read (`memory_context_block` over org + repo + channel + user) is timed in the same run
+as one scope's retrieve over the same store, so their ratio is not skewed by the machine's load.
 
 Every figure is measured through the store's public async API on a running event loop, so it includes
 the hop to the store's worker thread. Record and query text come from a seeded Zipf-like vocabulary
@@ -30,6 +35,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.context import memory_context_block
+from memory.embedder import DEFAULT_EMBEDDER, EMBEDDER_NAMES, Embedder, load_embedder
+from memory.ranking import RANKING_MODES, Ranking
 from memory.sqlite_store import SqliteMemoryStore
 from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryStore
 from memory.visibility import Reader
@@ -51,9 +58,16 @@ class Clock:
         return self.now
 
 
+# The embedder every store of the run is built with (`--embedder`; the plain install's default).
+EMBEDDER: list[Embedder | None] = [None]
+RANKING: list[Ranking] = [Ranking()]
+
+
 @contextlib.asynccontextmanager
 async def sqlite_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterator[MemoryStore]:
-    store = SqliteMemoryStore(workdir / "memory", cap=cap, clock=clock)
+    store = SqliteMemoryStore(
+        workdir / "memory", cap=cap, clock=clock, ranking=RANKING[0], embedder=EMBEDDER[0]
+    )
     try:
         yield store
     finally:
@@ -77,7 +91,9 @@ async def postgres_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterat
         await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         try:
             dsn = make_conninfo(base, options=f"-csearch_path={schema}")
-            store = await PostgresMemoryStore.connect(dsn, cap=cap, clock=clock)
+            store = await PostgresMemoryStore.connect(
+                dsn, cap=cap, clock=clock, ranking=RANKING[0], embedder=EMBEDDER[0]
+            )
             try:
                 yield store
             finally:
@@ -193,15 +209,22 @@ async def bench_scope(
     return rows
 
 
-async def bench_four_scopes(backend: str, workdir: Path, iterations: int) -> Row:
+async def bench_four_scopes(backend: str, workdir: Path, iterations: int, size: int) -> list[Row]:
+    """The four-scope read and, in the same run over the same store, one scope's retrieve."""
     corpus = Corpus(seed=4)
     clock = Clock()
     scopes = ("org:acme", "repo:acme/api", "channel:slack:C1", "user:slack:U1")
-    async with BACKENDS[backend](workdir, FOUR_SCOPE_SIZE, clock) as store:
+    async with BACKENDS[backend](workdir, MAX_SCOPE_CAP, clock) as store:
         for scope in scopes:
-            await fill(store, scope, corpus, FOUR_SCOPE_SIZE)
+            await fill(store, scope, corpus, size)
+        single: list[float] = []
         samples: list[float] = []
         for index in range(iterations + 20):
+            query = corpus.query()
+            start = time.perf_counter()
+            await store.retrieve(scopes[0], query, LIMIT)
+            if index >= 20:
+                single.append(time.perf_counter() - start)
             query = corpus.query()
             start = time.perf_counter()
             await memory_context_block(
@@ -216,12 +239,15 @@ async def bench_four_scopes(backend: str, workdir: Path, iterations: int) -> Row
             )
             if index >= 20:
                 samples.append(time.perf_counter() - start)
-    return Row(
-        "memory_context_block, 4 scopes, chat-message query", FOUR_SCOPE_SIZE, FOUR_SCOPE_SIZE, samples
-    )
+    return [
+        Row("same run: one scope's retrieve, limit 8, chat-message query", size, MAX_SCOPE_CAP, single),
+        Row("memory_context_block, 4 scopes, chat-message query", size, MAX_SCOPE_CAP, samples),
+    ]
 
 
-async def run(backend: str, sizes: Sequence[int], iterations: int) -> list[Row]:
+async def run(
+    backend: str, sizes: Sequence[int], iterations: int, four_scope_sizes: Sequence[int]
+) -> list[Row]:
     rows: list[Row] = []
     for size in sizes:
         with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
@@ -229,8 +255,9 @@ async def run(backend: str, sizes: Sequence[int], iterations: int) -> list[Row]:
         if size < MAX_SCOPE_CAP:  # the steady state of a full scope: every write evicts
             with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
                 rows.extend(await bench_scope(backend, Path(tmp), size, size, iterations, reads=False))
-    with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
-        rows.append(await bench_four_scopes(backend, Path(tmp), iterations))
+    for size in four_scope_sizes:
+        with tempfile.TemporaryDirectory(prefix="bench-store-") as tmp:
+            rows.extend(await bench_four_scopes(backend, Path(tmp), iterations, size))
     return rows
 
 
@@ -239,11 +266,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--store", choices=sorted(BACKENDS), default="sqlite")
     parser.add_argument("--sizes", default="500,5000,10000", help="comma-separated active record counts")
     parser.add_argument("--iterations", type=int, default=300)
+    parser.add_argument(
+        "--four-scope-sizes", default=str(FOUR_SCOPE_SIZE), help="records per scope for the four-scope read"
+    )
+    parser.add_argument("--embedder", choices=EMBEDDER_NAMES, default=DEFAULT_EMBEDDER)
+    parser.add_argument("--ranking", choices=RANKING_MODES, default="v2")
     args = parser.parse_args(argv)
     sizes = [int(value) for value in args.sizes.split(",") if value]
-    rows = asyncio.run(run(args.store, sizes, args.iterations))
+    four_scope_sizes = [int(value) for value in args.four_scope_sizes.split(",") if value]
+    EMBEDDER[0] = load_embedder(args.embedder)
+    RANKING[0] = Ranking(mode=args.ranking)
+    rows = asyncio.run(run(args.store, sizes, args.iterations, four_scope_sizes))
     print(
-        f"store: {args.store}; Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; "
+        f"store: {args.store}; ranking: {args.ranking}; embedder: {args.embedder}; "
+        f"Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; "
         f"{platform.machine()}; cpus: {os.cpu_count()}; "
         f"load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}"
     )

@@ -1,0 +1,86 @@
+"""The bot's resident memory with each embedder loaded: what `memory.embedder` costs a process.
+
+    .venv/bin/python bench/bench_rss.py                      # none and wordllama
+    .venv/bin/python bench/bench_rss.py --embedders none,wordllama,minilm
+
+Each figure comes from a fresh interpreter that imports the bot (the Slack surface, the agent, the
+memory core), builds the memory store the way start-up does (`build_memory_store`, SQLite), writes 500
+records and answers 50 four-scope reads, then reports its peak RSS (`ru_maxrss`) and current VmRSS.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+CHILD = r"""
+import asyncio, json, resource, sys
+import app.slack.serve, app.agent  # the bot's own modules, as `switchboard serve` imports them
+from config.settings import load_settings
+from memory.build import build_memory_store
+from memory.context import memory_context_block
+from memory.types import MemoryCandidate
+from memory.visibility import Reader
+
+async def main():
+    settings = load_settings()
+    store = build_memory_store(settings)
+    words = "deploy release billing cluster api team friday staging review docs oncall".split()
+    for start in range(0, 500, 50):
+        batch = [MemoryCandidate(kind="fact", text=f"{words[n % 11]} note {n} about {words[(n * 7) % 11]}",
+                                 source_thread_key="t", origin="public") for n in range(start, start + 50)]
+        await store.write("org:acme", batch)
+    for n in range(50):
+        await memory_context_block(store, f"what about the {words[n % 11]} {words[(n * 3) % 11]}?",
+                                   reader=Reader("public", "slack:U1", "slack:C1"), organization="acme",
+                                   user_id="slack:U1", channel_id="slack:C1", repo="acme/api")
+    await store.aclose()
+    vm = next(line.split()[1] for line in open("/proc/self/status") if line.startswith("VmRSS"))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps({"max_rss_mb": peak, "vm_rss_mb": int(vm) / 1024}))
+
+asyncio.run(main())
+"""
+
+
+def measure(embedder: str, python: str) -> dict[str, float]:
+    with tempfile.TemporaryDirectory(prefix="bench-rss-") as tmp:
+        env = {
+            **{k: v for k, v in os.environ.items() if not k.startswith("SWITCHBOARD_")},
+            "PYTHONPATH": str(ROOT),
+            "SWITCHBOARD_MEMORY__ENABLED": "true",
+            "SWITCHBOARD_ORGANIZATION": "acme",
+            "SWITCHBOARD_DATA_DIR": tmp,
+            "SWITCHBOARD_MEMORY__EMBEDDER": embedder,
+            "HF_HUB_OFFLINE": "1",
+        }
+        done = subprocess.run(
+            [python, "-c", CHILD], env=env, cwd=tmp, capture_output=True, text=True, check=True, timeout=600
+        )
+    result: dict[str, float] = json.loads(done.stdout.strip().splitlines()[-1])
+    return result
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--embedders", default="none,wordllama")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter (a venv with the extra)")
+    args = parser.parse_args(argv)
+    print("| memory.embedder | peak RSS MB | RSS at the end MB |")
+    print("| --- | ---: | ---: |")
+    for name in [n for n in args.embedders.split(",") if n]:
+        figures = measure(name, args.python)
+        print(f"| {name} | {figures['max_rss_mb']:.0f} | {figures['vm_rss_mb']:.0f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
