@@ -611,8 +611,8 @@ async def _restated_label(
     scope_keys: Sequence[str],
     retrieved: Sequence[MemoryRecord],
 ) -> Label:
-    """The narrowest label among the run's and every same-text record's; a lookup that fails cannot
-    rule a restatement out, so the candidate is labelled `unknown` (read as dm) and narrowed."""
+    """The narrowest label among the run's and every same-text record's (a record's on a tie); a lookup
+    that fails cannot rule a restatement out, so the candidate is labelled `unknown` (read as dm)."""
     norm = normalize_text(candidate.text)
     try:
         listed = await asyncio.gather(
@@ -624,7 +624,9 @@ async def _restated_label(
     label = own
     for record in (*retrieved, *(record for page in listed for record in page)):
         if normalize_text(record.text) == norm:
-            label = narrower(label, (record.origin, record.origin_conversation))
+            # On a tie the record's label wins: a fact from private channel G1 restated in private G2
+            # stays G1's, never becomes G2's.
+            label = narrower((record.origin, record.origin_conversation), label)
     return label
 
 

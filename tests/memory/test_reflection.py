@@ -960,3 +960,19 @@ async def test_a_supersede_cannot_name_a_record_the_extractor_was_not_shown() ->
     _, store, _ = await run_reflect(reply, store=store)
     (dm,) = [r for r in store.records("user:slack:UA") if r.text == DM_FACT]
     assert dm.status == "active"
+
+
+async def test_a_fact_from_one_private_channel_restated_in_another_keeps_its_first_channel() -> None:
+    store = RecordingStore()
+    learned = MemoryCandidate(
+        "fact", "the merger closes in march", "slack:G1:1.0", origin="private", origin_conversation="slack:G1"
+    )
+    await store.write("user:slack:UA", [learned])
+    store.writes.clear()
+    g2 = RequestScopes(org="org:acme", channel="channel:slack:G2", user="user:slack:UA")
+    _, store, _ = await run_reflect(
+        envelope(fact("the merger closes in March", "channel")), scopes=g2, origin="private", store=store
+    )
+    assert store.records("channel:slack:G2") == []
+    (kept,) = store.records("user:slack:UA")
+    assert (kept.origin, kept.origin_conversation) == ("private", "slack:G1")
