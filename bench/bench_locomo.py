@@ -6,7 +6,9 @@
     .venv/bin/python bench/bench_locomo.py --records turns      # one record per dialogue turn
     .venv/bin/python bench/bench_locomo.py --data PATH          # another copy of locomo_dev.jsonl
 
-Rankings (`--modes`): `spec` (the seed's scorer), `v2` (stems + IDF, no embedder).
+Rankings (`--modes`): `spec` (the seed's scorer), `v2` (stems + IDF, no embedder), `wordllama` and
+`minilm` (v2 fused with that embedder's cosine at its tuned default weight; `minilm` needs the extra
+`switchboard[minilm]`). The embedder is loaded once; its load time is not in the read latency.
 
 Protocol (../shared/bench/locomo/README.md): one scope per conversation; each observation (or turn)
 becomes a record whose evidence is its dia_ids; each QA item with evidence is a query against its own
@@ -30,13 +32,19 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from memory.embedder import Embedder, load_embedder, tuned_weight
 from memory.engine import normalize_text, record_id
 from memory.ranking import Ranking
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
 from memory.types import MemoryCandidate, MemoryStore
 
-DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "locomo" / "locomo_dev.jsonl"
+_DATA = Path("shared") / "bench" / "locomo" / "locomo_dev.jsonl"
+# The shared folder beside the checkout (main at /work/main, a worktree at /work/wt/<name>).
+DEFAULT_DATA = next(
+    (parent / _DATA for parent in Path(__file__).resolve().parents if (parent / _DATA).exists()),
+    Path(__file__).resolve().parents[2] / _DATA,
+)
 NOW = 1_800_000_000.0
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 BATCH = 50  # the memory service's batch cap
@@ -155,12 +163,16 @@ def summary_row(label: str, results: Results) -> str:
     return f"| {label} | " + " | ".join(f"{value:.3f}" for value in cells) + " |"
 
 
-def ranking_of(mode: str) -> Ranking:
+def ranking_of(mode: str) -> tuple[Ranking, Embedder | None]:
     if mode == "spec":
-        return Ranking(mode="spec")
+        return Ranking(mode="spec"), None
     if mode == "v2":
-        return Ranking(mode="v2")
-    raise SystemExit(f"unknown mode {mode!r}: expected spec or v2")
+        return Ranking(mode="v2"), None
+    if mode in ("wordllama", "minilm"):
+        embedder = load_embedder(mode)
+        assert embedder is not None
+        return Ranking(semantic_weight=tuned_weight(embedder)), embedder
+    raise SystemExit(f"unknown mode {mode!r}: expected spec, v2, wordllama or minilm")
 
 
 async def run(
@@ -168,14 +180,17 @@ async def run(
 ) -> None:
     summary = ["| mode, store | cat 1–4 R@5 | R@10 | MRR | cat 5 R@5 |", "|---|---:|---:|---:|---:|"]
     for mode in modes:
-        ranking = ranking_of(mode)
+        ranking, embedder = ranking_of(mode)
         for name in stores:
             with tempfile.TemporaryDirectory() as workdir:
                 store: MemoryStore
                 if name == "memory":
-                    store, title = InMemoryMemoryStore(clock=lambda: NOW, ranking=ranking), "in-process store"
+                    store = InMemoryMemoryStore(clock=lambda: NOW, ranking=ranking, embedder=embedder)
+                    title = "in-process store"
                 else:
-                    store = SqliteMemoryStore(Path(workdir), cap=10_000, clock=lambda: NOW, ranking=ranking)
+                    store = SqliteMemoryStore(
+                        Path(workdir), cap=10_000, clock=lambda: NOW, ranking=ranking, embedder=embedder
+                    )
                     title = "SQLite store (FTS5 prefilter + engine)"
                 try:
                     results = await evaluate(store, conversations, kind)
@@ -191,7 +206,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--data", type=Path, default=DEFAULT_DATA)
     parser.add_argument("--records", choices=("observations", "turns"), default="observations")
-    parser.add_argument("--modes", default="spec,v2", help="comma-separated rankings: spec, v2")
+    parser.add_argument(
+        "--modes", default="spec,v2,wordllama", help="comma-separated: spec, v2, wordllama, minilm"
+    )
     parser.add_argument("--stores", default="sqlite", help="comma-separated: sqlite, memory")
     args = parser.parse_args(argv)
     conversations = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]

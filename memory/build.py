@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
-from memory.embedder import Embedder, EmbedderUnavailable, load_embedder
+from memory.embedder import Embedder, EmbedderUnavailable, load_embedder, tuned_weight
 from memory.engine import is_valid_cap
 from memory.ranking import RANKING_MODES, Ranking, RankingMode
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
@@ -51,7 +51,7 @@ class MemorySettings(Protocol):
     @property
     def embedder(self) -> str: ...
     @property
-    def semantic_weight(self) -> float: ...
+    def semantic_weight(self) -> float | None: ...
     @property
     def semantic_threshold(self) -> float: ...
 
@@ -120,7 +120,6 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
         log.info("memory.store_selected", store="null")
         return NullMemoryStore()
     cap = validate_scope_cap(memory.max_records_per_scope)
-    ranking = build_ranking(memory)
     choice = memory.store
 
     if choice is not None and memory.service_url:
@@ -136,9 +135,11 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
             message="memory.store = 'memory' keeps records in this process only: every restart loses them",
         )
         log.info("memory.store_selected", store="memory", cap=cap.value)
-        return InMemoryMemoryStore(cap=cap.value, ranking=ranking, embedder=build_embedder(memory))
+        embedder = build_embedder(memory)
+        return InMemoryMemoryStore(cap=cap.value, ranking=build_ranking(memory, embedder), embedder=embedder)
     if choice == "postgres":
-        return _postgres_store(env, cap, ranking, build_embedder(memory))
+        embedder = build_embedder(memory)
+        return _postgres_store(env, cap, build_ranking(memory, embedder), embedder)
     if choice not in (None, "sqlite"):
         raise MemoryConfigError(f"memory.store = {choice!r}: allowed values are sqlite, memory, postgres")
 
@@ -154,11 +155,13 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
             message=f"memory.service_url is set but {token_env} is empty or unset; "
             "falling back to the embedded SQLite store on this host",
         )
-    return _sqlite_store(settings.data_dir, cap, ranking, build_embedder(memory))
+    embedder = build_embedder(memory)
+    return _sqlite_store(settings.data_dir, cap, build_ranking(memory, embedder), embedder)
 
 
-def build_ranking(memory: MemorySettings) -> Ranking:
-    """`memory.ranking`: `v2` (the default) or `spec`; anything else is one error naming the key."""
+def build_ranking(memory: MemorySettings, embedder: Embedder | None = None) -> Ranking:
+    """`memory.ranking`: `v2` (the default) or `spec`; anything else is one error naming the key.
+    The fusion weight is `memory.semantic_weight`, else the embedder's tuned one."""
     mode = memory.ranking
     if mode not in RANKING_MODES:
         raise MemoryConfigError(
@@ -167,7 +170,9 @@ def build_ranking(memory: MemorySettings) -> Ranking:
     try:
         return Ranking(
             mode=cast(RankingMode, mode),
-            semantic_weight=memory.semantic_weight,
+            semantic_weight=tuned_weight(embedder)
+            if memory.semantic_weight is None
+            else memory.semantic_weight,
             semantic_threshold=memory.semantic_threshold,
         )
     except ValueError as error:

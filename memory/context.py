@@ -10,9 +10,10 @@ from dataclasses import dataclass
 
 import structlog
 
+from memory.ranking import merge_score
 from memory.scope import RequestScopes, derive_scope_key, list_scope_keys, request_scope_keys, scope_kind
-from memory.scorer import budget_memory_block, query_tokens, score_record
-from memory.types import MemoryRecord, MemoryStore
+from memory.scorer import budget_memory_block
+from memory.types import MemoryRecord, MemoryStore, Ranked
 from memory.visibility import Reader, may_show
 from ops.tracing import span
 
@@ -46,10 +47,12 @@ async def read_memory(
     max_tokens: int = DEFAULT_MAX_TOKENS,
     clock: Callable[[], float] = time.time,
 ) -> MemoryRead:
-    """Org, channel and user are fetched at once, in parallel; the repo joins when it resolves.
+    """Every scope in one hop to the store (`retrieve_many`: one query embedding); when the repo is
+    still resolving, org, channel and user go at once and the repo follows in a second hop.
 
-    Each scope's retrieve is a `memory.retrieve` span started from the caller's context, so every
-    scope has the same parent (the caller's `memory.read`).
+    Each hop is a `memory.retrieve` span started from the caller's context (the caller's
+    `memory.read`), naming the kinds of scope it read. The pool is merged by each record's relevance
+    (as its store ranked it) with its recency, as §22 re-scores the union.
 
     Only records the reply's `reader` may see (memory/visibility.py) enter the pool: what the read rule
     refuses never takes a slot of the limit or the budget.
@@ -60,26 +63,28 @@ async def read_memory(
         if inspect.iscoroutine(repo):
             repo.close()  # never awaited now: close it rather than leave a warning behind
         raise
-    fetches = {
-        key: asyncio.create_task(_retrieve(store, key, query, limit)) for key in list_scope_keys(scopes)
-    }
-    try:
+    found: dict[str, list[Ranked]] = {}
+    if isinstance(repo, str | None):  # known already: every scope in one hop
         repo_key = await _resolve_repo(repo)
-        if repo_key is not None:
-            scopes = RequestScopes(org=scopes.org, repo=repo_key, channel=scopes.channel, user=scopes.user)
-            fetches[repo_key] = asyncio.create_task(_retrieve(store, repo_key, query, limit))
-        found = {key: await task for key, task in fetches.items()}
-    finally:  # a cancelled read leaves no retrieve running behind it
-        for task in fetches.values():
-            task.cancel()
+        scopes = _with_repo(scopes, repo_key)
+        found = await _retrieve_many(store, list_scope_keys(scopes), query, limit)
+    else:
+        first = asyncio.create_task(_retrieve_many(store, list_scope_keys(scopes), query, limit))
+        try:
+            repo_key = await _resolve_repo(repo)
+            if repo_key is not None:
+                scopes = _with_repo(scopes, repo_key)
+                found.update(await _retrieve_many(store, [repo_key], query, limit))
+            found.update(await first)
+        finally:  # a cancelled read leaves no retrieve running behind it
+            first.cancel()
     order = list_scope_keys(scopes)
-    pool = [record for key in order for record in found.get(key, []) if may_show(record, reader)]
+    pool = [item for key in order for item in found.get(key, []) if may_show(item.record, reader)]
     if not pool:
         return MemoryRead(block=None, scopes=scopes)
     now = clock()
-    wanted = query_tokens(query)
-    ranked = sorted(pool, key=lambda record: -score_record(record, wanted, now))
-    block = budget_memory_block(ranked, order, limit, max_tokens)
+    ranked = sorted(pool, key=lambda item: -merge_score(item, now))  # stable: org first on ties
+    block = budget_memory_block([item.record for item in ranked], order, limit, max_tokens)
     return MemoryRead(block=block.text, scopes=scopes, records=block.records)
 
 
@@ -128,14 +133,23 @@ async def _resolve_repo(repo: RepoSource) -> str | None:
         return None
 
 
-async def _retrieve(store: MemoryStore, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+def _with_repo(scopes: RequestScopes, repo_key: str | None) -> RequestScopes:
+    if repo_key is None:
+        return scopes
+    return RequestScopes(org=scopes.org, repo=repo_key, channel=scopes.channel, user=scopes.user)
+
+
+async def _retrieve_many(
+    store: MemoryStore, scope_keys: list[str], query: str, limit: int
+) -> dict[str, list[Ranked]]:
     """Retrieval is advisory: a failing store reads as nothing, with one warning."""
-    with span("memory.retrieve", {"memory.scope_kind": scope_kind(scope_key)}) as retrieve_span:
+    kinds = [scope_kind(key) for key in scope_keys]
+    with span("memory.retrieve", {"memory.scope_kinds": ",".join(kinds)}) as retrieve_span:
         try:
-            records = await store.retrieve(scope_key, query, limit)
+            found = await store.retrieve_many(scope_keys, query, limit)
         except Exception as error:
-            log.warning("memory.retrieve_failed", scope_key=scope_key, error=type(error).__name__)
+            log.warning("memory.retrieve_failed", scope_keys=scope_keys, error=type(error).__name__)
             retrieve_span.set_attribute("error.type", type(error).__name__)
-            return []
-        retrieve_span.set_attribute("memory.records", len(records))
-        return records
+            return {}
+        retrieve_span.set_attribute("memory.records", sum(len(ranked) for ranked in found.values()))
+        return found

@@ -36,6 +36,19 @@ DEFAULT_EMBEDDER = "wordllama"
 QUERY_CACHE_SIZE = 256
 
 
+# The cosine's share of the relevance each embedder was tuned to on the LoCoMo dev split (the weight
+# with the best cat 1–4 MRR whose cat 5 R@5 stays at its target; BENCHMARKS.md, "Tuning").
+TUNED_WEIGHTS = {"wordllama-l2_supercat-256": 0.3, "all-minilm-l6-v2": 0.5}
+FALLBACK_WEIGHT = 0.3
+
+
+def tuned_weight(embedder: Embedder | None) -> float:
+    """`memory.semantic_weight` when it is not set: the embedder's measured default."""
+    if embedder is None:
+        return FALLBACK_WEIGHT
+    return TUNED_WEIGHTS.get(embedder.name, FALLBACK_WEIGHT)
+
+
 class EmbedderUnavailable(RuntimeError):
     """The configured embedder cannot load here; the message names the setting and the fix."""
 

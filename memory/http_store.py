@@ -16,8 +16,8 @@ import httpx
 import structlog
 
 from memory.engine import prepare_batch
-from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, WriteResult
-from memory.wire import WireError, candidate_to_wire, record_from_wire
+from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, Ranked, WriteResult
+from memory.wire import WireError, candidate_to_wire, ranked_from_wire, record_from_wire
 from ops.tracing import client_span
 
 log = structlog.get_logger("memory.http_store")
@@ -80,6 +80,25 @@ class HttpMemoryStore:
         if dropped:
             log.warning("memory.retrieve_dropped_records", scope_key=scope_key, dropped=dropped)
         return records
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        """One round trip for every scope; advisory like `retrieve`: any failure reads as nothing."""
+        keys = builtins.list(dict.fromkeys(scope_keys))
+        if not keys:
+            return {}
+        try:
+            reply = await self._call("/retrieve_many", {"scopeKeys": keys, "query": query, "limit": limit})
+            found, dropped = _ranked_scopes(reply, keys)
+        except _CallFailed as failure:
+            log.warning(
+                "memory.retrieve_degraded", scope_keys=keys, status=failure.status, reason=failure.reason
+            )
+            return {}
+        if dropped:
+            log.warning("memory.retrieve_dropped_records", scope_keys=keys, dropped=dropped)
+        return found
 
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
@@ -166,6 +185,33 @@ class HttpMemoryStore:
         if not isinstance(reply, dict):
             raise _CallFailed(response.status_code, "reply is not a JSON object")
         return reply
+
+
+def _ranked_scopes(
+    reply: dict[str, Any], scope_keys: Sequence[str]
+) -> tuple[dict[str, builtins.list[Ranked]], int]:
+    """The reply's well-formed records of the asked scopes (each under its own key), and how many
+    others were dropped: a record filed under another scope than its own never gets through."""
+    raw = reply.get("scopes")
+    if not isinstance(raw, dict):
+        raise _CallFailed(200, "reply has no scopes object")
+    found: dict[str, builtins.list[Ranked]] = {}
+    dropped = 0
+    for key, items in raw.items():
+        if key not in scope_keys or not isinstance(items, builtins.list):
+            dropped += len(items) if isinstance(items, builtins.list) else 1
+            continue
+        for item in items:
+            try:
+                ranked = ranked_from_wire(item)
+            except WireError:
+                dropped += 1
+                continue
+            if ranked.record.scope_key != key:
+                dropped += 1
+                continue
+            found.setdefault(key, []).append(ranked)
+    return found, dropped
 
 
 def _records(reply: dict[str, Any], scope_key: str) -> tuple[builtins.list[MemoryRecord], int]:

@@ -597,47 +597,114 @@ class PostgresMemoryStore:
         tsquery: str,
         limit: int,
     ) -> builtins.list[Ranked]:
-        params = {"scope": scope_key, "q": tsquery, "n": candidate_cap(limit)}
-        stemmed = self._ranking.stemmed
-        # No transaction: the SELECT is one snapshot (before or after any concurrent batch), and a
-        # bump landing on a row a concurrent batch just retired is harmless.
+        found = await self._retrieve_scopes(pool, [scope_key], query, terms, tsquery, limit)
+        return found.get(scope_key, [])
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        """Several scopes on one connection, each ranked as its own retrieve ranks it, the query embedded
+        once, and every scope's usage bump in ONE transaction. `{}` when the server is lost (advisory)."""
+        keys = builtins.list(dict.fromkeys(scope_keys))
+        for key in keys:
+            validate_scope_key(key)
+        terms = prefilter_terms(self._ranking, query)
+        tsquery = tsquery_of(terms)
+        if tsquery is None or limit <= 0 or not keys:
+            return {}
+        try:
+            pool = await self._ready()
+            return await self._retrieve_scopes(pool, keys, query, terms, tsquery, limit)
+        except (psycopg.Error, MemoryStoreError) as error:
+            log.warning(
+                "memory.retrieve_failed",
+                store="postgres",
+                scope_keys=keys,
+                error=_kind(error),
+                message=f"PostgreSQL memory unavailable, continuing without memory: {_first_line(error)}",
+            )
+            return {}
+
+    async def _retrieve_scopes(
+        self,
+        pool: AsyncConnectionPool[Connection],
+        scope_keys: Sequence[str],
+        query: str,
+        terms: Sequence[str],
+        tsquery: str,
+        limit: int,
+    ) -> dict[str, builtins.list[Ranked]]:
+        # No transaction for the reads: each SELECT is one snapshot (before or after any concurrent
+        # batch), and a bump landing on a row a concurrent batch just retired is harmless.
+        chosen: dict[
+            str, tuple[builtins.list[Ranked], builtins.list[int], builtins.list[tuple[int, Matrix]]]
+        ] = {}
+        query_vector = None
+        if self._embedder is not None and self._ranking.stemmed:  # once for every scope
+            query_vector = await asyncio.to_thread(self._embedder.embed_query, query)
         async with pool.connection() as conn:
-            rows = await _fetch(conn, _SELECT_STEM_MATCHES if stemmed else _SELECT_MATCHES, params)
-            # The rank only chose who reaches the engine; seq order makes ties rank as in every store.
-            rows.sort(key=lambda row: row[0])
-            stats, generation = await _term_stats(conn, scope_key, terms) if stemmed else (None, 0)
-            cosines: dict[str, float] | None = None
-            fresh: builtins.list[tuple[int, Matrix]] = []
-            if stats is not None and self._embedder is not None:
-                rows, cosines, fresh = await self._semantic(conn, scope_key, query, rows, generation, limit)
             now = self._clock()
-            records = [record for _, record in rows]
-            ranked = rank(records, query, limit, now, self._ranking, stats=stats, cosines=cosines)
-            if not ranked and not fresh:
-                return []
-            seqs = {record.id: seq for seq, record in rows}
-            # One round trip (pipeline); no WAL flush wait: a usage bump lost in a server crash is
-            # harmless, and retrieve is on every request's path. Writes keep the durable commit.
+            for scope_key in scope_keys:
+                chosen[scope_key] = await self._rank_scope(
+                    conn, scope_key, query, terms, tsquery, limit, now, query_vector
+                )
+            if not any(seqs or fresh for _, seqs, fresh in chosen.values()):
+                return {}
+            # One round trip (pipeline) and one transaction for every scope's bump; no WAL flush wait:
+            # a usage bump lost in a server crash is harmless, and retrieve is on every request's path.
             async with conn.pipeline(), conn.transaction():
                 await conn.execute(_NO_COMMIT_WAIT)
-                if ranked:
-                    bumped = [seqs[item.record.id] for item in ranked]
-                    await conn.execute(_BUMP_USAGE, (now, scope_key, bumped))
-                if fresh and self._embedder is not None:  # vectors made lazily, on use
-                    model = self._embedder.name
-                    for seq, vector in fresh:
-                        await conn.execute(_SET_VECTOR, (to_blob(vector), model, scope_key, seq))
-                    await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
-        return [
-            Ranked(replace(r.record, last_used_at=now, use_count=r.record.use_count + 1), r.relevance)
-            for r in ranked
-        ]
+                for scope_key, (_, seqs, fresh) in chosen.items():
+                    if seqs:
+                        await conn.execute(_BUMP_USAGE, (now, scope_key, seqs))
+                    if fresh and self._embedder is not None:  # vectors made lazily, on use
+                        model = self._embedder.name
+                        for seq, vector in fresh:
+                            await conn.execute(_SET_VECTOR, (to_blob(vector), model, scope_key, seq))
+                        await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
+        return {
+            scope_key: [
+                Ranked(replace(r.record, last_used_at=now, use_count=r.record.use_count + 1), r.relevance)
+                for r in ranked
+            ]
+            for scope_key, (ranked, _, _) in chosen.items()
+            if ranked
+        }
+
+    async def _rank_scope(
+        self,
+        conn: Connection,
+        scope_key: str,
+        query: str,
+        terms: Sequence[str],
+        tsquery: str,
+        limit: int,
+        now: float,
+        query_vector: Matrix | None,
+    ) -> tuple[builtins.list[Ranked], builtins.list[int], builtins.list[tuple[int, Matrix]]]:
+        """One scope's ranking: its returned records, their seqs (to bump), and vectors made on use."""
+        params = {"scope": scope_key, "q": tsquery, "n": candidate_cap(limit)}
+        stemmed = self._ranking.stemmed
+        rows = await _fetch(conn, _SELECT_STEM_MATCHES if stemmed else _SELECT_MATCHES, params)
+        # The rank only chose who reaches the engine; seq order makes ties rank as in every store.
+        rows.sort(key=lambda row: row[0])
+        stats, generation = await _term_stats(conn, scope_key, terms) if stemmed else (None, 0)
+        cosines: dict[str, float] | None = None
+        fresh: builtins.list[tuple[int, Matrix]] = []
+        if stats is not None and query_vector is not None:
+            rows, cosines, fresh = await self._semantic(
+                conn, scope_key, query_vector, rows, generation, limit
+            )
+        records = [record for _, record in rows]
+        ranked = rank(records, query, limit, now, self._ranking, stats=stats, cosines=cosines)
+        seqs = {record.id: seq for seq, record in rows}
+        return ranked, [seqs[item.record.id] for item in ranked], fresh
 
     async def _semantic(
         self,
         conn: Connection,
         scope_key: str,
-        query: str,
+        query_vector: Matrix,
         rows: builtins.list[_Row],
         generation: int,
         limit: int,
@@ -646,7 +713,6 @@ class PostgresMemoryStore:
         meaning, and vectors made now for candidates that had none of this model."""
         embedder = self._embedder
         assert embedder is not None
-        query_vector = await asyncio.to_thread(embedder.embed_query, query)
         vectors = self._vector_cache.get(scope_key)
         if vectors is None or vectors.generation != generation:
             cursor = await conn.execute(_SELECT_VECTORS, (scope_key, embedder.name))

@@ -22,13 +22,16 @@ from typing import Literal
 from memory.engine import longest_terms, match_tokens, rank_records
 from memory.lexical import TermStats, idf_weights, query_stems, record_stems, weighted_match
 from memory.scorer import keyword_match, query_tokens, recency_score, weighted_score
-from memory.types import MemoryRecord
+from memory.types import MemoryRecord, Ranked
+
+__all__ = ["DEFAULT_RANKING", "SPEC", "Ranked", "Ranking", "merge_score", "prefilter_terms", "rank"]
 
 RankingMode = Literal["spec", "v2"]
 RANKING_MODES: tuple[str, ...] = ("v2", "spec")
 
-# Measured on the LoCoMo dev split (BENCHMARKS.md, "Tuning"): the cosine's share of the relevance.
-DEFAULT_SEMANTIC_WEIGHT = 0.2
+# The cosine's share of the relevance when none is given (each embedder's own tuned weight is in
+# memory/embedder.py, TUNED_WEIGHTS; measured on the LoCoMo dev split, BENCHMARKS.md "Tuning").
+DEFAULT_SEMANTIC_WEIGHT = 0.3
 # A record with no lexical match enters only at or above this cosine (measured, same section).
 DEFAULT_SEMANTIC_THRESHOLD = 0.7
 
@@ -56,15 +59,6 @@ class Ranking:
 
 SPEC = Ranking(mode="spec")
 DEFAULT_RANKING = Ranking()
-
-
-@dataclass(frozen=True, slots=True)
-class Ranked:
-    """A returned record with its relevance (the score without recency): the cross-scope merge re-uses
-    it with the record's recency after the usage bump, as §22 re-scores the union."""
-
-    record: MemoryRecord
-    relevance: float
 
 
 def prefilter_terms(ranking: Ranking, query: str) -> list[str]:

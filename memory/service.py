@@ -14,6 +14,7 @@ import json
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol
 
 import orjson
@@ -34,6 +35,7 @@ from memory.wire import (
     WireError,
     candidate_from_wire,
     is_unicode_text,
+    ranked_to_wire,
     record_to_wire,
 )
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
@@ -41,6 +43,8 @@ from ops.tracing import server_span
 
 log = structlog.get_logger("memory.service")
 
+# The most scopes one /retrieve_many reads: a request has at most org, repo, channel and user (§21).
+MAX_SCOPES = 4
 MAX_BODY_BYTES = 512 * 1024
 MAX_ID_CHARS = 200
 _DIGITS = re.compile(r"[0-9]+")
@@ -98,6 +102,7 @@ def create_app(
         Route("/healthz", _healthz, methods=["GET"]),
         Route(METRICS_PATH, service.scrape(metrics_token), methods=["GET"]),
         Route("/retrieve", service.endpoint("/retrieve", service.retrieve), methods=["POST"]),
+        Route("/retrieve_many", service.endpoint("/retrieve_many", service.retrieve_many), methods=["POST"]),
         Route("/write", service.endpoint("/write", service.write), methods=["POST"]),
         Route("/list", service.endpoint("/list", service.list), methods=["POST"]),
         Route("/forget", service.endpoint("/forget", service.forget), methods=["POST"]),
@@ -198,6 +203,24 @@ class _Service:
         self._metrics.memory_records_read.inc(len(records))
         return {"records": [record_to_wire(redact_record(r)) for r in records]}
 
+    async def retrieve_many(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        """Up to four scopes in one round trip (the read path's org + repo + channel + user)."""
+        scope_keys = _scope_keys(body, fields)
+        query = _query(body.get("query"), required=True)
+        limit = _limit(body.get("limit"))
+        assert query is not None
+        found = await self._store.retrieve_many(scope_keys, query, limit)
+        count = sum(len(ranked) for ranked in found.values())
+        fields["records"] = count
+        self._metrics.memory_reads.inc()
+        self._metrics.memory_records_read.inc(count)
+        return {
+            "scopes": {
+                key: [ranked_to_wire(replace(r, record=redact_record(r.record))) for r in ranked]
+                for key, ranked in found.items()
+            }
+        }
+
     async def write(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = _scope_key(body, fields)
         raw = body.get("records")
@@ -290,6 +313,25 @@ def _scope_key(body: dict[str, object], fields: LogFields) -> str:
         raise Refusal(400, "scopeKey is invalid: it must be valid Unicode text")
     fields["scope_key"] = scope_key
     return scope_key
+
+
+def _scope_keys(body: dict[str, object], fields: LogFields) -> list[str]:
+    raw = body.get("scopeKeys")
+    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_SCOPES:
+        raise Refusal(400, f"scopeKeys must be an array of 1 to {MAX_SCOPES} scope keys")
+    keys: list[str] = []
+    for index, value in enumerate(raw):
+        try:
+            key = validate_scope_key(value)
+        except ValueError as exc:
+            raise Refusal(400, f"scopeKeys[{index}] is invalid: {exc}") from None
+        if not is_unicode_text(key):
+            raise Refusal(400, f"scopeKeys[{index}] is invalid: it must be valid Unicode text")
+        if key in keys:
+            raise Refusal(400, f"scopeKeys[{index}] repeats a scope key")
+        keys.append(key)
+    fields["scope_keys"] = keys
+    return keys
 
 
 def _query(value: object, *, required: bool) -> str | None:

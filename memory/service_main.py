@@ -21,7 +21,14 @@ import structlog
 import uvicorn
 
 from memory.build import memory_dir
-from memory.embedder import DEFAULT_EMBEDDER, EMBEDDER_NAMES, Embedder, EmbedderUnavailable, load_embedder
+from memory.embedder import (
+    DEFAULT_EMBEDDER,
+    EMBEDDER_NAMES,
+    Embedder,
+    EmbedderUnavailable,
+    load_embedder,
+    tuned_weight,
+)
 from memory.ranking import DEFAULT_RANKING, RANKING_MODES, Ranking
 from memory.service import CapAwareStore, create_app
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
@@ -136,7 +143,7 @@ def main(argv: list[str]) -> int:
                     os.environ,
                     database_url=database_url,
                     limits=limits,
-                    ranking=Ranking(mode=args.ranking),
+                    ranking=Ranking(mode=args.ranking, semantic_weight=tuned_weight(embedder)),
                     embedder=embedder,
                 )
             )

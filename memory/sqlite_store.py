@@ -265,6 +265,61 @@ class SqliteMemoryStore:
         self._flush_soon(scope_key)
         return [item.record for item in ranked]
 
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        """Several scopes in ONE hop to the store's thread, each under its own lock in turn and ranked as
+        its own retrieve ranks it; the query is embedded once; bumps are batched as `retrieve` batches."""
+        keys = builtins.list(dict.fromkeys(scope_keys))
+        for key in keys:
+            validate_scope_key(key)
+        limit = min(limit, MAX_LIMIT)
+        terms = prefilter_terms(self._ranking, query)
+        if limit <= 0 or not terms or not keys:
+            return {}
+        if self._closed:
+            raise MemoryStoreError("the sqlite memory store is closed")
+        loop = asyncio.get_running_loop()
+        job = functools.partial(self._retrieve_each, keys, query, terms, limit)
+        try:
+            found = await loop.run_in_executor(self._executor, job)
+        except sqlite3.Error as error:
+            raise MemoryStoreError(
+                f"sqlite memory store failed for scopes {', '.join(keys)}: {error}"
+            ) from error
+        for key in found:
+            self._flush_soon(key)
+        return found
+
+    def _retrieve_each(
+        self, keys: Sequence[str], query: str, terms: Sequence[str], limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        found: dict[str, builtins.list[Ranked]] = {}
+        nothing: builtins.list[Ranked] = []
+        embed = self._embedder is not None and self._ranking.stemmed
+        query_vector = self._embedder.embed_query(query) if embed and self._embedder is not None else None
+        for key in keys:
+            work = functools.partial(self._retrieve_in, key, query, terms, limit, query_vector)
+            try:
+                ranked = self._in_scope(key, work, nothing, False, False)
+            except sqlite3.Error as error:  # one scope's database failing costs that scope only
+                log.warning("memory.retrieve_failed", scope_key=key, error=type(error).__name__)
+                continue
+            if ranked:
+                found[key] = ranked
+        return found
+
+    def _retrieve_in(
+        self,
+        scope_key: str,
+        query: str,
+        terms: Sequence[str],
+        limit: int,
+        query_vector: Matrix | None,
+        connection: sqlite3.Connection,
+    ) -> builtins.list[Ranked]:
+        return self._retrieve(connection, scope_key, query, terms, limit, query_vector)
+
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
     ) -> WriteResult:
@@ -504,7 +559,13 @@ class SqliteMemoryStore:
             connection.close()
 
     def _retrieve(
-        self, connection: sqlite3.Connection, scope_key: str, query: str, terms: Sequence[str], limit: int
+        self,
+        connection: sqlite3.Connection,
+        scope_key: str,
+        query: str,
+        terms: Sequence[str],
+        limit: int,
+        query_vector: Matrix | None = None,
     ) -> builtins.list[Ranked]:
         match = fts_match_terms(terms)
         if match is None:
@@ -526,7 +587,9 @@ class SqliteMemoryStore:
             cosines: dict[str, float] | None = None
             fresh: builtins.list[tuple[int, Matrix]] = []
             if stats is not None and self._embedder is not None:
-                pairs, cosines, fresh = self._semantic(connection, scope_key, query, pairs, limit)
+                pairs, cosines, fresh = self._semantic(
+                    connection, scope_key, query, pairs, limit, query_vector
+                )
         if fresh:  # vectors made on use: written in a transaction of their own, after the read
             self._store_vectors(connection, fresh)
         now = self._clock()
@@ -552,12 +615,14 @@ class SqliteMemoryStore:
         query: str,
         pairs: builtins.list[tuple[int, MemoryRecord]],
         limit: int,
+        query_vector: Matrix | None = None,
     ) -> tuple[builtins.list[tuple[int, MemoryRecord]], dict[str, float], builtins.list[tuple[int, Matrix]]]:
         """The candidates' cosines, plus the records the prefilter missed that are close enough in
         meaning, and the vectors made now for candidates that had none of this model (lazily, on use)."""
         embedder = self._embedder
         assert embedder is not None
-        query_vector = embedder.embed_query(query)
+        if query_vector is None:
+            query_vector = embedder.embed_query(query)
         cosines = self._vectors(connection, scope_key, embedder.name).cosines(query_vector)
         threshold = self._ranking.semantic_threshold
         extra = semantic_candidates(cosines, threshold, (seq for seq, _ in pairs), candidate_cap(limit))

@@ -31,6 +31,11 @@ class NullMemoryStore:
     async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
         return []
 
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, list[Ranked]]:
+        return {}
+
     async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
         return WriteResult()
 
@@ -71,6 +76,13 @@ class InMemoryMemoryStore:
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         query_vector = await self._query_vector(query)
         return [item.record for item in self._retrieve(scope_key, query, limit, query_vector)]
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        query_vector = await self._query_vector(query)  # once for every scope
+        found = {key: self._retrieve(key, query, limit, query_vector) for key in dict.fromkeys(scope_keys)}
+        return {key: ranked for key, ranked in found.items() if ranked}
 
     async def _query_vector(self, query: str) -> Matrix | None:
         """Off the loop: a heavy embedder takes ~20 ms a query."""

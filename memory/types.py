@@ -73,6 +73,15 @@ class WriteResult:
     evicted: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Ranked:
+    """A retrieved record with its relevance (its score without recency): the cross-scope merge
+    re-scores the union with each record's recency after the usage bump (§22)."""
+
+    record: MemoryRecord
+    relevance: float
+
+
 class MemoryStoreError(RuntimeError):
     """A store could not do what a human asked; carries the service's status when there is one."""
 
@@ -87,6 +96,13 @@ class MemoryStore(Protocol):
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
         """Relevant active records, ranked by the engine, usage bumped on the ones returned."""
+        ...
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, list[Ranked]]:
+        """Several scopes' retrieves in one hop (one query embedding, usage bumped as `retrieve` bumps):
+        each scope ranked and limited as its own retrieve would be. Scopes with nothing are left out."""
         ...
 
     async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:

@@ -21,6 +21,7 @@ from memory.types import (
     MemoryCandidate,
     MemoryRecord,
     Origin,
+    Ranked,
     RecordKind,
     RecordStatus,
 )
@@ -102,6 +103,18 @@ def record_from_wire(value: object) -> MemoryRecord:
         origin=_origin(obj.get("origin"), "record.origin"),
         origin_conversation=_optional_str(obj.get("originConversation"), "record.originConversation"),
     )
+
+
+def ranked_to_wire(ranked: Ranked) -> JsonObject:
+    """A record of a multi-scope retrieve: the record's fields plus its relevance (the ranking's score
+    without recency), so the caller merges the scopes as the store ranked them. Never a vector."""
+    return {**record_to_wire(ranked.record), "relevance": ranked.relevance}
+
+
+def ranked_from_wire(value: object) -> Ranked:
+    record = record_from_wire(value)
+    relevance = _number(_object(value, "record").get("relevance"), "record.relevance")
+    return Ranked(record=record, relevance=relevance)
 
 
 # --- candidates: the client writes them, the service reads (and validates) them -----------------

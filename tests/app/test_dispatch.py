@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import AsyncExitStack
 from typing import Any
 
@@ -24,7 +24,7 @@ from app.dispatch import (
 from app.incoming import IncomingMessage
 from config.settings import Settings
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
-from memory.types import MemoryCandidate, MemoryRecord
+from memory.types import MemoryCandidate, MemoryRecord, Ranked
 from memory.visibility import Reader
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer, Reply, error_reply, tool_reply
@@ -166,6 +166,11 @@ async def test_a_failing_store_reads_as_nothing_and_the_run_still_answers(
         async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
             raise ConnectionError("store down")
 
+        async def retrieve_many(
+            self, scope_keys: Sequence[str], query: str, limit: int
+        ) -> dict[str, list[Ranked]]:
+            raise ConnectionError("store down")
+
     surface = RecordingSurface()
     fake_anthropic.script("answer")
     dispatcher = build(stack, settings_for(fake_anthropic, **MEMORY_ON), memory_store=BrokenStore())
@@ -182,11 +187,13 @@ class RecordingStore(InMemoryMemoryStore):
         self.retrieved: list[str] = []
         self.three_started = asyncio.Event()
 
-    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
-        self.retrieved.append(scope_key)
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, list[Ranked]]:
+        self.retrieved.extend(scope_keys)
         if len(self.retrieved) >= 3:
             self.three_started.set()
-        return await super().retrieve(scope_key, query, limit)
+        return await super().retrieve_many(scope_keys, query, limit)
 
 
 async def test_the_repo_arrives_late_and_joins_the_read_after_org_channel_and_user_started(

@@ -25,7 +25,15 @@ from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from memory.context import memory_context_block
 from memory.http_store import HttpMemoryStore
 from memory.stores import InMemoryMemoryStore
-from memory.types import MemoryCandidate, MemoryRecord, MemoryStore, MemoryStoreError, Origin, WriteResult
+from memory.types import (
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStore,
+    MemoryStoreError,
+    Origin,
+    Ranked,
+    WriteResult,
+)
 from memory.visibility import Reader
 
 ORG = "org:acme"
@@ -98,6 +106,11 @@ class FailingStore:
         self.error = error
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+        raise self.error
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, list[Ranked]]:
         raise self.error
 
     async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:

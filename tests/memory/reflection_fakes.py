@@ -12,7 +12,7 @@ from app.agent.providers.base import Completion, CompletionRequest
 from app.policy import authorize, reflection_actor
 from memory.scope import RequestScopes
 from memory.stores import InMemoryMemoryStore
-from memory.types import MemoryCandidate, MemoryRecord, WriteResult
+from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 from memory.write_gate import WRITE_ACTION, WriteGate
 
 SCOPES = RequestScopes(org="org:acme", repo="repo:acme/api", channel="channel:slack:C1", user="user:slack:UA")
@@ -50,6 +50,11 @@ class RecordingStore:
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
         return await self.inner.retrieve(scope_key, query, limit)
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, list[Ranked]]:
+        return await self.inner.retrieve_many(scope_keys, query, limit)
 
     async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
         self.writes.append((scope_key, list(candidates)))

@@ -747,3 +747,44 @@ class StoreContract:
         store = make_store(ranking=SPEC, embedder=ConceptEmbedder())
         await store.write(ORG, [fact("we ship fridays")])
         assert await store.retrieve(ORG, "release", 5) == []
+
+    # -- the four-scope read in one hop (issue 15) ---------------------------------------------------
+
+    async def test_retrieve_many_ranks_each_scope_as_its_own_retrieve_would(
+        self, make_store: StoreFactory
+    ) -> None:
+        scopes = [ORG, "repo:acme/api", "channel:slack:C1", OTHER]
+        one, many = make_store(clock=FakeClock()), make_store(clock=FakeClock())
+        for store in (one, many):
+            for n, scope in enumerate(scopes):
+                await store.write(
+                    scope, [fact(f"deploy notes {n}"), fact(f"deploy billing {n}"), fact("unrelated")]
+                )
+        expected = {scope: ids(await one.retrieve(scope, "deploy billing", 1)) for scope in scopes}
+        found = await many.retrieve_many([*scopes, "user:slack:UEMPTY"], "deploy billing", 1)
+        assert {scope: [r.record.id for r in ranked] for scope, ranked in found.items()} == expected
+        assert all(0 < r.relevance <= 1 for ranked in found.values() for r in ranked)
+        listed = await everything(many, "repo:acme/api")
+        assert listed[rid("repo:acme/api", 2)].use_count == 1  # bumped like a retrieve bumps
+        assert listed[rid("repo:acme/api", 1)].use_count == 0
+
+    async def test_retrieve_many_embeds_the_query_once_for_every_scope(
+        self, make_store: StoreFactory
+    ) -> None:
+        embedder = ConceptEmbedder()
+        store = make_store(embedder=embedder)
+        scopes = [ORG, "channel:slack:C1", OTHER]
+        for scope in scopes:
+            await store.write(scope, [fact("we ship fridays")])
+        embedder.calls.clear()
+        found = await store.retrieve_many(scopes, "ship", 5)
+        assert sorted(found) == sorted(scopes)
+        assert embedder.calls == [1]  # one query, one embedding (the records have theirs already)
+
+    async def test_retrieve_many_with_no_query_terms_or_no_scopes_reads_nothing(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("deploy the api")])
+        assert await store.retrieve_many([ORG], "the of and", 5) == {}
+        assert await store.retrieve_many([], "deploy", 5) == {}

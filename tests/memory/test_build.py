@@ -40,7 +40,7 @@ class Memory:
     max_records_per_scope: Any = None
     ranking: str = "v2"
     embedder: str = "none"
-    semantic_weight: float = 0.2
+    semantic_weight: float | None = None
     semantic_threshold: float = 0.7
 
 

@@ -88,7 +88,8 @@ def fake_service(handler: Callable[[Request], Response | None]) -> httpx.ASGITra
         assert reply is not None
         return reply
 
-    routes = [Route(path, endpoint, methods=["POST"]) for path in ("/retrieve", "/write", "/list", "/forget")]
+    paths = ("/retrieve", "/retrieve_many", "/write", "/list", "/forget")
+    routes = [Route(path, endpoint, methods=["POST"]) for path in paths]
     return httpx.ASGITransport(app=Starlette(routes=routes))
 
 
@@ -498,3 +499,49 @@ def test_properties_report_the_configuration() -> None:
     client = HttpMemoryStore("http://memory.internal:8787/", TOKEN, timeout=2.5, cap=300)
     assert (client.base_url, client.timeout, client.cap) == ("http://memory.internal:8787", 2.5, 300)
     asyncio.run(client.aclose())
+
+
+# --- the four-scope read in one round trip (issue 15) ----------------------------------------------
+
+
+async def test_retrieve_many_is_one_round_trip_for_every_scope(
+    store: HttpMemoryStore, recording: Recording
+) -> None:
+    scopes = [SCOPE, "channel:slack:C1", "user:slack:U1"]
+    for scope in scopes:
+        await store.write(scope, [candidate(f"we deploy {scope} with make ship")])
+    before = len(recording.sent)
+    found = await store.retrieve_many(scopes, "how do we deploy", 5)
+    assert [sent.path for sent in recording.sent[before:]] == ["/retrieve_many"]
+    assert {key: [r.record.id for r in ranked] for key, ranked in found.items()} == {
+        scope: [f"mem:{scope}:1"] for scope in scopes
+    }
+    assert all(0 < r.relevance <= 1 and r.record.use_count == 1 for ranked in found.values() for r in ranked)
+
+
+async def test_retrieve_many_drops_records_filed_under_another_scope() -> None:
+    reply = {
+        "scopes": {
+            SCOPE: [
+                {**wire_record("ok", 1), "relevance": 0.5},
+                {**wire_record("x", 2, scopeKey="org:other"), "relevance": 0.9},
+            ],
+            "org:other": [],
+        }
+    }
+    http = HttpMemoryStore(BASE, TOKEN, transport=fixed(200, json.dumps(reply).encode()))
+    try:
+        found = await http.retrieve_many([SCOPE], "ok", 5)
+    finally:
+        await http.aclose()
+    assert {key: [r.record.id for r in ranked] for key, ranked in found.items()} == {
+        SCOPE: ["mem:org:acme:1"]
+    }
+
+
+async def test_a_failing_retrieve_many_reads_as_nothing() -> None:
+    http = HttpMemoryStore(BASE, TOKEN, transport=fixed(500, b'{"error": "store failure"}'))
+    try:
+        assert await http.retrieve_many([SCOPE], "deploy", 5) == {}
+    finally:
+        await http.aclose()

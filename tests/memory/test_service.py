@@ -849,3 +849,52 @@ async def test_a_store_refusal_is_a_400_with_the_stores_reason() -> None:
 def test_create_app_refuses_a_store_whose_write_takes_no_cap() -> None:
     with pytest.raises(TypeError, match="cap"):
         create_app(NullMemoryStore(), TOKEN)  # type: ignore[arg-type]
+
+
+# --- /retrieve_many: the four-scope read in one round trip (issue 15) ------------------------------
+
+
+async def test_retrieve_many_reads_each_scope_with_its_relevance(
+    app: Starlette, store: InMemoryMemoryStore
+) -> None:
+    for scope in (SCOPE, "user:slack:U1"):
+        await post(
+            app, "/write", {"scopeKey": scope, "records": [fact("deploy with make ship"), fact("lunch")]}
+        )
+    reply = await post(
+        app,
+        "/retrieve_many",
+        {"scopeKeys": [SCOPE, "user:slack:U1", "user:slack:U2"], "query": "deploy", "limit": 5},
+    )
+    assert reply.status_code == 200
+    scopes = reply.json()["scopes"]
+    assert sorted(scopes) == [SCOPE, "user:slack:U1"]
+    for scope, records in scopes.items():
+        assert [r["id"] for r in records] == [f"mem:{scope}:1"]
+        assert 0 < records[0]["relevance"] <= 1 and "embedding" not in records[0]
+    assert store.records(SCOPE)[0].use_count == 1
+
+
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        ({"query": "x", "limit": 5}, "scopeKeys must be an array of 1 to 4 scope keys"),
+        ({"scopeKeys": [], "query": "x", "limit": 5}, "scopeKeys must be an array of 1 to 4 scope keys"),
+        ({"scopeKeys": ["org:a", "org:b", "org:c", "org:d", "org:e"], "query": "x", "limit": 5}, "1 to 4"),
+        ({"scopeKeys": ["org:a", "bad key"], "query": "x", "limit": 5}, "scopeKeys[1] is invalid"),
+        ({"scopeKeys": ["org:a", "org:a"], "query": "x", "limit": 5}, "scopeKeys[1] repeats a scope key"),
+        ({"scopeKeys": ["org:a"], "limit": 5}, "query must be a string"),
+        ({"scopeKeys": ["org:a"], "query": "x", "limit": 0}, "limit must be an integer"),
+    ],
+)
+async def test_retrieve_many_refuses_a_bad_body_naming_the_field(
+    app: Starlette, body: dict[str, Any], reason: str
+) -> None:
+    reply = await post(app, "/retrieve_many", body)
+    assert reply.status_code == 400
+    assert reason in reply.json()["error"]
+
+
+async def test_retrieve_many_needs_the_token(app: Starlette) -> None:
+    reply = await post(app, "/retrieve_many", {"scopeKeys": [SCOPE], "query": "x", "limit": 5}, headers={})
+    assert reply.status_code == 401

@@ -24,7 +24,7 @@ from app.reflection_hook import provider_extractor
 from config.settings import ChannelSettings, MemorySettings, ProviderSettings, Secrets, Settings
 from memory.reflection import ReflectionRun, ReflectionTracker, schedule_reflection, should_reflect
 from memory.stores import InMemoryMemoryStore
-from memory.types import MemoryCandidate, MemoryRecord, WriteResult
+from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 from memory.write_gate import WRITE_ACTION
 
 CHANNEL = "slack:C0REPO"
@@ -54,6 +54,13 @@ class RecordingStore:
     async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
         self.events.append(("retrieve", scope_key, time.monotonic()))
         return await self.inner.retrieve(scope_key, query, limit)
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, list[Ranked]]:
+        issued = time.monotonic()
+        self.events.extend(("retrieve", scope_key, issued) for scope_key in scope_keys)
+        return await self.inner.retrieve_many(scope_keys, query, limit)
 
     async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
         self.events.append(("write", scope_key, time.monotonic()))
