@@ -56,6 +56,7 @@ class Runtime:
             await open_memory_store(self.memory_store)
         except MemoryStoreError as error:
             raise ConfigError(f"memory store unavailable: {error}") from None
+        await erase_expired_at_start(self.memory_store)
 
     async def aclose(self) -> None:
         await self.providers.aclose()
@@ -73,6 +74,19 @@ def configured_model_refs(settings: Settings) -> list[tuple[str, str]]:
     if settings.memory.enabled and settings.memory.model:
         refs.append(("memory.model", settings.memory.model))
     return refs
+
+
+async def erase_expired_at_start(store: MemoryStore) -> None:
+    """Retention at start-up (no sweeper runs later): a failure is one warning, never a refused start."""
+    import structlog
+
+    try:
+        erased = await store.erase_expired()
+    except Exception as error:
+        structlog.get_logger("memory").warning("memory.expiry_failed", error=type(error).__name__)
+        return
+    if erased:
+        structlog.get_logger("memory").info("memory.expired_at_start", erased=erased)
 
 
 def credentials_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:

@@ -105,6 +105,8 @@ class AgentSettings(_Section):
 class ChannelSettings(_Section):
     agent: str | None = None
     repo: str | None = None
+    # This channel's own scope keeps its records this many days (overrides memory.ttl_days there).
+    memory_ttl_days: float | None = Field(default=None, gt=0, le=36_500)
 
     @field_validator("repo")
     @classmethod
@@ -134,6 +136,9 @@ class MemorySettings(_Section):
     semantic_threshold: float = Field(
         default=0.7, ge=-1, le=1
     )  # the cosine a record needs with no shared stem
+    # Retention (README "Retention, erasure and the read audit"): unset keeps records until forgotten.
+    ttl_days: float | None = Field(default=None, gt=0, le=36_500)
+    audit_retention_days: float = Field(default=30.0, gt=0, le=36_500)
 
     _url = field_validator("service_url")(_check_url)
 

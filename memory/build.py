@@ -20,6 +20,7 @@ import structlog
 from memory.embedder import Embedder, EmbedderUnavailable, load_embedder, tuned_weight
 from memory.engine import is_valid_cap
 from memory.ranking import RANKING_MODES, Ranking, RankingMode
+from memory.retention import DEFAULT_AUDIT_DAYS, Retention
 from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP, MemoryStore
 
@@ -93,6 +94,23 @@ def validate_scope_cap(raw: object) -> ScopeCap:
     return ScopeCap(raw, configured=True)
 
 
+def retention_from(settings: object) -> Retention:
+    """`memory.ttl_days`, `memory.audit_retention_days` and every `channels.<id>.memory_ttl_days`
+    (for that channel's scope). Settings objects without them (older test doubles) keep everything."""
+    memory = getattr(settings, "memory", None)
+    channels = getattr(settings, "channels", None) or {}
+    own = {
+        f"channel:{channel_id}": float(days)
+        for channel_id, channel in channels.items()
+        if (days := getattr(channel, "memory_ttl_days", None)) is not None
+    }
+    ttl = getattr(memory, "ttl_days", None)
+    audit = getattr(memory, "audit_retention_days", None) or DEFAULT_AUDIT_DAYS
+    return Retention(
+        ttl_days=None if ttl is None else float(ttl), scope_ttl_days=own, audit_days=float(audit)
+    )
+
+
 def memory_dir(data_dir: str | os.PathLike[str]) -> Path:
     """Where the embedded store keeps its per-scope databases (shared with `memory-service`)."""
     return Path(data_dir) / "memory"
@@ -120,6 +138,7 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
         log.info("memory.store_selected", store="null")
         return NullMemoryStore()
     cap = validate_scope_cap(memory.max_records_per_scope)
+    retention = retention_from(settings)
     choice = memory.store
 
     if choice is not None and memory.service_url:
@@ -136,10 +155,12 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
         )
         log.info("memory.store_selected", store="memory", cap=cap.value)
         embedder = build_embedder(memory)
-        return InMemoryMemoryStore(cap=cap.value, ranking=build_ranking(memory, embedder), embedder=embedder)
+        return InMemoryMemoryStore(
+            cap=cap.value, ranking=build_ranking(memory, embedder), embedder=embedder, retention=retention
+        )
     if choice == "postgres":
         embedder = build_embedder(memory)
-        return _postgres_store(env, cap, build_ranking(memory, embedder), embedder)
+        return _postgres_store(env, cap, build_ranking(memory, embedder), embedder, retention)
     if choice not in (None, "sqlite"):
         raise MemoryConfigError(f"memory.store = {choice!r}: allowed values are sqlite, memory, postgres")
 
@@ -156,7 +177,7 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
             "falling back to the embedded SQLite store on this host",
         )
     embedder = build_embedder(memory)
-    return _sqlite_store(settings.data_dir, cap, build_ranking(memory, embedder), embedder)
+    return _sqlite_store(settings.data_dir, cap, build_ranking(memory, embedder), embedder, retention)
 
 
 def build_ranking(memory: MemorySettings, embedder: Embedder | None = None) -> Ranking:
@@ -216,17 +237,25 @@ def _without_userinfo(url: str) -> str:
 
 
 def _sqlite_store(
-    data_dir: str | os.PathLike[str], cap: ScopeCap, ranking: Ranking, embedder: Embedder | None
+    data_dir: str | os.PathLike[str],
+    cap: ScopeCap,
+    ranking: Ranking,
+    embedder: Embedder | None,
+    retention: Retention,
 ) -> MemoryStore:
     from memory.sqlite_store import SqliteMemoryStore
 
     path = memory_dir(data_dir)
     log.info("memory.store_selected", store="sqlite", path=str(path), cap=cap.value, ranking=ranking.mode)
-    return SqliteMemoryStore(path, cap=cap.value, ranking=ranking, embedder=embedder)
+    return SqliteMemoryStore(path, cap=cap.value, ranking=ranking, embedder=embedder, retention=retention)
 
 
 def _postgres_store(
-    env: Mapping[str, str], cap: ScopeCap, ranking: Ranking, embedder: Embedder | None
+    env: Mapping[str, str],
+    cap: ScopeCap,
+    ranking: Ranking,
+    embedder: Embedder | None,
+    retention: Retention,
 ) -> MemoryStore:
     """The PostgreSQL backend, DSN from DATABASE_URL. Built unopened (this function is synchronous):
     start-up awaits `open_memory_store` to verify the server."""
@@ -239,7 +268,9 @@ def _postgres_store(
             "(postgresql://user:password@host:port/dbname); it is unset or empty"
         )
     try:
-        store = PostgresMemoryStore(dsn, cap=cap.value, ranking=ranking, embedder=embedder)
+        store = PostgresMemoryStore(
+            dsn, cap=cap.value, ranking=ranking, embedder=embedder, retention=retention
+        )
     except ValueError as error:
         raise MemoryConfigError(str(error)) from None
     log.info("memory.store_selected", store="postgres", where=store.where, cap=cap.value)

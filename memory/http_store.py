@@ -16,8 +16,27 @@ import httpx
 import structlog
 
 from memory.engine import prepare_batch
-from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, Ranked, WriteResult
-from memory.wire import WireError, candidate_to_wire, ranked_from_wire, record_from_wire
+from memory.types import (
+    AuditQuery,
+    EraseReason,
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStoreError,
+    Ranked,
+    ReadAudit,
+    SourceLink,
+    WriteResult,
+)
+from memory.wire import (
+    WireError,
+    audit_from_wire,
+    audit_query_to_wire,
+    audit_to_wire,
+    candidate_to_wire,
+    link_to_wire,
+    ranked_from_wire,
+    record_from_wire,
+)
 from ops.tracing import client_span
 
 log = structlog.get_logger("memory.http_store")
@@ -142,6 +161,51 @@ class HttpMemoryStore:
             raise MemoryStoreError("memory service /forget: reply has no boolean 'forgotten'", status=200)
         return forgotten
 
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        reply = await self._checked("/erase-scope", {"scopeKey": scope_key, "reason": reason})
+        return _count(reply, "erased", "/erase-scope")
+
+    async def erase_expired(self) -> int:
+        return _count(await self._checked("/erase-expired", {}), "erased", "/erase-expired")
+
+    async def link_sources(self, link: SourceLink) -> None:
+        if link.messages and link.scope_keys:
+            await self._checked("/sources/link", link_to_wire(link))
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        if not messages:
+            return 0
+        reply = await self._checked("/sources/erase", {"messages": list(messages), "reason": reason})
+        return _count(reply, "erased", "/sources/erase")
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        if not record_ids:
+            return []
+        reply = await self._checked("/fetch", {"scopeKey": scope_key, "ids": list(record_ids)})
+        try:
+            records, dropped = _records(reply, scope_key)
+        except _CallFailed as failure:
+            raise MemoryStoreError(f"memory service /fetch: {failure.reason}", status=200) from None
+        if dropped:
+            log.warning("memory.fetch_dropped_records", scope_key=scope_key, dropped=dropped)
+        return records
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        await self._checked("/audit/record", audit_to_wire(entry))
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        reply = await self._checked("/audit/query", audit_query_to_wire(query))
+        raw = reply.get("entries")
+        if not isinstance(raw, builtins.list):
+            raise MemoryStoreError("memory service /audit/query: reply has no entries array", status=200)
+        entries: builtins.list[ReadAudit] = []
+        for item in raw:
+            try:
+                entries.append(audit_from_wire(item))
+            except WireError:
+                continue
+        return entries
+
     async def aclose(self) -> None:
         await self._client.aclose()
 
@@ -212,6 +276,13 @@ def _ranked_scopes(
                 continue
             found.setdefault(key, []).append(ranked)
     return found, dropped
+
+
+def _count(reply: dict[str, Any], name: str, route: str) -> int:
+    value = reply.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise MemoryStoreError(f"memory service {route}: reply has no count '{name}'", status=200)
+    return value
 
 
 def _records(reply: dict[str, Any], scope_key: str) -> tuple[builtins.list[MemoryRecord], int]:

@@ -44,17 +44,23 @@ from memory.engine import (
 )
 from memory.lexical import TermStats, record_stems, stems_of
 from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms, rank
+from memory.retention import NO_RETENTION, Retention
 from memory.scope import validate_scope_key
 from memory.scorer import record_tokens
 from memory.types import (
     DEFAULT_SCOPE_CAP,
+    MAX_LIMIT,
     ORIGINS,
+    AuditQuery,
+    EraseReason,
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
     Origin,
+    ReadAudit,
     RecordKind,
     RecordStatus,
+    SourceLink,
     WriteResult,
 )
 from memory.vectors import (
@@ -137,6 +143,39 @@ _SCHEMA: Final[tuple[str, ...]] = (
     )
     """,
     "CREATE TABLE IF NOT EXISTS memory_meta (key text PRIMARY KEY, value text NOT NULL)",
+    # Erasure (issue 17): why and when a row's text was scrubbed.
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS erased_reason text",
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS erased_at double precision",
+    "CREATE INDEX IF NOT EXISTS memory_records_run ON memory_records (source_run_id)",
+    "CREATE INDEX IF NOT EXISTS memory_records_created ON memory_records (scope_key, created_at)",
+    # Which messages each run was distilled from, and the scopes that run could write.
+    """
+    CREATE TABLE IF NOT EXISTS memory_run_sources (
+        message text NOT NULL,
+        run_id text NOT NULL,
+        scope_key text NOT NULL,
+        linked_at double precision NOT NULL,
+        PRIMARY KEY (message, run_id, scope_key)
+    )
+    """,
+    # The read audit: ids and ranks only, never text.
+    """
+    CREATE TABLE IF NOT EXISTS memory_read_audit (
+        audit_id bigserial PRIMARY KEY,
+        run_id text NOT NULL,
+        thread_key text NOT NULL,
+        asker text,
+        scope_keys text[] NOT NULL,
+        record_ids text[] NOT NULL,
+        ranks integer[] NOT NULL,
+        at double precision NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_run ON memory_read_audit (run_id)",
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_thread ON memory_read_audit (thread_key, at DESC)",
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_asker ON memory_read_audit (asker, at DESC)",
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_at ON memory_read_audit (at)",
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_records ON memory_read_audit USING gin (record_ids)",
     # The origin label (issue 14): added nullable, labelled by `_migrate_origin`, then made NOT NULL.
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin text",
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin_conversation text",
@@ -217,12 +256,12 @@ _REBUILD_TERM_DF: Final = (
 )
 _SELECT_LIST: Final = f"""
     SELECT {_COLUMNS} FROM memory_records
-    WHERE scope_key = %s AND status = 'active'
+    WHERE scope_key = %s AND status = 'active' AND created_at >= %s
     ORDER BY seq DESC LIMIT %s
 """
 _SELECT_LIST_MATCHING: Final = f"""
     SELECT {_COLUMNS} FROM memory_records
-    WHERE scope_key = %s AND status = 'active' AND tsv @@ %s::tsquery
+    WHERE scope_key = %s AND status = 'active' AND tsv @@ %s::tsquery AND created_at >= %s
     ORDER BY seq DESC LIMIT %s
 """
 _SELECT_SAME_NORM: Final = f"""
@@ -255,16 +294,48 @@ _SUPERSEDE: Final = (
 _EVICT: Final = (
     "UPDATE memory_records SET status = 'evicted' WHERE scope_key = %s AND seq = ANY(%s) RETURNING stems"
 )
-_FORGET: Final = (
-    "UPDATE memory_records SET status = 'forgotten'"
-    " WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active' RETURNING stems"
-)
 _INSERT: Final = """
     INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, keywords, tokens, source_thread_key,
         source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, stems, origin,
         origin_conversation)
     VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
+
+_NO_CUTOFF: Final = float("-inf")
+_SELECT_BY_IDS: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND id = ANY(%s) AND erased_at IS NULL ORDER BY seq
+"""
+_LINK_SOURCE: Final = """
+    INSERT INTO memory_run_sources (message, run_id, scope_key, linked_at) VALUES (%s, %s, %s, %s)
+    ON CONFLICT DO NOTHING
+"""
+_INSERT_AUDIT: Final = """
+    INSERT INTO memory_read_audit (run_id, thread_key, asker, scope_keys, record_ids, ranks, at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s)
+"""
+# What an erased row keeps: identity, scope, origin, provenance, dates, status, reason. Every other
+# column — text, norm, keywords, tokens, and whatever later columns hold (a vector) — is scrubbed.
+_KEPT_COLUMNS: Final = frozenset(
+    {
+        "scope_key",
+        "seq",
+        "id",
+        "kind",
+        "source_thread_key",
+        "source_run_id",
+        "created_at",
+        "last_used_at",
+        "use_count",
+        "confidence",
+        "supersedes",
+        "status",
+        "origin",
+        "origin_conversation",
+        "erased_reason",
+        "erased_at",
+    }
+)
 
 # A row as selected: its seq (the key's second half) and the record.
 _Row = tuple[int, MemoryRecord]
@@ -306,6 +377,7 @@ class PostgresMemoryStore:
         reconnect_timeout: float = 10.0,
         application_name: str | None = None,
         connection_class: type[Connection] = AsyncConnection,
+        retention: Retention = NO_RETENTION,
     ) -> None:
         """`connection_class` makes every connection (a subclass may observe the statements run)."""
         if not 1 <= min_size <= max_size:
@@ -336,6 +408,8 @@ class PostgresMemoryStore:
         self._open_error: MemoryStoreError | None = None
         self._purge: asyncio.Task[None] | None = None
         self._closed = False
+        self._retention = retention
+        self._scrub: str | None = None  # the erase's SET list, from the live table's columns
 
     @classmethod
     async def connect(cls, dsn: str, cap: int = DEFAULT_SCOPE_CAP, **options: Any) -> PostgresMemoryStore:
@@ -441,13 +515,15 @@ class PostgresMemoryStore:
         """Active records newest first, optionally through the same FTS prefilter; no usage bump."""
         validate_scope_key(scope_key)
         params: tuple[object, ...]
+        cutoff = self._retention.cutoff(scope_key, self._clock())
+        since = _NO_CUTOFF if cutoff is None else cutoff
         if query is None:
-            sql, params = _SELECT_LIST, (scope_key, limit)
+            sql, params = _SELECT_LIST, (scope_key, since, limit)
         else:
             tsquery = match_query(query)
             if tsquery is None:
                 return []
-            sql, params = _SELECT_LIST_MATCHING, (scope_key, tsquery, limit)
+            sql, params = _SELECT_LIST_MATCHING, (scope_key, tsquery, since, limit)
         if limit <= 0:
             return []
         pool = await self._ready()
@@ -504,16 +580,156 @@ class PostgresMemoryStore:
         seq = _own_seq(scope_key, record_id)
         if seq is None:
             return False  # not an id minted in this scope: no row of this scope can hold it
+        forgotten = (
+            await self._erase(
+                "forget",
+                "scope_key = %s AND seq = %s AND id = %s AND status = 'active'",
+                (scope_key, seq, record_id),
+                "forgotten",
+            )
+            > 0
+        )
+        log.info("memory.forget", store="postgres", scope_key=scope_key, id=record_id, forgotten=forgotten)
+        return forgotten
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        validate_scope_key(scope_key)
+        erased = await self._erase("erase", "scope_key = %s", (scope_key,), reason)
+        log.info("memory.store.erased", store="postgres", scope_key=scope_key, reason=reason, erased=erased)
+        return erased
+
+    async def erase_expired(self) -> int:
+        """Every scope: the configured ttl for all but the scopes with their own, then each of those."""
+        retention = self._retention
+        if not retention.expires:
+            return 0
+        now = self._clock()
+        own = builtins.list(retention.scope_ttl_days)
+        total = 0
+        if retention.ttl_days is not None:
+            default_cutoff = now - retention.ttl_days * 86_400.0
+            total += await self._erase(
+                "erase",
+                "created_at < %s AND NOT (scope_key = ANY(%s::text[]))",
+                (default_cutoff, own),
+                "expired",
+            )
+        for scope_key in own:
+            cutoff = retention.cutoff(scope_key, now)
+            if cutoff is not None:
+                total += await self._erase(
+                    "erase", "scope_key = %s AND created_at < %s", (scope_key, cutoff), "expired"
+                )
+        if total:
+            log.info("memory.store.expired", store="postgres", erased=total)
+        return total
+
+    async def link_sources(self, link: SourceLink) -> None:
+        if not link.messages or not link.scope_keys:
+            return
+        for key in link.scope_keys:
+            validate_scope_key(key)
+        rows = [(m, link.run_id, key, self._clock()) for m in link.messages for key in link.scope_keys]
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn, conn.cursor() as cursor:
+                await cursor.executemany(_LINK_SOURCE, rows)
+        except psycopg.Error as error:
+            raise _failure("link_sources", "-", error) from error
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        wanted = builtins.list(dict.fromkeys(messages))
+        if not wanted:
+            return 0
+        erased = await self._erase(
+            "erase",
+            "(scope_key, source_run_id) IN"
+            " (SELECT scope_key, run_id FROM memory_run_sources WHERE message = ANY(%s::text[]))",
+            (wanted,),
+            reason,
+        )
+        log.info("memory.store.sources_erased", store="postgres", messages=len(wanted), erased=erased)
+        return erased
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        validate_scope_key(scope_key)
+        ids = builtins.list(dict.fromkeys(record_ids))[:MAX_LIMIT]
+        if not ids:
+            return []
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn:
+                rows = await _fetch(conn, _SELECT_BY_IDS, (scope_key, ids))
+        except psycopg.Error as error:
+            raise _failure("fetch", scope_key, error) from error
+        return [record for _, record in rows]
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        cutoff = self._retention.audit_cutoff(self._clock())
         pool = await self._ready()
         try:
             async with pool.connection() as conn, conn.transaction():
-                cursor = await conn.execute(_FORGET, (scope_key, seq, record_id))
-                forgotten = cursor.rowcount > 0
-                await _uncount(conn, scope_key, await cursor.fetchall())
+                await conn.execute("DELETE FROM memory_read_audit WHERE at < %s", (cutoff,))
+                await conn.execute(
+                    _INSERT_AUDIT,
+                    (
+                        entry.run_id,
+                        entry.thread_key,
+                        entry.asker,
+                        builtins.list(entry.scope_keys),
+                        [record_id for record_id, _ in entry.records],
+                        [rank for _, rank in entry.records],
+                        entry.at,
+                    ),
+                )
         except psycopg.Error as error:
-            raise _failure("forget", scope_key, error) from error
-        log.info("memory.forget", store="postgres", scope_key=scope_key, id=record_id, forgotten=forgotten)
-        return forgotten
+            raise _failure("record_read", "-", error) from error
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        cutoff = self._retention.audit_cutoff(self._clock())
+        if query.record_id is not None:
+            where, value = "record_ids @> ARRAY[%s]::text[]", query.record_id
+        elif query.run_id is not None:
+            where, value = "run_id = %s", query.run_id
+        elif query.user_id is not None:
+            where, value = "asker = %s", query.user_id
+        else:
+            where, value = "thread_key = %s", query.thread_key or ""
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn:
+                cursor = await conn.execute(
+                    "SELECT run_id, thread_key, asker, scope_keys, record_ids, ranks, at"
+                    f" FROM memory_read_audit WHERE {where} AND at >= %s"
+                    " ORDER BY at DESC, audit_id DESC LIMIT %s",
+                    (value, cutoff, query.limit),
+                )
+                rows = await cursor.fetchall()
+        except psycopg.Error as error:
+            raise _failure("read_audit", "-", error) from error
+        return [
+            ReadAudit(
+                run_id=row[0],
+                thread_key=row[1],
+                asker=row[2],
+                scope_keys=tuple(row[3]),
+                records=tuple(sorted(zip(row[4], row[5], strict=True), key=lambda pair: (pair[1], pair[0]))),
+                at=float(row[6]),
+            )
+            for row in rows
+        ]
+
+    async def _erase(self, action: str, where: str, params: Sequence[object], reason: EraseReason) -> int:
+        """One UPDATE in place over the not-yet-erased rows matching `where`: text, norm, keywords,
+        tokens and any later content column (a vector) scrubbed; an active row becomes `forgotten`."""
+        pool = await self._ready()
+        try:
+            async with pool.connection() as conn, conn.transaction():
+                if self._scrub is None:
+                    self._scrub = await _scrub_assignments(conn)
+                return await _erase_rows(conn, self._scrub, where, params, reason, self._clock())
+        except psycopg.Error as error:
+            raise _failure(action, "-", error) from error
 
     # --- the work ------------------------------------------------------------------------------------
 
@@ -695,6 +911,9 @@ class PostgresMemoryStore:
             rows, cosines, fresh = await self._semantic(
                 conn, scope_key, query_vector, rows, generation, limit
             )
+        cutoff = self._retention.cutoff(scope_key, now)
+        if cutoff is not None:  # expired: never returned, erased on the scope's next write
+            rows = [row for row in rows if row[1].created_at >= cutoff]
         records = [record for _, record in rows]
         ranked = rank(records, query, limit, now, self._ranking, stats=stats, cosines=cosines)
         seqs = {record.id: seq for seq, record in rows}
@@ -751,6 +970,18 @@ class PostgresMemoryStore:
             cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
             seq = int(_one(await cursor.fetchone()))
             now = self._clock()
+            cutoff = self._retention.cutoff(scope_key, now)
+            if cutoff is not None:  # the scope is being written: its expired records go now
+                if self._scrub is None:
+                    self._scrub = await _scrub_assignments(conn)
+                await _erase_rows(
+                    conn,
+                    self._scrub,
+                    "scope_key = %s AND created_at < %s",
+                    (scope_key, cutoff),
+                    "expired",
+                    now,
+                )
             for index, candidate in enumerate(batch):
                 lookup = await _write_pool(conn, scope_key, candidate)
                 plan = plan_write(scope_key, candidate, [record for _, record in lookup])
@@ -863,6 +1094,50 @@ async def _migrate_origin(conn: Connection) -> None:
         await conn.execute(statement)
     if labelled:
         log.info("memory.store.origin_migrated", store="postgres", scopes=len(scopes), records=labelled)
+
+
+async def _erase_rows(
+    conn: Connection, scrub: str, where: str, params: Sequence[object], reason: EraseReason, now: float
+) -> int:
+    """Inside a transaction: scrub the not-yet-erased rows matching `where` in place; an active row
+    becomes `forgotten` and leaves its scope's document frequencies (a stem nobody holds is dropped)."""
+    cursor = await conn.execute(
+        "WITH doomed AS (SELECT scope_key, seq, stems, status FROM memory_records"
+        f" WHERE erased_at IS NULL AND ({where}) FOR UPDATE)"
+        f" UPDATE memory_records AS m SET {scrub}, erased_reason = %s, erased_at = %s,"
+        " status = CASE WHEN m.status = 'active' THEN 'forgotten' ELSE m.status END"
+        " FROM doomed WHERE m.scope_key = doomed.scope_key AND m.seq = doomed.seq"
+        " RETURNING doomed.scope_key, doomed.stems, doomed.status",
+        (*params, reason, now),
+    )
+    rows = await cursor.fetchall()
+    retired: dict[str, builtins.list[TupleRow]] = {}
+    for scope_key, stems, status in rows:
+        if status == "active":
+            retired.setdefault(scope_key, []).append((stems,))
+    for scope_key, stems in retired.items():
+        await _uncount(conn, scope_key, stems)
+    if retired:
+        await conn.execute(
+            "DELETE FROM memory_term_df WHERE scope_key = ANY(%s::text[]) AND df <= 0 AND term <> ''",
+            (builtins.list(retired),),
+        )
+    return len(rows)
+
+
+async def _scrub_assignments(conn: Connection) -> str:
+    """`col = NULL | default | ''` for every content column of the live table (generated ones follow)."""
+    cursor = await conn.execute(
+        "SELECT column_name, is_nullable, column_default, is_generated FROM information_schema.columns"
+        " WHERE table_name = 'memory_records' AND table_schema = current_schema() ORDER BY ordinal_position"
+    )
+    parts = []
+    for name, nullable, default, generated in await cursor.fetchall():
+        if name in _KEPT_COLUMNS or generated == "ALWAYS":
+            continue
+        value = "NULL" if nullable == "YES" else (default if default is not None else "''")
+        parts.append(f"{name} = {value}")
+    return ", ".join(parts)
 
 
 async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandidate) -> builtins.list[_Row]:

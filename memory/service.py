@@ -33,8 +33,14 @@ from memory.wire import (
     MAX_BATCH,
     MAX_QUERY_CHARS,
     WireError,
+    audit_from_wire,
+    audit_query_from_wire,
+    audit_to_wire,
     candidate_from_wire,
+    erase_reason_from_wire,
     is_unicode_text,
+    link_from_wire,
+    messages_from_wire,
     ranked_to_wire,
     record_to_wire,
 )
@@ -106,6 +112,13 @@ def create_app(
         Route("/write", service.endpoint("/write", service.write), methods=["POST"]),
         Route("/list", service.endpoint("/list", service.list), methods=["POST"]),
         Route("/forget", service.endpoint("/forget", service.forget), methods=["POST"]),
+        Route("/erase-scope", service.endpoint("/erase-scope", service.erase_scope), methods=["POST"]),
+        Route("/erase-expired", service.endpoint("/erase-expired", service.erase_expired), methods=["POST"]),
+        Route("/sources/link", service.endpoint("/sources/link", service.link_sources), methods=["POST"]),
+        Route("/sources/erase", service.endpoint("/sources/erase", service.erase_sources), methods=["POST"]),
+        Route("/fetch", service.endpoint("/fetch", service.fetch), methods=["POST"]),
+        Route("/audit/record", service.endpoint("/audit/record", service.record_read), methods=["POST"]),
+        Route("/audit/query", service.endpoint("/audit/query", service.read_audit), methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: service.http_error})
     app.router.redirect_slashes = False  # /write/ is not /write: 404, never a redirect
@@ -270,6 +283,63 @@ class _Service:
         forgotten = await self._store.forget(scope_key, record_id)
         fields["forgotten"] = forgotten
         return {"ok": True, "forgotten": forgotten}
+
+    async def erase_scope(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        scope_key = _scope_key(body, fields)
+        reason = _wire(erase_reason_from_wire, body.get("reason"))
+        erased = await self._store.erase_scope(scope_key, reason)
+        fields.update(reason=reason, erased=erased)
+        return {"ok": True, "erased": erased}
+
+    async def erase_expired(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        erased = await self._store.erase_expired()
+        fields["erased"] = erased
+        return {"ok": True, "erased": erased}
+
+    async def link_sources(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        link = _wire(link_from_wire, body)
+        for key in link.scope_keys:
+            _scope_key({"scopeKey": key}, {})
+        await self._store.link_sources(link)
+        fields.update(run_id=link.run_id, messages=len(link.messages))
+        return {"ok": True}
+
+    async def erase_sources(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        messages = _wire(messages_from_wire, body.get("messages"))
+        reason = _wire(erase_reason_from_wire, body.get("reason"))
+        erased = await self._store.erase_sources(messages, reason)
+        fields.update(messages=len(messages), reason=reason, erased=erased)
+        return {"ok": True, "erased": erased}
+
+    async def fetch(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        scope_key = _scope_key(body, fields)
+        raw = body.get("ids")
+        if not isinstance(raw, list) or len(raw) > MAX_LIMIT:
+            raise Refusal(400, f"ids must be an array of at most {MAX_LIMIT} ids")
+        ids = [_record_id(item) for item in raw]
+        records = await self._store.fetch(scope_key, ids)
+        fields["records"] = len(records)
+        return {"records": [record_to_wire(r) for r in records]}
+
+    async def record_read(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        entry = _wire(audit_from_wire, body)
+        await self._store.record_read(entry)
+        fields.update(run_id=entry.run_id, records=len(entry.records))
+        return {"ok": True}
+
+    async def read_audit(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        query = _wire(audit_query_from_wire, body)
+        entries = await self._store.read_audit(query)
+        fields["entries"] = len(entries)
+        return {"entries": [audit_to_wire(entry) for entry in entries]}
+
+
+def _wire(parse: Callable[[Any], Any], value: object) -> Any:
+    """A wire parser's WireError as a 400 naming the field."""
+    try:
+        return parse(value)
+    except WireError as exc:
+        raise Refusal(400, str(exc)) from None
 
 
 async def _read_body(request: Request) -> dict[str, object]:

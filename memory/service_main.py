@@ -30,6 +30,7 @@ from memory.embedder import (
     tuned_weight,
 )
 from memory.ranking import DEFAULT_RANKING, RANKING_MODES, Ranking
+from memory.retention import DEFAULT_AUDIT_DAYS, NO_RETENTION, Retention
 from memory.service import CapAwareStore, create_app
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.http_guard import (
@@ -108,6 +109,20 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"answer connections beyond N with a 503 (default {DEFAULT_MAX_CONNECTIONS}, "
         "lowered below the open-file limit)",
     )
+    parser.add_argument(
+        "--ttl-days",
+        type=float,
+        default=None,
+        metavar="DAYS",
+        help="erase records older than DAYS (default: keep until forgotten; as the bots' memory.ttl_days)",
+    )
+    parser.add_argument(
+        "--audit-retention-days",
+        type=float,
+        default=DEFAULT_AUDIT_DAYS,
+        metavar="DAYS",
+        help=f"keep read-audit rows DAYS days (default {DEFAULT_AUDIT_DAYS:g})",
+    )
     return parser.parse_args(argv)
 
 
@@ -135,6 +150,7 @@ def main(argv: list[str]) -> int:
                 embedder = load_embedder(args.embedder)
             except EmbedderUnavailable as error:
                 raise MemoryStoreError(str(error).replace("memory.embedder", "--embedder")) from None
+            retention = Retention(ttl_days=args.ttl_days, audit_days=args.audit_retention_days)
             run_event_loop(
                 serve(
                     args.host,
@@ -145,8 +161,12 @@ def main(argv: list[str]) -> int:
                     limits=limits,
                     ranking=Ranking(mode=args.ranking, semantic_weight=tuned_weight(embedder)),
                     embedder=embedder,
+                    retention=retention,
                 )
             )
+        except ValueError as error:  # a retention that is not a positive number of days
+            print(f"switchboard memory-service: {error}", file=sys.stderr)
+            return 2
         except MemoryStoreError as error:  # the store cannot start: one line, exit 2
             print(f"switchboard memory-service: {error}", file=sys.stderr)
             return 2
@@ -163,6 +183,7 @@ async def serve(
     limits: GuardLimits | None = None,
     ranking: Ranking = DEFAULT_RANKING,
     embedder: Embedder | None = None,
+    retention: Retention = NO_RETENTION,
 ) -> None:
     """Open the store, serve until a signal, then close the store."""
     from memory.sqlite_store import SqliteMemoryStore
@@ -181,14 +202,17 @@ async def serve(
 
         try:
             store = PostgresMemoryStore(
-                database_url, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder
+                database_url, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
             )
         except ValueError as error:  # a malformed DSN (the message names the setting)
             raise MemoryStoreError(str(error)) from None
         await store.open()
     else:
-        store = SqliteMemoryStore(path, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder)
+        store = SqliteMemoryStore(
+            path, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
+        )
     try:
+        await store.erase_expired()  # retention at start-up; later, each scope's next write
         metrics = Metrics()
         app = create_app(store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None)
         config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)

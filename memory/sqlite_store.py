@@ -54,17 +54,22 @@ from memory.engine import (
 from memory.engine import record_id as make_record_id
 from memory.lexical import TermStats, stems_of
 from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms, rank
+from memory.retention import NO_RETENTION, Retention
 from memory.scope import validate_scope_key
 from memory.scorer import tokenize
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_LIMIT,
+    AuditQuery,
+    EraseReason,
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
     Origin,
+    ReadAudit,
     RecordKind,
     RecordStatus,
+    SourceLink,
     WriteResult,
 )
 from memory.usage_bumps import FLUSH_SECONDS, PendingBumps
@@ -145,6 +150,9 @@ _SCHEMA = (
 _COLUMNS_ADDED = (
     ("records", "embedding", "BLOB"),
     ("records", "embedding_model", "TEXT"),
+    # Erasure (issue 17): why and when a row's text was scrubbed.
+    ("records", "erased_reason", "TEXT"),
+    ("records", "erased_at", "REAL"),
 )
 # The term_df row that counts the active records themselves (no stem is empty).
 _DOCUMENTS = ""
@@ -194,6 +202,7 @@ class SqliteMemoryStore:
         max_open: int = DEFAULT_MAX_OPEN,
         workers: int = DEFAULT_WORKERS,
         on_statement: StatementHook | None = None,
+        retention: Retention = NO_RETENTION,
     ) -> None:
         if max_open < 1:
             raise ValueError(f"max_open must be at least 1, got {max_open!r}")
@@ -223,6 +232,10 @@ class SqliteMemoryStore:
         # A retrieve reads the same candidate rows again and again: an unchanged row (every column
         # equal, so a bump or a forget is a different key) decodes to the same record.
         self._decode = functools.lru_cache(maxsize=DECODED_ROWS)(_record)
+        self._retention = retention
+        # The ledger (read audit + run sources) is one more database in the directory, not a scope.
+        self._ledger_lock = threading.Lock()
+        self._ledger: sqlite3.Connection | None = None
 
     @property
     def data_dir(self) -> Path:
@@ -259,8 +272,12 @@ class SqliteMemoryStore:
         if limit <= 0 or not terms:
             return []
         nothing: builtins.list[Ranked] = []
+        cutoff = self._retention.cutoff(scope_key, self._clock())
         ranked = await self._run(
-            scope_key, lambda c: self._retrieve(c, scope_key, query, terms, limit), nothing, flush=False
+            scope_key,
+            lambda c: self._retrieve(c, scope_key, query, terms, limit, cutoff=cutoff),
+            nothing,
+            flush=False,
         )
         self._flush_soon(scope_key)
         return [item.record for item in ranked]
@@ -318,7 +335,8 @@ class SqliteMemoryStore:
         query_vector: Matrix | None,
         connection: sqlite3.Connection,
     ) -> builtins.list[Ranked]:
-        return self._retrieve(connection, scope_key, query, terms, limit, query_vector)
+        cutoff = self._retention.cutoff(scope_key, self._clock())
+        return self._retrieve(connection, scope_key, query, terms, limit, query_vector, cutoff)
 
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
@@ -329,9 +347,16 @@ class SqliteMemoryStore:
         batch = prepare_batch(candidates)
         if not batch:
             return WriteResult()
-        result = await self._run(
-            scope_key, lambda c: self._write(c, scope_key, batch, batch_cap), WriteResult(), create=True
-        )
+        cutoff = self._retention.cutoff(scope_key, self._clock())
+
+        def work(connection: sqlite3.Connection) -> WriteResult:
+            result, expired = self._write(connection, scope_key, batch, batch_cap, cutoff)
+            if expired:
+                _scrub_files(connection)
+                log.info("memory.store.expired", scope_key=scope_key, erased=expired)
+            return result
+
+        result = await self._run(scope_key, work, WriteResult(), create=True)
         if result.evicted:
             log.info(
                 "memory.store.evicted", scope_key=scope_key, candidates=len(batch), evicted=result.evicted
@@ -345,14 +370,16 @@ class SqliteMemoryStore:
         limit = min(limit, MAX_LIMIT)
         if limit <= 0 or (query is not None and fts_match_query(query) is None):
             return []
-        return await self._run(scope_key, lambda c: _list(c, limit, query), [])
+        cutoff = self._retention.cutoff(scope_key, self._clock())
+        return await self._run(scope_key, lambda c: _list(c, limit, query, cutoff), [])
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         validate_scope_key(scope_key)
         parsed = parse_record_id(record_id) if isinstance(record_id, str) else None
         if parsed is None or parsed[0] != scope_key:
             return False  # not an id of this scope: its database cannot hold it
-        forgotten = await self._run(scope_key, lambda c: _forget(c, record_id), False)
+        now = self._clock()
+        forgotten = await self._run(scope_key, lambda c: _forget(c, record_id, now), False)
         log.info("memory.store.forget", scope_key=scope_key, id=record_id, forgotten=forgotten)
         return forgotten
 
@@ -396,6 +423,67 @@ class SqliteMemoryStore:
             ]
         )
         return len(rows), left
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        validate_scope_key(scope_key)
+        now = self._clock()
+        erased = await self._run(scope_key, lambda c: _erase(c, "1 = 1", (), reason, now), 0)
+        log.info("memory.store.erased", scope_key=scope_key, reason=reason, erased=erased)
+        return erased
+
+    async def erase_expired(self) -> int:
+        """Every scope database in the directory, one at a time (start-up; no sweeper runs later)."""
+        if not self._retention.expires:
+            return 0
+        total = 0
+        for scope_key in await self.scope_keys():
+            cutoff = self._retention.cutoff(scope_key, self._clock())
+            if cutoff is None:
+                continue
+            now = self._clock()
+            total += await self._run(scope_key, functools.partial(_erase_expired, cutoff=cutoff, now=now), 0)
+        if total:
+            log.info("memory.store.expired", erased=total)
+        return total
+
+    async def link_sources(self, link: SourceLink) -> None:
+        if not link.messages or not link.scope_keys:
+            return
+        for key in link.scope_keys:
+            validate_scope_key(key)
+        await self._run_ledger(lambda c: _link_sources(c, link, self._clock()))
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        wanted = builtins.list(dict.fromkeys(messages))
+        if not wanted:
+            return 0
+        if not await asyncio.to_thread(self._ledger_path().exists):
+            return 0
+        runs = await self._run_ledger(lambda c: _linked_runs(c, wanted))
+        total = 0
+        for scope_key, run_ids in runs.items():
+            where = f"source_run_id IN ({_placeholders(len(run_ids))})"
+            erase = functools.partial(_erase, where=where, params=run_ids, reason=reason, now=self._clock())
+            total += await self._run(scope_key, erase, 0)
+        log.info("memory.store.sources_erased", messages=len(wanted), reason=reason, erased=total)
+        return total
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        validate_scope_key(scope_key)
+        ids = builtins.list(dict.fromkeys(record_ids))[:MAX_LIMIT]
+        if not ids:
+            return []
+        return await self._run(scope_key, lambda c: _fetch(c, ids), [])
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        cutoff = self._retention.audit_cutoff(self._clock())
+        await self._run_ledger(lambda c: _record_read(c, entry, cutoff))
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        if not await asyncio.to_thread(self._ledger_path().exists):
+            return []
+        cutoff = self._retention.audit_cutoff(self._clock())
+        return await self._run_ledger(lambda c: _read_audit(c, query, cutoff))
 
     async def aclose(self) -> None:
         """Finish in-flight work, then close every connection."""
@@ -557,6 +645,40 @@ class SqliteMemoryStore:
         for scope_key, connection in connections:
             self._write_bumps(connection, scope_key)
             connection.close()
+        with self._ledger_lock:
+            if self._ledger is not None:
+                self._ledger.close()
+                self._ledger = None
+
+    def _ledger_path(self) -> Path:
+        return self._data_dir / LEDGER_FILENAME
+
+    async def _run_ledger(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        if self._closed:
+            raise MemoryStoreError("the sqlite memory store is closed")
+        loop = asyncio.get_running_loop()
+        try:
+            return await loop.run_in_executor(self._executor, functools.partial(self._in_ledger, work))
+        except sqlite3.Error as error:
+            raise MemoryStoreError(f"sqlite memory ledger failed: {error}") from error
+
+    def _in_ledger(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        with self._ledger_lock:
+            if self._ledger is None:
+                self._data_dir.mkdir(parents=True, exist_ok=True)
+                connection = sqlite3.connect(
+                    self._ledger_path(),
+                    timeout=BUSY_TIMEOUT_SECONDS,
+                    isolation_level=None,
+                    check_same_thread=False,
+                )
+                try:
+                    _prepare_ledger(connection)
+                except BaseException:
+                    connection.close()
+                    raise
+                self._ledger = connection
+            return work(self._ledger)
 
     def _retrieve(
         self,
@@ -566,6 +688,7 @@ class SqliteMemoryStore:
         terms: Sequence[str],
         limit: int,
         query_vector: Matrix | None = None,
+        cutoff: float | None = None,
     ) -> builtins.list[Ranked]:
         match = fts_match_terms(terms)
         if match is None:
@@ -597,6 +720,7 @@ class SqliteMemoryStore:
         pending = self._bumps.get(scope_key)
         if pending is not None:  # what an immediate bump would have left in the rows
             records = [pending.overlay(record) for record in records]
+        records = _unexpired(records, cutoff)  # expired: never returned, erased on the next write
         ranked = rank(records, query, limit, now, self._ranking, stats=stats, cosines=cosines)
         if not ranked:
             return []
@@ -665,12 +789,19 @@ class SqliteMemoryStore:
         return None if self._embedder is None else self._embedder.embed([c.text for c in batch])
 
     def _write(
-        self, connection: sqlite3.Connection, scope_key: str, batch: Sequence[MemoryCandidate], cap: int
-    ) -> WriteResult:
-        inserted = deduped = superseded = 0
+        self,
+        connection: sqlite3.Connection,
+        scope_key: str,
+        batch: Sequence[MemoryCandidate],
+        cap: int,
+        expired_before: float | None = None,
+    ) -> tuple[WriteResult, int]:
+        inserted = deduped = superseded = expired = 0
         vectors = self._embed_batch(batch)  # before the transaction: the write lock is not held for it
         with _transaction(connection):
             now = self._clock()
+            if expired_before is not None:  # the scope is being written: its expired records go now
+                expired = _erase_rows(connection, "created_at < ?", (expired_before,), "expired", now)
             seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
             for index, candidate in enumerate(batch):
                 plan = plan_write(scope_key, candidate, _write_pool(connection, candidate))
@@ -694,7 +825,8 @@ class SqliteMemoryStore:
                     _store_vector(connection, seq, vectors[index], self._embedder.name)
                 inserted += 1
             evicted = _evict_over_cap(connection, scope_key, cap)
-        return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+        result = WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+        return result, expired
 
 
 # -- SQL helpers (worker threads, scope lock held) ---------------------------------------------------
@@ -753,11 +885,14 @@ def _term_stats(connection: sqlite3.Connection, stems: Sequence[str]) -> TermSta
     return TermStats(documents=documents, frequencies={str(k): int(v) for k, v in found.items()})
 
 
-def _list(connection: sqlite3.Connection, limit: int, query: str | None) -> builtins.list[MemoryRecord]:
+def _list(
+    connection: sqlite3.Connection, limit: int, query: str | None, cutoff: float | None = None
+) -> builtins.list[MemoryRecord]:
     if query is None:
         rows = connection.execute(
-            f"SELECT {_COLUMNS} FROM records WHERE status = 'active' ORDER BY seq DESC LIMIT ?",
-            (limit,),
+            f"SELECT {_COLUMNS} FROM records WHERE status = 'active' AND created_at >= ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (_NO_CUTOFF if cutoff is None else cutoff, limit),
         ).fetchall()
         return [_record(row) for row in rows]
     match = fts_match_query(query)
@@ -771,7 +906,7 @@ def _list(connection: sqlite3.Connection, limit: int, query: str | None) -> buil
     found: builtins.list[MemoryRecord] = []
     for row in cursor:  # the whole-token gate, then the limit
         record = _record(row)
-        if matches_filter(record, query):
+        if matches_filter(record, query) and (cutoff is None or record.created_at >= cutoff):
             found.append(record)
             if len(found) >= limit:
                 break
@@ -779,19 +914,16 @@ def _list(connection: sqlite3.Connection, limit: int, query: str | None) -> buil
     return found
 
 
-def _forget(connection: sqlite3.Connection, record_id: str) -> bool:
-    with _transaction(connection):
-        flipped = connection.execute(
-            "UPDATE records SET status = 'forgotten' WHERE id = ? AND status = 'active' RETURNING seq",
-            (record_id,),
-        ).fetchall()
-        _delete_fts(connection, [int(row[0]) for row in flipped])
-    return bool(flipped)
+def _forget(connection: sqlite3.Connection, record_id: str, now: float) -> bool:
+    """Forgetting erases: the active record's text, keywords and vector leave the row and the index."""
+    return _erase(connection, "id = ? AND status = 'active'", (record_id,), "forgotten", now) > 0
 
 
 def _prepare(connection: sqlite3.Connection, scope_key: str) -> None:
     """WAL, the schema (idempotent), the scope identity check, and FTS reconciliation."""
     connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    # Freed cells and pages are zeroed, so an erased record leaves nothing in the file (per connection).
+    connection.execute("PRAGMA secure_delete = ON")
     _enable_wal(connection)
     # WAL + NORMAL: a commit survives a process crash (SIGKILL); only an OS crash may lose the last ones.
     connection.execute("PRAGMA synchronous = NORMAL")
@@ -1097,3 +1229,229 @@ def _record(row: Sequence[Any]) -> MemoryRecord:
         origin=_ORIGINS.get(str(origin), "unknown"),
         origin_conversation=None if origin_conversation is None else str(origin_conversation),
     )
+
+
+# -- erasure: the text leaves the row, the FTS index and the file ------------------------------------
+
+LEDGER_FILENAME = "_ledger.sqlite3"  # never a scope's name: those never start with "_"
+_NO_CUTOFF = float("-inf")
+# What an erased row keeps: identity, scope, origin, provenance, dates, status, reason. Every other
+# column — text, norm, keywords, and whatever later columns hold (stems, term counts, a vector) — is
+# scrubbed: NULL where the column allows it, else its default, else ''.
+_KEPT_COLUMNS = frozenset(
+    {
+        "seq",
+        "id",
+        "scope_key",
+        "kind",
+        "source_thread_key",
+        "source_run_id",
+        "created_at",
+        "last_used_at",
+        "use_count",
+        "confidence",
+        "supersedes",
+        "status",
+        "origin",
+        "origin_conversation",
+        "erased_reason",
+        "erased_at",
+    }
+)
+
+
+def _scrub_assignments(connection: sqlite3.Connection) -> str:
+    parts = []
+    for _, name, _type, notnull, default, _pk in connection.execute("PRAGMA table_info(records)"):
+        if name in _KEPT_COLUMNS:
+            continue
+        value = "NULL" if not notnull else (str(default) if default is not None else "''")
+        parts.append(f"{name} = {value}")
+    return ", ".join(parts)
+
+
+def _erase_rows(
+    connection: sqlite3.Connection, where: str, params: Sequence[object], reason: EraseReason, now: float
+) -> int:
+    """Inside a transaction: scrub every not-yet-erased row matching `where`; an active one becomes
+    `forgotten` (invisible to retrieval, list and dedup). Returns how many rows were erased."""
+    seqs = [
+        int(row[0])
+        for row in connection.execute(
+            f"SELECT seq FROM records WHERE erased_at IS NULL AND ({where})", tuple(params)
+        ).fetchall()
+    ]
+    if not seqs:
+        return 0
+    scrub = _scrub_assignments(connection)
+    for chunk in _chunks(seqs):
+        connection.execute(
+            f"UPDATE records SET {scrub}, erased_reason = ?, erased_at = ?, "
+            "status = CASE WHEN status = 'active' THEN 'forgotten' ELSE status END "
+            f"WHERE seq IN ({_placeholders(len(chunk))})",
+            (reason, now, *chunk),
+        )
+    _delete_fts(connection, seqs)
+    # A stem no active record holds any more leaves the document frequencies, and FTS5 keeps a deleted
+    # row's terms in its old segments until they merge: merge both indexes now.
+    connection.execute("DELETE FROM term_df WHERE df <= 0 AND term != ?", (_DOCUMENTS,))
+    connection.execute("INSERT INTO records_fts (records_fts) VALUES ('optimize')")
+    connection.execute("INSERT INTO records_stems (records_stems) VALUES ('optimize')")
+    return len(seqs)
+
+
+def _erase(
+    connection: sqlite3.Connection, where: str, params: Sequence[object], reason: EraseReason, now: float
+) -> int:
+    with _transaction(connection):
+        erased = _erase_rows(connection, where, params, reason, now)
+    if erased:
+        _scrub_files(connection)
+    return erased
+
+
+def _erase_expired(connection: sqlite3.Connection, cutoff: float, now: float) -> int:
+    return _erase(connection, "created_at < ?", (cutoff,), "expired", now)
+
+
+def _scrub_files(connection: sqlite3.Connection) -> None:
+    """Copy the WAL into the main file and truncate it: the pre-erase page images in the WAL are gone,
+    and secure_delete already zeroed the freed space they are copied over."""
+    busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
+    if busy:  # another process holds a read snapshot: the next erase or checkpoint finishes the job
+        log.warning("memory.store.checkpoint_incomplete")
+
+
+def _unexpired(records: builtins.list[MemoryRecord], cutoff: float | None) -> builtins.list[MemoryRecord]:
+    return records if cutoff is None else [r for r in records if r.created_at >= cutoff]
+
+
+def _fetch(connection: sqlite3.Connection, ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+    rows = connection.execute(
+        f"SELECT {_COLUMNS} FROM records WHERE erased_at IS NULL AND id IN ({_placeholders(len(ids))}) "
+        "ORDER BY seq",
+        tuple(ids),
+    ).fetchall()
+    return [_record(row) for row in rows]
+
+
+# -- the ledger: run sources and the read audit (ids only, never text) -------------------------------
+
+_LEDGER_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS run_sources (
+        message TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        scope_key TEXT NOT NULL,
+        linked_at REAL NOT NULL,
+        PRIMARY KEY (message, run_id, scope_key)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS read_audit (
+        audit_id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        thread_key TEXT NOT NULL,
+        asker TEXT,
+        scope_keys TEXT NOT NULL,
+        at REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS read_audit_records (
+        audit_id INTEGER NOT NULL REFERENCES read_audit (audit_id) ON DELETE CASCADE,
+        record_id TEXT NOT NULL,
+        rank INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS read_audit_run ON read_audit (run_id)",
+    "CREATE INDEX IF NOT EXISTS read_audit_thread ON read_audit (thread_key, at DESC)",
+    "CREATE INDEX IF NOT EXISTS read_audit_asker ON read_audit (asker, at DESC)",
+    "CREATE INDEX IF NOT EXISTS read_audit_at ON read_audit (at)",
+    "CREATE INDEX IF NOT EXISTS read_audit_records_id ON read_audit_records (record_id)",
+    "CREATE INDEX IF NOT EXISTS read_audit_records_audit ON read_audit_records (audit_id)",
+)
+
+
+def _prepare_ledger(connection: sqlite3.Connection) -> None:
+    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    connection.execute("PRAGMA secure_delete = ON")
+    connection.execute("PRAGMA foreign_keys = ON")
+    _enable_wal(connection)
+    connection.execute("PRAGMA synchronous = NORMAL")
+    with _transaction(connection):
+        for statement in _LEDGER_SCHEMA:
+            connection.execute(statement)
+
+
+def _link_sources(connection: sqlite3.Connection, link: SourceLink, now: float) -> None:
+    with _transaction(connection):
+        connection.executemany(
+            "INSERT OR IGNORE INTO run_sources (message, run_id, scope_key, linked_at) VALUES (?, ?, ?, ?)",
+            [(message, link.run_id, key, now) for message in link.messages for key in link.scope_keys],
+        )
+
+
+def _linked_runs(connection: sqlite3.Connection, messages: Sequence[str]) -> dict[str, builtins.list[str]]:
+    runs: dict[str, builtins.list[str]] = {}
+    for chunk in _chunks(messages):
+        for run_id, scope_key in connection.execute(
+            "SELECT DISTINCT run_id, scope_key FROM run_sources "
+            f"WHERE message IN ({_placeholders(len(chunk))}) ORDER BY scope_key, run_id",
+            chunk,
+        ):
+            found = runs.setdefault(str(scope_key), [])
+            if str(run_id) not in found:
+                found.append(str(run_id))
+    return runs
+
+
+def _record_read(connection: sqlite3.Connection, entry: ReadAudit, cutoff: float) -> None:
+    with _transaction(connection):
+        connection.execute("DELETE FROM read_audit WHERE at < ?", (cutoff,))
+        audit_id = connection.execute(
+            "INSERT INTO read_audit (run_id, thread_key, asker, scope_keys, at) VALUES (?, ?, ?, ?, ?) "
+            "RETURNING audit_id",
+            (
+                entry.run_id,
+                entry.thread_key,
+                entry.asker,
+                json.dumps(builtins.list(entry.scope_keys)),
+                entry.at,
+            ),
+        ).fetchone()[0]
+        connection.executemany(
+            "INSERT INTO read_audit_records (audit_id, record_id, rank) VALUES (?, ?, ?)",
+            [(audit_id, record_id, rank) for record_id, rank in entry.records],
+        )
+
+
+def _read_audit(connection: sqlite3.Connection, query: AuditQuery, cutoff: float) -> builtins.list[ReadAudit]:
+    value: str | None
+    if query.record_id is not None:
+        where, value = (
+            "audit_id IN (SELECT audit_id FROM read_audit_records WHERE record_id = ?)",
+            query.record_id,
+        )
+    elif query.run_id is not None:
+        where, value = "run_id = ?", query.run_id
+    elif query.user_id is not None:
+        where, value = "asker = ?", query.user_id
+    else:
+        where, value = "thread_key = ?", query.thread_key
+    rows = connection.execute(
+        f"SELECT audit_id, run_id, thread_key, asker, scope_keys, at FROM read_audit WHERE {where} "
+        "AND at >= ? ORDER BY at DESC, audit_id DESC LIMIT ?",
+        (value, cutoff, query.limit),
+    ).fetchall()
+    entries: builtins.list[ReadAudit] = []
+    for audit_id, run_id, thread_key, asker, scope_keys, at in rows:
+        records = connection.execute(
+            "SELECT record_id, rank FROM read_audit_records WHERE audit_id = ? ORDER BY rank, record_id",
+            (audit_id,),
+        ).fetchall()
+        entries.append(
+            ReadAudit(
+                run_id=str(run_id),
+                thread_key=str(thread_key),
+                asker=None if asker is None else str(asker),
+                scope_keys=tuple(str(key) for key in json.loads(str(scope_keys))),
+                records=tuple((str(record_id), int(rank)) for record_id, rank in records),
+                at=float(at),
+            )
+        )
+    return entries

@@ -8,6 +8,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+from memory.audit import audit_matches
 from memory.embedder import Embedder, Matrix
 from memory.engine import (
     WritePlan,
@@ -20,7 +21,16 @@ from memory.engine import (
 )
 from memory.lexical import query_stems, term_stats
 from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, rank
-from memory.types import MemoryCandidate, MemoryRecord, WriteResult
+from memory.retention import NO_RETENTION, Retention
+from memory.types import (
+    AuditQuery,
+    EraseReason,
+    MemoryCandidate,
+    MemoryRecord,
+    ReadAudit,
+    SourceLink,
+    WriteResult,
+)
 
 Clock = Callable[[], float]
 
@@ -45,6 +55,27 @@ class NullMemoryStore:
     async def forget(self, scope_key: str, record_id: str) -> bool:
         return False
 
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        return 0
+
+    async def erase_expired(self) -> int:
+        return 0
+
+    async def link_sources(self, link: SourceLink) -> None:
+        return None
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        return 0
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        return []
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        return None
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        return []
+
     async def aclose(self) -> None:
         return None
 
@@ -59,12 +90,17 @@ class InMemoryMemoryStore:
         *,
         ranking: Ranking = DEFAULT_RANKING,
         embedder: Embedder | None = None,
+        retention: Retention = NO_RETENTION,
     ) -> None:
         self._cap = cap
         self._clock = clock
         self._ranking = ranking
         self._embedder = embedder
         self._vectors: dict[str, Matrix] = {}  # record id → its unit vector
+        self._retention = retention
+        self._erased: dict[str, EraseReason] = {}  # record id → why its text was erased
+        self._sources: set[tuple[str, str, str]] = set()  # (message, run id, scope key)
+        self._audit: builtins.list[ReadAudit] = []
         self._scopes: dict[str, builtins.list[MemoryRecord]] = {}
         self._seq: dict[str, int] = {}
         self._lock = asyncio.Lock()
@@ -72,6 +108,10 @@ class InMemoryMemoryStore:
     def records(self, scope_key: str) -> builtins.list[MemoryRecord]:
         """Every row of a scope, whatever its status (for tests and inspection)."""
         return builtins.list(self._scopes.get(scope_key, ()))
+
+    def erased_reason(self, record_id: str) -> EraseReason | None:
+        """Why a record was erased, or None (for tests and inspection)."""
+        return self._erased.get(record_id)
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         query_vector = await self._query_vector(query)
@@ -95,14 +135,15 @@ class InMemoryMemoryStore:
     ) -> builtins.list[Ranked]:
         now = self._clock()
         rows = self._scopes.get(scope_key, [])
-        stats = term_stats(rows, query_stems(query)) if self._ranking.stemmed else None
+        fresh = self._unexpired(scope_key, rows, now)  # expired: never returned, erased on the next write
+        stats = term_stats(fresh, query_stems(query)) if self._ranking.stemmed else None
         cosines = None
         if query_vector is not None:
             vectors = {
-                r.id: self._vectors[r.id] for r in rows if r.status == "active" and r.id in self._vectors
+                r.id: self._vectors[r.id] for r in fresh if r.status == "active" and r.id in self._vectors
             }
             cosines = {record_id: float(vector @ query_vector) for record_id, vector in vectors.items()}
-        ranked = rank(rows, query, limit, now, self._ranking, stats=stats, cosines=cosines)
+        ranked = rank(fresh, query, limit, now, self._ranking, stats=stats, cosines=cosines)
         if not ranked:
             return []
         bumped = {
@@ -125,6 +166,9 @@ class InMemoryMemoryStore:
             vectors = dict(zip(texts, await asyncio.to_thread(self._embedder.embed, texts), strict=True))
         async with self._lock:
             now = self._clock()
+            cutoff = self._retention.cutoff(scope_key, now)
+            if cutoff is not None:  # the scope is being written: its expired records go now
+                self._erase_where(scope_key, _created_before(cutoff), "expired")
             rows = builtins.list(self._scopes.get(scope_key, []))
             inserted = deduped = superseded = 0
             for candidate in candidates:
@@ -150,17 +194,76 @@ class InMemoryMemoryStore:
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         rows = [r for r in reversed(self._scopes.get(scope_key, [])) if r.status == "active"]
+        rows = self._unexpired(scope_key, rows, self._clock())
         if query is not None:
             rows = [r for r in rows if matches_filter(r, query)]
         return rows[: max(0, limit)]
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
+        return (
+            self._erase_where(scope_key, lambda r: r.id == record_id and r.status == "active", "forgotten")
+            > 0
+        )
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        return self._erase_where(scope_key, lambda r: True, reason)
+
+    async def erase_expired(self) -> int:
+        now = self._clock()
+        total = 0
+        for scope_key in builtins.list(self._scopes):
+            cutoff = self._retention.cutoff(scope_key, now)
+            if cutoff is not None:
+                total += self._erase_where(scope_key, _created_before(cutoff), "expired")
+        return total
+
+    async def link_sources(self, link: SourceLink) -> None:
+        self._sources.update((m, link.run_id, key) for m in link.messages for key in link.scope_keys)
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        wanted = set(messages)
+        runs: dict[str, set[str]] = {}
+        for message, run_id, scope_key in self._sources:
+            if message in wanted:
+                runs.setdefault(scope_key, set()).add(run_id)
+        return sum(self._erase_where(key, _from_runs(ids), reason) for key, ids in runs.items())
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        wanted = set(record_ids)
+        return [r for r in self._scopes.get(scope_key, []) if r.id in wanted and r.id not in self._erased]
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        cutoff = self._retention.audit_cutoff(self._clock())
+        self._audit = [e for e in self._audit if e.at >= cutoff]
+        self._audit.append(entry)
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        cutoff = self._retention.audit_cutoff(self._clock())
+        found = [e for e in self._audit if e.at >= cutoff and audit_matches(e, query)]
+        found.sort(key=lambda e: -e.at)  # stable: equal times keep newest-appended first after reverse
+        return found[: query.limit]
+
+    def _unexpired(
+        self, scope_key: str, rows: Sequence[MemoryRecord], now: float
+    ) -> builtins.list[MemoryRecord]:
+        cutoff = self._retention.cutoff(scope_key, now)
+        return builtins.list(rows) if cutoff is None else [r for r in rows if r.created_at >= cutoff]
+
+    def _erase_where(
+        self, scope_key: str, doomed: Callable[[MemoryRecord], bool], reason: EraseReason
+    ) -> int:
+        """Scrub text and keywords of every not-yet-erased matching row; an active one is forgotten."""
         rows = self._scopes.get(scope_key, [])
+        erased = 0
         for index, row in enumerate(rows):
-            if row.id == record_id and row.status == "active":
-                rows[index] = replace(row, status="forgotten")
-                return True
-        return False
+            if row.id in self._erased or not doomed(row):
+                continue
+            status = "forgotten" if row.status == "active" else row.status
+            rows[index] = replace(row, text="", keywords=(), status=status)
+            self._vectors.pop(row.id, None)  # the vector is derived from the text: it goes too
+            self._erased[row.id] = reason
+            erased += 1
+        return erased
 
     async def aclose(self) -> None:
         return None
@@ -169,6 +272,14 @@ class InMemoryMemoryStore:
         seq = self._seq.get(scope_key, 0) + 1
         self._seq[scope_key] = seq
         return seq
+
+
+def _created_before(cutoff: float) -> Callable[[MemoryRecord], bool]:
+    return lambda record: record.created_at < cutoff
+
+
+def _from_runs(run_ids: set[str]) -> Callable[[MemoryRecord], bool]:
+    return lambda record: record.source_run_id in run_ids
 
 
 def _pool(rows: Sequence[MemoryRecord], candidate: MemoryCandidate) -> builtins.list[MemoryRecord]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
@@ -16,6 +17,14 @@ RECORD_KINDS: frozenset[str] = frozenset({"fact", "summary"})
 # `unknown` is read as `dm`. See memory/visibility.py for where each may go.
 Origin = Literal["public", "private", "mpim", "dm", "machine", "unknown"]
 ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine", "unknown"})
+
+# Why a record's text was erased (the row keeps id, scope, origin, provenance, dates, status, reason).
+EraseReason = Literal[
+    "forgotten", "source_deleted", "source_edited", "expired", "channel_deleted", "user_request"
+]
+ERASE_REASONS: frozenset[str] = frozenset(
+    {"forgotten", "source_deleted", "source_edited", "expired", "channel_deleted", "user_request"}
+)
 
 # The per-scope cap when nothing is configured (§27), and its valid range (§29).
 DEFAULT_SCOPE_CAP = 500
@@ -82,6 +91,48 @@ class Ranked:
     relevance: float
 
 
+@dataclass(frozen=True, slots=True)
+class SourceLink:
+    """Which messages (`<channel id>:<ts>`, platform-namespaced like `slack:C0123:1700000000.000100`)
+    one run was distilled from, and the scopes that run could write: a deleted or edited source message
+    finds exactly the records to erase."""
+
+    run_id: str
+    scope_keys: tuple[str, ...]
+    messages: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReadAudit:
+    """One memory read of one run: who asked where, which scopes were read, which records (by id, with
+    their rank in the block) were used. Never record text, never the query."""
+
+    run_id: str
+    thread_key: str
+    asker: str | None
+    scope_keys: tuple[str, ...]
+    records: tuple[tuple[str, int], ...]
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class AuditQuery:
+    """Exactly one of the filters; newest reads first, at most `limit`."""
+
+    record_id: str | None = None
+    run_id: str | None = None
+    user_id: str | None = None
+    thread_key: str | None = None
+    limit: int = 20
+
+    def __post_init__(self) -> None:
+        given = [v for v in (self.record_id, self.run_id, self.user_id, self.thread_key) if v is not None]
+        if len(given) != 1:
+            raise ValueError("an audit query names exactly one of record_id, run_id, user_id, thread_key")
+        if not 1 <= self.limit <= MAX_LIMIT:
+            raise ValueError(f"an audit query's limit must be 1-{MAX_LIMIT}")
+
+
 class MemoryStoreError(RuntimeError):
     """A store could not do what a human asked; carries the service's status when there is one."""
 
@@ -114,7 +165,36 @@ class MemoryStore(Protocol):
         ...
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
-        """Soft-delete one active record of this scope; False when nothing was active."""
+        """Erase one active record of this scope (reason `forgotten`); False when nothing was active."""
+        ...
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        """Erase every record of one scope (a data-subject request, a deleted channel); how many."""
+        ...
+
+    async def erase_expired(self) -> int:
+        """Erase every record past its scope's retention, in every scope (start-up); how many."""
+        ...
+
+    async def link_sources(self, link: SourceLink) -> None:
+        """Remember which messages a run was distilled from (before its records are written)."""
+        ...
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        """Erase the records of every run distilled from one of these messages; how many (0 the
+        second time: idempotent under redelivery)."""
+        ...
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        """The records of this scope with these ids that are not erased (any status), in id order."""
+        ...
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        """Append one read to the durable audit (and drop audit rows past their retention)."""
+        ...
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        """Audited reads matching the query, newest first."""
         ...
 
     async def aclose(self) -> None:

@@ -12,18 +12,24 @@ import re
 from typing import Any, TypeGuard, cast, get_args
 
 from memory.types import (
+    ERASE_REASONS,
     MAX_KEYWORD_CHARS,
     MAX_KEYWORDS,
+    MAX_LIMIT,
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
     ORIGINS,
     RECORD_KINDS,
+    AuditQuery,
+    EraseReason,
     MemoryCandidate,
     MemoryRecord,
     Origin,
     Ranked,
+    ReadAudit,
     RecordKind,
     RecordStatus,
+    SourceLink,
 )
 
 # Field caps of a write batch (§16); the per-field caps live in memory.types, shared with every store.
@@ -174,6 +180,114 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
         origin=_origin(obj.get("origin"), f"{at}.origin"),
         origin_conversation=_ref(obj.get("originConversation"), f"{at}.originConversation"),
     )
+
+
+# --- provenance: run sources, erase reasons, the read audit (ids only, never text) ----------------
+
+MAX_REFS = 200  # messages of one run, records of one read, scopes of one read
+
+
+def erase_reason_from_wire(value: object) -> EraseReason:
+    if not isinstance(value, str) or value not in ERASE_REASONS:
+        raise WireError(f"reason must be one of {sorted(ERASE_REASONS)}")
+    return cast(EraseReason, value)
+
+
+def link_to_wire(link: SourceLink) -> JsonObject:
+    return {"runId": link.run_id, "scopeKeys": list(link.scope_keys), "messages": list(link.messages)}
+
+
+def link_from_wire(value: object) -> SourceLink:
+    obj = _object(value, "body")
+    return SourceLink(
+        run_id=_ref_required(obj.get("runId"), "runId"),
+        scope_keys=_refs(obj.get("scopeKeys"), "scopeKeys"),
+        messages=_refs(obj.get("messages"), "messages"),
+    )
+
+
+def messages_from_wire(value: object) -> tuple[str, ...]:
+    return _refs(value, "messages")
+
+
+def audit_to_wire(entry: ReadAudit) -> JsonObject:
+    out: JsonObject = {
+        "runId": entry.run_id,
+        "threadKey": entry.thread_key,
+        "scopeKeys": list(entry.scope_keys),
+        "records": [{"id": record_id, "rank": rank} for record_id, rank in entry.records],
+        "at": entry.at,
+    }
+    if entry.asker is not None:
+        out["asker"] = entry.asker
+    return out
+
+
+def audit_from_wire(value: object) -> ReadAudit:
+    obj = _object(value, "audit")
+    raw = obj.get("records")
+    if not isinstance(raw, list) or len(raw) > MAX_REFS:
+        raise WireError(f"audit.records must be an array of at most {MAX_REFS} items")
+    records: list[tuple[str, int]] = []
+    for index, item in enumerate(raw):
+        pair = _object(item, f"audit.records[{index}]")
+        rank = pair.get("rank")
+        if not _is_int(rank) or rank < 0:
+            raise WireError(f"audit.records[{index}].rank must be a non-negative integer")
+        records.append((_ref_required(pair.get("id"), f"audit.records[{index}].id"), rank))
+    return ReadAudit(
+        run_id=_ref_required(obj.get("runId"), "audit.runId"),
+        thread_key=_ref_required(obj.get("threadKey"), "audit.threadKey"),
+        asker=_ref(obj.get("asker"), "audit.asker"),
+        scope_keys=_refs(obj.get("scopeKeys"), "audit.scopeKeys"),
+        records=tuple(records),
+        at=_number(obj.get("at"), "audit.at"),
+    )
+
+
+def audit_query_to_wire(query: AuditQuery) -> JsonObject:
+    out: JsonObject = {"limit": query.limit}
+    for name, value in (
+        ("recordId", query.record_id),
+        ("runId", query.run_id),
+        ("userId", query.user_id),
+        ("threadKey", query.thread_key),
+    ):
+        if value is not None:
+            out[name] = value
+    return out
+
+
+def audit_query_from_wire(value: object) -> AuditQuery:
+    obj = _object(value, "body")
+    limit = obj.get("limit", 20)
+    if not _is_int(limit) or not 1 <= limit <= MAX_LIMIT:
+        raise WireError(f"limit must be an integer from 1 to {MAX_LIMIT}")
+    fields = {
+        name: _ref(obj.get(wire), wire)
+        for name, wire in (
+            ("record_id", "recordId"),
+            ("run_id", "runId"),
+            ("user_id", "userId"),
+            ("thread_key", "threadKey"),
+        )
+    }
+    if sum(1 for v in fields.values() if v is not None) != 1:
+        raise WireError("exactly one of recordId, runId, userId, threadKey is required")
+    return AuditQuery(limit=limit, **fields)
+
+
+def _ref_required(value: object, field: str) -> str:
+    ref = _ref(value, field)
+    if not ref:
+        raise WireError(f"{field} must be a non-empty string of at most {MAX_REF_CHARS} characters")
+    return ref
+
+
+def _refs(value: object, field: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or len(value) > MAX_REFS:
+        raise WireError(f"{field} must be an array of at most {MAX_REFS} strings")
+    return tuple(_ref_required(item, f"{field}[{index}]") for index, item in enumerate(value))
 
 
 # --- shape checks ---------------------------------------------------------------------------------

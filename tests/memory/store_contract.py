@@ -21,13 +21,17 @@ import pytest
 from memory.embedder import Embedder
 from memory.lexical import query_stems, term_stats
 from memory.ranking import SPEC, Ranking, rank
+from memory.retention import NO_RETENTION, Retention
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_TEXT_CHARS,
+    AuditQuery,
     MemoryCandidate,
     MemoryRecord,
     MemoryStore,
     Origin,
+    ReadAudit,
+    SourceLink,
     WriteResult,
 )
 from tests.memory.embedders import ConceptEmbedder
@@ -68,6 +72,7 @@ class StoreFactory(Protocol):
         clock: Callable[[], float] = ...,
         ranking: Ranking = ...,
         embedder: Embedder | None = None,
+        retention: Retention = NO_RETENTION,
     ) -> MemoryStore: ...
 
 
@@ -78,13 +83,14 @@ def fact(
     supersedes: str | None = None,
     origin: Origin = "unknown",
     origin_conversation: str | None = None,
+    run: str = "run-1",
 ) -> MemoryCandidate:
     return MemoryCandidate(
         kind="fact",
         text=text,
         source_thread_key="slack:C1:1700000000.000100",
         keywords=keywords,
-        source_run_id="run-1",
+        source_run_id=run,
         confidence=0.9,
         supersedes=supersedes,
         origin=origin,
@@ -105,8 +111,8 @@ async def everything(store: MemoryStore, scope: str = ORG) -> dict[str, MemoryRe
     return {record.id: record for record in await store.list(scope, 50)}
 
 
-class StoreContract:
-    """Mix into a `Test…` class that provides `make_store` (a StoreFactory)."""
+class CoreContract:
+    """The spec's behaviours (§8–§29); `StoreContract` (the end of this module) adds provenance."""
 
     # -- write → retrieve -------------------------------------------------------------------------
 
@@ -788,3 +794,138 @@ class StoreContract:
         await store.write(ORG, [fact("deploy the api")])
         assert await store.retrieve_many([ORG], "the of and", 5) == {}
         assert await store.retrieve_many([], "deploy", 5) == {}
+
+
+class ProvenanceContract:
+    """Erasure, run sources, retention and the read audit (issue 17): through the protocol only."""
+
+    async def test_forget_erases_the_record_so_fetch_and_dedup_no_longer_see_its_text(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("the vault code is quokka"), fact("deploy on fridays")])
+        assert ids(await store.fetch(ORG, [rid(ORG, 1), rid(ORG, 2)])) == [rid(ORG, 1), rid(ORG, 2)]
+
+        assert await store.forget(ORG, rid(ORG, 1)) is True
+
+        assert ids(await store.fetch(ORG, [rid(ORG, 1), rid(ORG, 2)])) == [rid(ORG, 2)]
+        assert await store.retrieve(ORG, "quokka vault", 5) == []
+        assert await store.write(ORG, [fact("the vault code is quokka")]) == WriteResult(inserted=1)
+
+    async def test_fetch_reads_only_its_own_scope_and_never_bumps_usage(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("deploy alpha")])
+        await store.write(OTHER, [fact("deploy beta")])
+        assert await store.fetch(ORG, [rid(OTHER, 1)]) == []
+        [record] = await store.fetch(ORG, [rid(ORG, 1), "mem:org:acme:99"])
+        assert (record.text, record.use_count, record.last_used_at) == ("deploy alpha", 0, None)
+        assert await store.fetch(ORG, []) == []
+
+    async def test_erase_scope_erases_every_record_once_and_counts_them(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(OTHER, [fact("prefers tabs"), fact("lives in lisbon")])
+        await store.write(OTHER, [fact("prefers spaces", supersedes=rid(OTHER, 1))])
+        await store.write(ORG, [fact("prefers tabs")])
+
+        assert await store.erase_scope(OTHER, "user_request") == 3  # superseded rows hold text too
+        assert await store.erase_scope(OTHER, "user_request") == 0
+        assert await store.list(OTHER, 10) == []
+        assert await store.fetch(OTHER, [rid(OTHER, n) for n in (1, 2, 3)]) == []
+        assert ids(await store.list(ORG, 10)) == [rid(ORG, 1)]
+        assert await store.erase_scope("user:slack:U0NOBODY", "user_request") == 0
+
+    async def test_erase_sources_erases_the_linked_runs_records_in_every_linked_scope_once(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        channel = "channel:slack:C1"
+        await store.link_sources(
+            SourceLink("run-7", (ORG, channel), ("slack:C1:1.000100", "slack:C1:1.000200"))
+        )
+        await store.write(
+            ORG, [fact("deploys freeze on fridays", run="run-7"), fact("unrelated", run="run-8")]
+        )
+        await store.write(channel, [fact("this channel is for deploys", run="run-7")])
+
+        assert await store.erase_sources(["slack:C1:1.000200"], "source_deleted") == 2
+        assert await store.erase_sources(["slack:C1:1.000200"], "source_deleted") == 0  # redelivered
+        assert await store.erase_sources(["slack:C1:9.000000"], "source_deleted") == 0
+
+        assert ids(await store.list(ORG, 10)) == [rid(ORG, 2)]
+        assert await store.list(channel, 10) == []
+        assert await store.retrieve(ORG, "deploys fridays freeze", 5) == []
+
+    async def test_an_expired_record_is_never_read_and_is_erased_by_the_scopes_next_write(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = make_store(clock=clock, retention=Retention(ttl_days=7))
+        await store.write(ORG, [fact("old deploy rule")])
+        clock.advance(3 * DAY)
+        await store.write(ORG, [fact("new deploy rule")])
+        clock.advance(5 * DAY)  # the first is 8 days old, the second 5
+
+        assert ids(await store.retrieve(ORG, "deploy rule", 5)) == [rid(ORG, 2)]
+        assert ids(await store.list(ORG, 10)) == [rid(ORG, 2)]
+        assert ids(await store.list(ORG, 10, "deploy")) == [rid(ORG, 2)]
+        assert ids(await store.fetch(ORG, [rid(ORG, 1)])) == [rid(ORG, 1)]  # not erased yet
+
+        await store.write(ORG, [fact("another rule")])
+        assert await store.fetch(ORG, [rid(ORG, 1)]) == []
+        assert await store.write(ORG, [fact("old deploy rule")]) == WriteResult(inserted=1)
+
+    async def test_erase_expired_sweeps_every_scope_with_its_own_ttl(self, make_store: StoreFactory) -> None:
+        clock = FakeClock()
+        channel = "channel:slack:C1"
+        store = make_store(clock=clock, retention=Retention(ttl_days=30, scope_ttl_days={channel: 2}))
+        await store.write(ORG, [fact("org rule")])
+        await store.write(channel, [fact("channel rule")])
+        await store.write(OTHER, [fact("user rule")])
+        clock.advance(3 * DAY)
+
+        assert await store.erase_expired() == 1
+        assert await store.fetch(channel, [rid(channel, 1)]) == []
+        assert ids(await store.fetch(ORG, [rid(ORG, 1)])) == [rid(ORG, 1)]
+        clock.advance(28 * DAY)
+        assert await store.erase_expired() == 2
+        assert await store.erase_expired() == 0
+
+    async def test_the_read_audit_answers_by_record_run_user_and_thread_newest_first(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = make_store(clock=clock)
+        first = ReadAudit(
+            "run-a", "slack:C1:1.0", "slack:U1", (ORG, OTHER), ((rid(ORG, 1), 1), (rid(ORG, 2), 2)), START
+        )
+        second = ReadAudit("run-b", "slack:C1:1.0", "slack:U2", (ORG,), ((rid(ORG, 2), 1),), START + 10)
+        empty = ReadAudit("run-c", "slack:C2:2.0", None, (ORG,), (), START + 20)
+        for entry in (first, second, empty):
+            await store.record_read(entry)
+
+        assert await store.read_audit(AuditQuery(run_id="run-a")) == [first]
+        assert await store.read_audit(AuditQuery(record_id=rid(ORG, 2))) == [second, first]
+        assert await store.read_audit(AuditQuery(record_id=rid(ORG, 1))) == [first]
+        assert await store.read_audit(AuditQuery(user_id="slack:U2")) == [second]
+        assert await store.read_audit(AuditQuery(thread_key="slack:C1:1.0", limit=1)) == [second]
+        assert await store.read_audit(AuditQuery(run_id="run-c")) == [empty]
+        assert await store.read_audit(AuditQuery(run_id="run-zzz")) == []
+
+    async def test_the_read_audit_keeps_its_rows_only_for_its_retention(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = make_store(clock=clock, retention=Retention(audit_days=30))
+        await store.record_read(ReadAudit("run-old", "t", "slack:U1", (ORG,), ((rid(ORG, 1), 1),), clock()))
+        clock.advance(31 * DAY)
+        assert await store.read_audit(AuditQuery(run_id="run-old")) == []
+        await store.record_read(ReadAudit("run-new", "t", "slack:U1", (ORG,), ((rid(ORG, 1), 1),), clock()))
+        assert [e.run_id for e in await store.read_audit(AuditQuery(record_id=rid(ORG, 1)))] == ["run-new"]
+
+
+class StoreContract(CoreContract, ProvenanceContract):
+    """Mix into a `Test…` class that provides `make_store` (a StoreFactory): every behaviour."""

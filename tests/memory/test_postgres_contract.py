@@ -15,6 +15,7 @@ import pytest
 from memory.embedder import Embedder
 from memory.postgres_store import PostgresMemoryStore
 from memory.ranking import DEFAULT_RANKING, Ranking
+from memory.retention import NO_RETENTION, Retention
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
 from tests.memory.postgres_support import temp_schema, unique_application_name
 from tests.memory.store_contract import StoreContract, StoreFactory
@@ -31,6 +32,7 @@ async def make_store() -> AsyncIterator[StoreFactory]:
             clock: Callable[[], float] | None = None,
             ranking: Ranking = DEFAULT_RANKING,
             embedder: Embedder | None = None,
+            retention: Retention = NO_RETENTION,
         ) -> MemoryStore:
             schema = schemas.enter_context(temp_schema())
             store = PostgresMemoryStore(
@@ -40,6 +42,7 @@ async def make_store() -> AsyncIterator[StoreFactory]:
                 ranking=ranking,
                 embedder=embedder,
                 application_name=unique_application_name(),
+                retention=retention,
             )
             made.append(store)
             return store

@@ -460,13 +460,17 @@ INDEXES = {
     "memory_records_active_used",
     "memory_records_fts",
     "memory_records_stems",
-    "memory_term_df_pkey",
-    "memory_meta_pkey",
+    "memory_records_run",
+    "memory_records_created",
 }
 
 
 async def index_names(schema: TempSchema) -> set[str]:
-    rows = await run_sql(schema, "SELECT indexname FROM pg_indexes WHERE schemaname = current_schema()")
+    rows = await run_sql(
+        schema,
+        "SELECT indexname FROM pg_indexes"
+        " WHERE schemaname = current_schema() AND tablename = 'memory_records'",
+    )
     return {str(row[0]) for row in rows}
 
 
@@ -479,9 +483,10 @@ async def test_opening_an_old_database_adds_the_missing_indexes_and_keeps_the_ro
     await run_sql(
         schema,
         "DROP INDEX memory_records_status_norm, memory_records_active_seq,"
-        " memory_records_active_used, memory_records_fts, memory_records_stems",
+        " memory_records_active_used, memory_records_fts, memory_records_stems, memory_records_run,"
+        " memory_records_created",
     )
-    assert await index_names(schema) == {"memory_records_pkey", "memory_term_df_pkey", "memory_meta_pkey"}
+    assert await index_names(schema) == {"memory_records_pkey"}
     again = await PostgresMemoryStore.connect(schema.dsn, clock=clock)
     try:
         assert await index_names(schema) == INDEXES
@@ -536,7 +541,7 @@ async def test_long_texts_are_deduped_without_hitting_the_btree_size_limit(
 # --- the write path reads only what plan_write needs (§18) ----------------------------------------
 
 # The btree indexes, each prefixed by scope_key.
-SCOPE_INDEXES = INDEXES - {"memory_records_fts", "memory_records_stems", "memory_meta_pkey"}
+SCOPE_INDEXES = (INDEXES | {"memory_term_df_pkey"}) - {"memory_records_fts", "memory_records_stems"}
 
 
 def recording_connection() -> tuple[type[psycopg.AsyncConnection[Any]], list[tuple[str, Any]]]:

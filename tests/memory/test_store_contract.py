@@ -6,14 +6,19 @@ import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import httpx
 import pytest
 
 from memory.embedder import Embedder
+from memory.http_store import HttpMemoryStore
 from memory.ranking import DEFAULT_RANKING, Ranking
+from memory.retention import NO_RETENTION, Retention
+from memory.service import create_app
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
-from tests.memory.store_contract import StoreContract, StoreFactory
+from tests.memory.service_support import TOKEN
+from tests.memory.store_contract import ProvenanceContract, StoreContract, StoreFactory
 
 
 @pytest.fixture(params=["in_memory", "sqlite"])
@@ -27,13 +32,18 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         clock: Callable[[], float] = time.time,
         ranking: Ranking = DEFAULT_RANKING,
         embedder: Embedder | None = None,
+        retention: Retention = NO_RETENTION,
     ) -> MemoryStore:
         store: MemoryStore
         if request.param == "in_memory":
-            store = InMemoryMemoryStore(cap=cap, clock=clock, ranking=ranking, embedder=embedder)
+            store = InMemoryMemoryStore(
+                cap=cap, clock=clock, ranking=ranking, embedder=embedder, retention=retention
+            )
         else:
             path = tmp_path / f"memory-{len(made)}"
-            store = SqliteMemoryStore(path, cap=cap, clock=clock, ranking=ranking, embedder=embedder)
+            store = SqliteMemoryStore(
+                path, cap=cap, clock=clock, ranking=ranking, embedder=embedder, retention=retention
+            )
         made.append(store)
         return store
 
@@ -44,3 +54,34 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
 
 class TestStoreContract(StoreContract):
     """In-process and SQLite today; a later backend adds a param to `make_store`."""
+
+
+@pytest.fixture(name="make_service_store")
+async def _make_service_store(tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """HttpMemoryStore → the memory service (in-process ASGI) → a fresh SQLite store."""
+    made: list[MemoryStore] = []
+
+    def factory(
+        *,
+        cap: int = DEFAULT_SCOPE_CAP,
+        clock: Callable[[], float] = time.time,
+        retention: Retention = NO_RETENTION,
+    ) -> MemoryStore:
+        inner = SqliteMemoryStore(
+            tmp_path / f"service-{len(made)}", cap=cap, clock=clock, retention=retention
+        )
+        transport = httpx.ASGITransport(app=create_app(inner, TOKEN))
+        made.extend([inner, HttpMemoryStore("http://memory.test", TOKEN, cap=cap, transport=transport)])
+        return made[-1]
+
+    yield factory
+    for store in made:
+        await store.aclose()
+
+
+class TestServiceProvenanceContract(ProvenanceContract):
+    """The provenance behaviours through the service's routes and the bot's HTTP client."""
+
+    @pytest.fixture
+    def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
+        return make_service_store
