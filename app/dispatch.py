@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, runtime_checkable
 
 import structlog
 
@@ -33,7 +33,7 @@ from config.settings import ConfigError, Settings
 from memory.context import MemoryRead, read_memory
 from memory.scope import RequestScopes, list_scope_keys, request_scope_keys
 from memory.stores import NullMemoryStore
-from memory.types import MemoryStore
+from memory.types import MemoryStore, ReadAudit
 from memory.visibility import Reader
 from ops.tracing import annotate, span
 
@@ -167,6 +167,7 @@ class Dispatcher:
         make_caller: CallerFactory | None = None,
         new_run_id: Callable[[], str] = _new_run_id,
         agent_runners: Mapping[str, AgentRunner] | None = None,
+        clock: Callable[[], float] = time.time,
     ) -> None:
         self._settings = settings
         self._providers = providers
@@ -187,6 +188,7 @@ class Dispatcher:
         self._make_caller: CallerFactory = make_caller or CommandCaller
         self._new_run_id = new_run_id
         self._agent_runners = dict(agent_runners or {})
+        self._clock = clock
         self._active = 0
         self._idle = asyncio.Event()
         self._idle.set()
@@ -294,6 +296,8 @@ class Dispatcher:
             if agent.repo_bound and repo is None:
                 return await self._refuse(surface, run_id, agent, NO_REPO_REPLY.format(agent=agent.name))
             read = await memory_task if memory_task is not None else None
+            if read is not None:
+                self.track(self._audit_read(run_id, message, read))
             block = read.block if read is not None else None
             system = fold_memory_block(block, agent.instructions)
             if repo is not None and agent.repo_bound:
@@ -345,6 +349,8 @@ class Dispatcher:
         _note_run(surface, run_id, read)
         if not await _send(surface, result.answer, run_id=run_id):
             return DispatchOutcome("failed", result.answer, run_id, agent.name, completed)
+        if read is not None and read.records:
+            await _cite(surface, run_id, len(read.records))
         await self._after_reply(completed)
         return DispatchOutcome("answered", result.answer, run_id, agent.name, completed)
 
@@ -433,6 +439,21 @@ class Dispatcher:
             )
             return read
 
+    async def _audit_read(self, run_id: str, message: IncomingMessage, read: MemoryRead) -> None:
+        """The durable read audit: which records this run read (ids and ranks, never text)."""
+        entry = ReadAudit(
+            run_id=run_id,
+            thread_key=message.thread_key,
+            asker=message.user_id,
+            scope_keys=tuple(list_scope_keys(read.scopes)),
+            records=tuple((record.id, rank) for rank, record in enumerate(read.records, start=1)),
+            at=self._clock(),
+        )
+        try:
+            await self.memory_store.record_read(entry)
+        except Exception as error:
+            log.warning("memory.audit_failed", run_id=run_id, error=type(error).__name__)
+
     def _scopes(
         self, message: IncomingMessage, read: MemoryRead | None, repo: str | None
     ) -> RequestScopes | None:
@@ -491,6 +512,23 @@ def _note_run(surface: Surface, run_id: str, read: MemoryRead | None) -> None:
     note = getattr(surface, "note_run", None)
     if note is not None:
         note(run_id, tuple(record.id for record in read.records) if read is not None else ())
+
+
+@runtime_checkable
+class CitingSurface(Protocol):
+    """A surface that can say, under an answer, that it drew on memory (Slack: "Drew on 3 memories ·
+    Why?"). The list itself comes from the audit, never from this call."""
+
+    async def cite(self, run_id: str, count: int) -> None: ...
+
+
+async def _cite(surface: Surface, run_id: str, count: int) -> None:
+    if not isinstance(surface, CitingSurface):
+        return
+    try:
+        await surface.cite(run_id, count)
+    except Exception as error:  # a citation is a courtesy; the answer already landed
+        log.warning("dispatch.cite_failed", run_id=run_id, error=type(error).__name__)
 
 
 async def _send(surface: Surface, text: str, *, run_id: str | None = None) -> bool:

@@ -24,6 +24,7 @@ class IncomingMessage:
     `user_id` and `channel_id` are platform-namespaced by the surface (`slack:U0123`, `slack:C0123`,
     `cli:local`); `channel_visibility` is `None` when the surface could not tell (the write gate treats
     that as private). `thread_key` names the conversation (`slack:C0123:1700000000.000100`).
+    `source_messages` are the thread's messages the run read, as `<channel id>:<ts>` keys.
     """
 
     text: str
@@ -33,3 +34,6 @@ class IncomingMessage:
     channel_id: str | None = None
     channel_visibility: ChannelVisibility | None = None
     history: tuple[HistoryTurn, ...] = field(default=())
+    # The messages this run reads (`slack:C0123:1700000000.000100`): its reflection's sources, so an
+    # edit or a deletion of one of them reaches the records distilled from it.
+    source_messages: tuple[str, ...] = field(default=())

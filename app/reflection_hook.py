@@ -133,6 +133,7 @@ class ReflectionHook:
             origin_visibility=message.channel_visibility,
             origin_conversation=message.channel_id,
             reader=reader_for(message),
+            source_messages=message.source_messages,
         )
         task = schedule_reflection(
             self.tracker,

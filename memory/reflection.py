@@ -37,6 +37,7 @@ from memory.types import (
     MemoryRecord,
     MemoryStore,
     Origin,
+    SourceLink,
     WriteResult,
 )
 from memory.visibility import Reader, may_show, narrower, origin_from_visibility
@@ -414,6 +415,7 @@ class ReflectionRun:
     # Who may see what the extractor is shown (the run's own reply audience); None shows only what a
     # public reply may.
     reader: Reader | None = None
+    source_messages: tuple[str, ...] = ()
 
 
 Outcome = Literal["written", "nothing_durable", "rejected", "extract_failed"]
@@ -511,6 +513,7 @@ async def _reflect(
 
     parsed = await _label(parsed, run, store, scope_keys, retrieved)
     routed = route_candidates(parsed, run.scopes, {record.id: record.scope_key for record in shown}, gate)
+    await _link_sources(store, run, scope_keys)
     batches: dict[str, list[MemoryCandidate]] = {}
     for item in routed:
         if item.scope_key is not None:
@@ -628,6 +631,17 @@ async def _restated_label(
             # stays G1's, never becomes G2's.
             label = narrower((record.origin, record.origin_conversation), label)
     return label
+
+
+async def _link_sources(store: MemoryStore, run: ReflectionRun, scope_keys: Sequence[str]) -> None:
+    """Before any record lands: which messages this run was distilled from, for every scope it may
+    write, so a deleted or edited source message finds the records (issue 17)."""
+    if run.run_id is None or not run.source_messages:
+        return
+    try:
+        await store.link_sources(SourceLink(run.run_id, tuple(scope_keys), run.source_messages))
+    except Exception as error:  # the facts still land; only their tie to the source is missing
+        log.warning("memory.link_sources_failed", run_id=run.run_id, error=type(error).__name__)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 import pytest
 
 from commands.memory import FORGET_USAGE, LIST_USAGE, build_registry
+from commands.provenance import AUDIT_USAGE, WHY_USAGE
 from commands.registry import (
     Caller,
     CommandRegistry,
@@ -227,11 +228,13 @@ def test_registering_checks_names_and_usage_lines() -> None:
         registry.add("ping ding", "pong ding", noop)
 
 
-def test_build_registry_registers_memory_list_and_forget_with_one_usage_line_each() -> None:
+def test_build_registry_registers_the_memory_commands_with_one_usage_line_each() -> None:
     registry = memory_registry()
     assert {c.name: c.usage for c in registry.commands} == {
         "memory list": LIST_USAGE,
         "memory forget": FORGET_USAGE,
+        "memory why": WHY_USAGE,
+        "memory audit": AUDIT_USAGE,
     }
     assert LIST_USAGE == (
         "memory list [<words>…] [--scope me|org|repo|channel|all] [--limit 1-50] [--repo owner/name]"
