@@ -117,7 +117,7 @@ async def render_why(answer: WhyAnswer, *, machine: bool, permalinks: Permalinks
 
 
 _SLACK_MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]{2,}$")
+_SLACK_USER = re.compile(r"^[UW][A-Z0-9]+$")
 
 
 def parse_user_scope(value: str) -> str:
