@@ -26,10 +26,11 @@ from commands.provenance import (
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.render import MACHINE_SURFACES as MACHINE_SURFACES
 from commands.render import UNTRUSTED_CLOSE as UNTRUSTED_CLOSE
-from commands.render import UNTRUSTED_NOTE, quoted_text
+from commands.render import UNTRUSTED_NOTE as UNTRUSTED_NOTE
 from commands.render import UNTRUSTED_OPEN as UNTRUSTED_OPEN
 from commands.render import code_span as _code
 from commands.render import is_machine_caller as _is_machine
+from commands.render import quoted_text
 from commands.render import store_failure as _failure
 from memory.engine import parse_record_id, record_id
 from memory.scope import ScopeKind, derive_scope_key, scope_kind, validate_scope_key

@@ -24,7 +24,7 @@ from commands.memory import (
 from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from memory.context import memory_context_block
 from memory.http_store import HttpMemoryStore
-from memory.stores import InMemoryMemoryStore
+from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import (
     MemoryCandidate,
     MemoryRecord,
@@ -99,7 +99,7 @@ class RecordingStore(InMemoryMemoryStore):
         return await super().retrieve(scope_key, query, limit)
 
 
-class FailingStore:
+class FailingStore(NullMemoryStore):
     """A store whose every call fails the way a broken backend does."""
 
     def __init__(self, error: Exception) -> None:

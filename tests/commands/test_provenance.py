@@ -134,7 +134,7 @@ async def test_the_audits_retention_drops_reads_older_than_it(
     fake_anthropic.script("later")
     later = await bot.ask("deploys again?")
     assert [e.run_id for e in await bot.store.read_audit(AuditQuery(record_id="mem:org:acme:1"))] == [later]
-    assert runs["deploy"] not in await bot.command("memory audit --record mem:org:acme:1", caller(ADMIN))
+    assert str(runs["deploy"]) not in await bot.command("memory audit --record mem:org:acme:1", caller(ADMIN))
 
 
 async def test_a_non_admin_audits_only_their_own_reads_and_records(
@@ -148,7 +148,7 @@ async def test_a_non_admin_audits_only_their_own_reads_and_records(
     mine = await bot.command("memory audit --record mem:user:slack:U1:1", caller("slack:U1"))
     assert f"`{runs['deploy']}`" in mine
     theirs = await bot.command(f"memory audit --run {runs['other']}", caller("slack:U1"))
-    assert runs["other"] not in theirs.split("—", 1)[1].split("\n", 1)[1]  # listed nothing of U2's
+    assert str(runs["other"]) not in theirs.split("—", 1)[1].split("\n", 1)[1]  # listed nothing of U2's
 
 
 async def test_memory_why_lists_the_threads_last_answers_records_under_the_read_rule(

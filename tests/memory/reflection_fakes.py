@@ -11,7 +11,7 @@ from typing import Any
 from app.agent.providers.base import Completion, CompletionRequest
 from app.policy import authorize, reflection_actor
 from memory.scope import RequestScopes
-from memory.stores import InMemoryMemoryStore
+from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 from memory.write_gate import WRITE_ACTION, WriteGate
 
@@ -38,7 +38,7 @@ class ScriptedProvider:
         return Completion(text=reply, stop_reason="end_turn")
 
 
-class RecordingStore:
+class RecordingStore(NullMemoryStore):
     """The real in-process store behind the MemoryStore seam, plus a log of every write batch."""
 
     def __init__(self) -> None:

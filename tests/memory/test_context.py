@@ -6,7 +6,7 @@ from structlog.testing import capture_logs
 
 from memory.context import memory_context_block, read_memory
 from memory.ranking import SPEC
-from memory.stores import InMemoryMemoryStore
+from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 from memory.visibility import Reader
 from tests.memory import records
@@ -24,7 +24,7 @@ def fact(text: str) -> MemoryCandidate:
 SUFFIX = " (may be outdated — verify before acting):"
 
 
-class RecordingStore:
+class RecordingStore(NullMemoryStore):
     """A real in-process store that notes every scope it was asked to retrieve."""
 
     def __init__(self, inner: InMemoryMemoryStore) -> None:

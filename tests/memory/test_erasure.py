@@ -179,7 +179,8 @@ def _heap_tuples(conn: psycopg.Connection[tuple[object, ...]], table: str) -> li
             "SELECT t_data FROM heap_page_items(get_raw_page(%s, %s)) WHERE t_xmax = '0'", (table, page)
         ).fetchall():
             if data is not None:
-                found.append(bytes(data).lower())  # type: ignore[arg-type]
+                assert isinstance(data, bytes)
+                found.append(data.lower())
     return found
 
 

@@ -23,7 +23,7 @@ from app.policy import authorize, reflection_actor
 from app.reflection_hook import provider_extractor
 from config.settings import ChannelSettings, MemorySettings, ProviderSettings, Secrets, Settings
 from memory.reflection import ReflectionRun, ReflectionTracker, schedule_reflection, should_reflect
-from memory.stores import InMemoryMemoryStore
+from memory.stores import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 from memory.write_gate import WRITE_ACTION
 
@@ -44,7 +44,7 @@ class RecordingSurface:
         self.replies.append(text)
 
 
-class RecordingStore:
+class RecordingStore(NullMemoryStore):
     """A real InMemoryMemoryStore that notes when each retrieve/write was issued (monotonic clock)."""
 
     def __init__(self) -> None:
