@@ -66,10 +66,10 @@ async def _make_service_store(tmp_path: Path) -> AsyncIterator[StoreFactory]:
         cap: int = DEFAULT_SCOPE_CAP,
         clock: Callable[[], float] = time.time,
         retention: Retention = NO_RETENTION,
+        ranking: Ranking = DEFAULT_RANKING,
     ) -> MemoryStore:
-        inner = SqliteMemoryStore(
-            tmp_path / f"service-{len(made)}", cap=cap, clock=clock, retention=retention
-        )
+        path = tmp_path / f"service-{len(made)}"
+        inner = SqliteMemoryStore(path, cap=cap, clock=clock, retention=retention, ranking=ranking)
         transport = httpx.ASGITransport(app=create_app(inner, TOKEN))
         made.extend([inner, HttpMemoryStore("http://memory.test", TOKEN, cap=cap, transport=transport)])
         return made[-1]
