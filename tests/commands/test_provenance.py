@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -16,11 +17,12 @@ from app.agent.agents import build_agents
 from app.agent.providers.registry import build_provider_registry
 from app.dispatch import Dispatcher
 from commands.memory import build_registry
-from commands.provenance import parse_audit_args, parse_user_scope, reader_for
+from commands.provenance import explain_run, parse_audit_args, parse_user_scope, reader_for, render_why
 from commands.registry import Caller, UsageError
 from memory.retention import Retention
 from memory.sqlite_store import SqliteMemoryStore
-from memory.types import AuditQuery, MemoryCandidate
+from memory.types import AuditQuery, MemoryCandidate, Origin
+from memory.visibility import Audience, Reader
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer
 from tests.memory.store_contract import DAY, FakeClock
@@ -30,16 +32,26 @@ SETTINGS = {"organization": "acme", "admins": [f"user:{ADMIN}"], "memory": {"ena
 THREAD_A = "slack:C1:1700000000.000100"
 THREAD_B = "slack:C1:1700000500.000100"
 THREAD_C = "slack:C1:1700000900.000100"
+THREAD_DM = "slack:D1:1700001000.000100"
+
+
+AUDIENCE: dict[str, Audience] = {"public": "public", "private": "private", "dm": "self"}
 
 
 def caller(user: str | None = "slack:U1", thread: str = THREAD_A, visibility: str = "public") -> Caller:
+    """As a surface builds it: the reader is the reply's audience (app.audience)."""
     return Caller(
-        user_id=user, channel_id="slack:C1", channel_visibility=visibility, thread_key=thread, surface="slack"
+        user_id=user,
+        channel_id="slack:C1",
+        channel_visibility=visibility,
+        thread_key=thread,
+        surface="slack",
+        reader=Reader(AUDIENCE[visibility], user, "slack:C1"),
     )
 
 
-def fact(text: str, thread: str = "slack:C0:1.0") -> MemoryCandidate:
-    return MemoryCandidate(kind="fact", text=text, source_thread_key=thread, origin="public", confidence=0.9)
+def fact(text: str, thread: str = "slack:C0:1.0", origin: Origin = "public") -> MemoryCandidate:
+    return MemoryCandidate(kind="fact", text=text, source_thread_key=thread, origin=origin, confidence=0.9)
 
 
 class Bot:
@@ -52,8 +64,13 @@ class Bot:
             store=store, memory_enabled=True, organization="acme", admins=[f"user:{ADMIN}"]
         )
 
-    async def ask(self, text: str, *, user: str = "slack:U1", thread: str = THREAD_A) -> str | None:
-        outcome = await self.dispatcher.dispatch(message(text, user=user, thread=thread), RecordingSurface())
+    async def ask(
+        self, text: str, *, user: str = "slack:U1", thread: str = THREAD_A, dm: bool = False
+    ) -> str | None:
+        asked = message(text, user=user, thread=thread)
+        if dm:
+            asked = replace(asked, channel_id="slack:D1", channel_visibility="dm")
+        outcome = await self.dispatcher.dispatch(asked, RecordingSurface())
         await self.dispatcher.wait_idle()  # the audit write is a tracked task
         return outcome.run_id
 
@@ -81,17 +98,20 @@ async def bot(fake_anthropic: FakeModelServer, tmp_path: Path) -> AsyncIterator[
         )
         await store.write("org:acme", [fact("deploys run from the release branch")])
         await store.write("org:acme", [fact("the staging database is postgres sixteen")])
-        await store.write("user:slack:U1", [fact("this user prefers terse answers about deploys")])
+        await store.write(
+            "user:slack:U1", [fact("this user prefers terse answers about deploys", origin="dm")]
+        )
         yield Bot(dispatcher, store)
 
 
 async def series(bot: Bot, fake: FakeModelServer) -> dict[str, str | None]:
-    fake.script("answer one", "answer two", "answer three", "answer four")
+    fake.script("answer one", "answer two", "answer three", "answer four", "answer five")
     return {
         "deploy": await bot.ask("how do deploys work?"),
         "staging": await bot.ask("which postgres does staging use?", thread=THREAD_B),
         "nothing": await bot.ask("what is the weather?", thread=THREAD_B),
         "other": await bot.ask("do deploys use the release branch?", user="slack:U2", thread=THREAD_C),
+        "dm": await bot.ask("remind me how deploys work", thread=THREAD_DM, dm=True),
     }
 
 
@@ -103,14 +123,17 @@ async def test_the_audit_answers_run_and_record_after_a_series_of_runs(
 
     [deploy] = await store.read_audit(AuditQuery(run_id=str(runs["deploy"])))
     assert deploy.asker == "slack:U1" and deploy.thread_key == THREAD_A
-    assert {record_id for record_id, _ in deploy.records} == {"mem:org:acme:1", "mem:user:slack:U1:1"}
-    assert sorted(rank for _, rank in deploy.records) == [1, 2]
+    # the user record was learned in a DM: the public run never read it (the read rule)
+    assert deploy.records == (("mem:org:acme:1", 1),)
     assert deploy.scope_keys == ("org:acme", "channel:slack:C1", "user:slack:U1")
+    [dm] = await store.read_audit(AuditQuery(run_id=str(runs["dm"])))
+    assert {record_id for record_id, _ in dm.records} == {"mem:org:acme:1", "mem:user:slack:U1:1"}
+    assert sorted(rank for _, rank in dm.records) == [1, 2]
     [nothing] = await store.read_audit(AuditQuery(run_id=str(runs["nothing"])))
     assert nothing.records == ()
 
     used_release = await store.read_audit(AuditQuery(record_id="mem:org:acme:1"))
-    assert [entry.run_id for entry in used_release] == [runs["other"], runs["deploy"]]
+    assert [entry.run_id for entry in used_release] == [runs["dm"], runs["other"], runs["deploy"]]
     used_staging = await store.read_audit(AuditQuery(record_id="mem:org:acme:2"))
     assert [entry.run_id for entry in used_staging] == [runs["staging"]]
 
@@ -120,7 +143,7 @@ async def test_the_audit_answers_run_and_record_after_a_series_of_runs(
     assert "release branch" not in text  # the audit shows ids, never text
     text = await bot.command(f"memory audit --run {runs['staging']}", caller(ADMIN))
     assert "`mem:org:acme:2` #1" in text and "mem:org:acme:1`" not in text
-    assert len(fake_anthropic.requests) == 4  # no model turn for any command
+    assert len(fake_anthropic.requests) == 5  # no model turn for any command
 
 
 async def test_the_audits_retention_drops_reads_older_than_it(
@@ -146,7 +169,7 @@ async def test_a_non_admin_audits_only_their_own_reads_and_records(
     own = await bot.command("memory audit --user me", caller("slack:U1"))
     assert f"`{runs['deploy']}`" in own and f"`{runs['other']}`" not in own
     mine = await bot.command("memory audit --record mem:user:slack:U1:1", caller("slack:U1"))
-    assert f"`{runs['deploy']}`" in mine
+    assert f"`{runs['dm']}`" in mine and f"`{runs['deploy']}`" not in mine
     theirs = await bot.command(f"memory audit --run {runs['other']}", caller("slack:U1"))
     assert str(runs["other"]) not in theirs.split("—", 1)[1].split("\n", 1)[1]  # listed nothing of U2's
 
@@ -156,10 +179,11 @@ async def test_memory_why_lists_the_threads_last_answers_records_under_the_read_
 ) -> None:
     await series(bot, fake_anthropic)
     public = await bot.command("memory why", caller("slack:U1"))
-    assert "drew on 2 memories" in public
-    # the user record has no public origin: never in a public thread, only privately to its owner
-    assert "terse answers" not in public and "not shown here" in public
-    private = await bot.command("memory why", caller("slack:U1", visibility="dm"))
+    assert "drew on 1 memory" in public
+    assert "- `mem:org:acme:1` · `org:acme` · " in public
+    assert "`deploys run from the release branch`" in public
+    private = await bot.command("memory why", caller("slack:U1", thread=THREAD_DM, visibility="dm"))
+    assert "drew on 2 memories" in private
     assert "`mem:user:slack:U1:1` · `user:slack:U1`" in private
     assert "`this user prefers terse answers about deploys`" in private
     assert "source `slack:C0:1.0`" in private  # no permalink source on this surface: the thread key
@@ -167,12 +191,23 @@ async def test_memory_why_lists_the_threads_last_answers_records_under_the_read_
     assert "No answer here" in await bot.command("memory why", caller("slack:U1", thread="slack:C1:9.0"))
 
 
+async def test_why_never_shows_a_record_to_someone_its_origin_does_not_reach(
+    bot: Bot, fake_anthropic: FakeModelServer
+) -> None:
+    await series(bot, fake_anthropic)
+    stranger = Reader("self", "slack:U9", "slack:C9")
+    answer = await explain_run(bot.store, stranger, thread_key=THREAD_DM)
+    assert [r.id for r in answer.shown] == ["mem:org:acme:1"] and answer.hidden == 1
+    text = await render_why(answer, machine=False, permalinks=None)
+    assert "terse answers" not in text and "1 more is not shown here" in text
+
+
 async def test_memory_why_leaves_out_what_was_forgotten_since(
     bot: Bot, fake_anthropic: FakeModelServer
 ) -> None:
     await series(bot, fake_anthropic)
     await bot.store.forget("user:slack:U1", "mem:user:slack:U1:1")
-    text = await bot.command("memory why", caller("slack:U1", visibility="dm"))
+    text = await bot.command("memory why", caller("slack:U1", thread=THREAD_DM, visibility="dm"))
     assert "terse answers" not in text and "1 has been forgotten since" in text
 
 
@@ -215,9 +250,8 @@ def test_audit_arguments_name_exactly_one_target() -> None:
             parse_audit_args(bad)
 
 
-def test_the_reader_of_a_reply_is_the_conversation_unless_it_is_private() -> None:
-    assert reader_for(caller()).audience == "public"
+def test_the_reader_of_a_reply_is_the_surfaces_unless_the_reply_is_private() -> None:
     assert reader_for(caller(visibility="private")).audience == "private"
-    assert reader_for(caller(visibility="dm")).audience == "self"
-    assert reader_for(caller(), private=True).audience == "self"
-    assert reader_for(caller(visibility="weird")).audience == "public"
+    assert reader_for(caller(), private=True) == Reader("self", "slack:U1", "slack:C1")
+    bare = Caller(user_id="slack:U1", channel_id=None, channel_visibility=None, thread_key="t", surface="x")
+    assert reader_for(bare).audience == "public"  # no reader given: shown as little as a public reply
