@@ -67,9 +67,12 @@ async def _make_service_store(tmp_path: Path) -> AsyncIterator[StoreFactory]:
         clock: Callable[[], float] = time.time,
         retention: Retention = NO_RETENTION,
         ranking: Ranking = DEFAULT_RANKING,
+        embedder: Embedder | None = None,
     ) -> MemoryStore:
         path = tmp_path / f"service-{len(made)}"
-        inner = SqliteMemoryStore(path, cap=cap, clock=clock, retention=retention, ranking=ranking)
+        inner = SqliteMemoryStore(
+            path, cap=cap, clock=clock, retention=retention, ranking=ranking, embedder=embedder
+        )
         transport = httpx.ASGITransport(app=create_app(inner, TOKEN))
         made.extend([inner, HttpMemoryStore("http://memory.test", TOKEN, cap=cap, transport=transport)])
         return made[-1]
