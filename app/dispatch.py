@@ -17,7 +17,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import Any, Literal, Protocol
 
 import structlog
 
@@ -349,8 +349,6 @@ class Dispatcher:
         _note_run(surface, run_id, read)
         if not await _send(surface, result.answer, run_id=run_id):
             return DispatchOutcome("failed", result.answer, run_id, agent.name, completed)
-        if read is not None and read.records:
-            await _cite(surface, run_id, len(read.records))
         await self._after_reply(completed)
         return DispatchOutcome("answered", result.answer, run_id, agent.name, completed)
 
@@ -512,23 +510,6 @@ def _note_run(surface: Surface, run_id: str, read: MemoryRead | None) -> None:
     note = getattr(surface, "note_run", None)
     if note is not None:
         note(run_id, tuple(record.id for record in read.records) if read is not None else ())
-
-
-@runtime_checkable
-class CitingSurface(Protocol):
-    """A surface that can say, under an answer, that it drew on memory (Slack: "Drew on 3 memories ·
-    Why?"). The list itself comes from the audit, never from this call."""
-
-    async def cite(self, run_id: str, count: int) -> None: ...
-
-
-async def _cite(surface: Surface, run_id: str, count: int) -> None:
-    if not isinstance(surface, CitingSurface):
-        return
-    try:
-        await surface.cite(run_id, count)
-    except Exception as error:  # a citation is a courtesy; the answer already landed
-        log.warning("dispatch.cite_failed", run_id=run_id, error=type(error).__name__)
 
 
 async def _send(surface: Surface, text: str, *, run_id: str | None = None) -> bool:

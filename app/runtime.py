@@ -121,7 +121,10 @@ def build_memory(settings: Settings, environ: Mapping[str, str] | None = None) -
         raise ConfigError(f"config error: {error}") from None
 
 
-def build_commands(settings: Settings, store: MemoryStore) -> tuple[CommandHandler, CallerFactory]:
+def build_commands(
+    settings: Settings, store: MemoryStore, *, permalinks: Any = None
+) -> tuple[CommandHandler, CallerFactory]:
+    """The registry every surface shares; `permalinks` (Slack's, cached) links `memory why` sources."""
     from commands.memory import build_registry
     from commands.registry import Caller
 
@@ -130,6 +133,7 @@ def build_commands(settings: Settings, store: MemoryStore) -> tuple[CommandHandl
         memory_enabled=settings.memory.enabled,
         organization=settings.organization,
         admins=settings.admins,
+        permalinks=permalinks,
     )
     return registry, Caller
 

@@ -17,7 +17,7 @@ import re
 import socket
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -54,13 +54,27 @@ from app.slack.events import (
 from app.slack.feedback import FEEDBACK_ACTION, parse_feedback
 from app.slack.format import POST_TEXT_LIMIT, markdown_to_mrkdwn, split_message
 from app.slack.home import HomeTab
+from app.slack.home import Permalinks as SlackPermalinks
 from app.slack.home_view import HOME_ACTIONS, HomeState
 from app.slack.http import HEALTH_PATH, build_web_app
+from app.slack.provenance import (
+    CHANNEL_DELETED_EVENTS,
+    SOURCE_SUBTYPES,
+    WHY_ACTION,
+    SourceChange,
+    action_value,
+    deleted_channel_scope,
+    source_change,
+    source_messages,
+)
 from app.slack.state import RecentKeys, TtlCache
 from app.slack.surface import ReplyOptions, SlackThreadSurface
 from app.slack.thread_cache import ThreadCache
 from app.surface import Surface
 from commands.browse import MemoryBrowser
+from commands.provenance import Permalinks, explain_run, render_why
+from memory.types import MemoryStore
+from memory.visibility import Reader
 from ops.http_guard import ConnectionGuard, GuardLimits
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
 from ops.tracing import SpanKind, span
@@ -174,8 +188,12 @@ class SlackBot:
         caller_factory: CallerFactory = registry_caller,
         channel_repo: ChannelRepo | None = None,
         browser: MemoryBrowser | None = None,
+        memory_store: MemoryStore | None = None,
+        permalinks: Permalinks | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        # Memory follows Slack (app/slack/provenance.py): edits, deletions, Why?. None: memory is off.
+        self._memory = memory_store
         self._registry = registry
         self.signing_secret = signing_secret
         self._options = options or SlackOptions()
@@ -183,6 +201,7 @@ class SlackBot:
         self._caller_factory = caller_factory
         self._channel_repo = channel_repo
         self.client = client or make_web_client(bot_token, base_url)
+        self.permalinks: Permalinks = permalinks or SlackPermalinks(self.client)  # app/slack/home.py
         opts = self._options
         self._seen_events = RecentKeys(ttl=opts.dedupe_ttl_seconds, max_size=opts.dedupe_max_entries)
         self._claimed_messages = RecentKeys(ttl=opts.dedupe_ttl_seconds, max_size=opts.dedupe_max_entries)
@@ -302,6 +321,17 @@ class SlackBot:
             await ack()
             self._log_feedback(body, action)
 
+        @app.action(WHY_ACTION)
+        async def on_why(ack: Any, body: dict[str, Any], respond: Any, context: Any) -> None:
+            await ack()
+            self._spawn(self._why(body, respond, context.team_id), name="slack-why")
+
+        for deleted in CHANNEL_DELETED_EVENTS:
+
+            @app.event(deleted)
+            async def on_channel_deleted(body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
+                self._accept_channel_deleted(body, event, context)
+
         @app.command(self._options.slash_command)
         async def on_slash(ack: Any, command: dict[str, Any], respond: Any, context: Any) -> None:
             await ack()
@@ -360,6 +390,9 @@ class SlackBot:
             fields["retry_num"] = retry_num
         if event_id and not self._seen_events.claim(event_id):
             log.info("slack.event", action="duplicate", **fields)
+            return
+        if kind == "message" and event.get("subtype") in SOURCE_SUBTYPES:
+            self._accept_source_change(body, event, context, fields)
             return
         bot_user_id: str | None = context.bot_user_id
         bot_id: str | None = context.bot_id
@@ -471,6 +504,7 @@ class SlackBot:
                 channel_id=self._identity.channel(job.team_id, job.channel),
                 channel_visibility=visibility,
                 history=history,
+                source_messages=self._sources(job, thread_key),
             )
             log.info(
                 "slack.dispatch",
@@ -497,6 +531,94 @@ class SlackBot:
         finally:
             with contextlib.suppress(Exception):
                 await surface.finish()
+
+    # ---- memory follows Slack (app/slack/provenance.py) -------------------------------------------
+
+    def _sources(self, job: _Job, thread_key: str) -> tuple[str, ...]:
+        """The messages this run reads: the thread so far (from the history's fetch) and this one."""
+        replies: Sequence[Mapping[str, Any]] = ()
+        if is_thread_reply(job.event):
+            replies = (
+                job.replies if job.replies is not None else (self._thread_cache.messages(thread_key) or ())
+            )
+        return source_messages(self._identity.channel(job.team_id, job.channel), job.ts, replies)
+
+    def _accept_source_change(
+        self, body: Mapping[str, Any], event: Mapping[str, Any], context: Any, fields: Mapping[str, Any]
+    ) -> None:
+        change = source_change(
+            event,
+            self._identity,
+            body.get("team_id") or context.team_id,
+            bot_user_id=context.bot_user_id,
+            bot_id=context.bot_id,
+        )
+        if change is None or self._memory is None:
+            log.info("slack.event", action="ignored", reason="no_memory_change", **fields)
+            return
+        log.info("slack.event", action="source_changed", erase_reason=change.reason, **fields)
+        self._spawn(self._erase_sources(change), name="slack-source-change")
+
+    async def _erase_sources(self, change: SourceChange) -> None:
+        assert self._memory is not None
+        try:
+            erased = await self._memory.erase_sources([change.message], change.reason)
+        except Exception as error:
+            log.warning("slack.source_erase_failed", reason=change.reason, error=type(error).__name__)
+            return
+        log.info("memory.source_erased", reason=change.reason, erased=erased)
+
+    def _accept_channel_deleted(
+        self, body: Mapping[str, Any], event: Mapping[str, Any], context: Any
+    ) -> None:
+        scope = deleted_channel_scope(event, self._identity, body.get("team_id") or context.team_id)
+        log.info(
+            "slack.event",
+            event_id=body.get("event_id"),
+            event_type=event.get("type"),
+            action="channel_deleted",
+        )
+        if scope is not None and self._memory is not None:
+            self._spawn(self._erase_channel(scope), name="slack-channel-deleted")
+
+    async def _erase_channel(self, scope: str) -> None:
+        assert self._memory is not None
+        try:
+            erased = await self._memory.erase_scope(scope, "channel_deleted")
+        except Exception as error:
+            log.warning("slack.channel_erase_failed", scope_key=scope, error=type(error).__name__)
+            return
+        log.info("memory.channel_erased", scope_key=scope, erased=erased)
+
+    async def _why(self, body: Mapping[str, Any], respond: Any, team_id: str | None) -> None:
+        """*Why?*: the records the run read, to the one who clicked, ephemerally, under the read rule."""
+        run_id = action_value(body, WHY_ACTION)
+        team = (body.get("team") or {}).get("id") or team_id
+        user = self._identity.user(team, (body.get("user") or {}).get("id"))
+        channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
+        reader = Reader(audience="self", user_id=user, conversation_id=self._identity.channel(team, channel))
+        try:
+            if self._memory is None or run_id is None:
+                text = "🔕 Memory is off here: no answer drew on it."
+            else:
+                answer = await explain_run(self._memory, reader, run_id=run_id)
+                text = await render_why(answer, machine=False, permalinks=self.permalinks)
+                log.info(
+                    "memory.why",
+                    run_id=run_id,
+                    shown=len(answer.shown),
+                    hidden=answer.hidden,
+                    gone=answer.gone,
+                )
+        except Exception as error:
+            log.warning("slack.why_failed", error=type(error).__name__)
+            text = "⚠️ Couldn't look up what that answer drew on. Please try again."
+        for piece in split_message(markdown_to_mrkdwn(text), POST_TEXT_LIMIT)[:MAX_SLASH_RESPONSES]:
+            try:
+                await respond(text=piece, response_type="ephemeral", replace_original=False)
+            except Exception as error:
+                log.warning("slack.why_respond_failed", error=type(error).__name__)
+                return
 
     async def _visibility(self, channel: str, channel_type: object) -> ChannelVisibility | None:
         visibility = visibility_from_channel_type(channel_type)
@@ -636,6 +758,8 @@ def build_slack_app(
     caller_factory: CallerFactory = registry_caller,
     channel_repo: ChannelRepo | None = None,
     browser: MemoryBrowser | None = None,
+    memory_store: MemoryStore | None = None,
+    permalinks: Permalinks | None = None,
 ) -> SlackBot:
     """The Slack surface, ready for `start_http` or Socket Mode. `signing_secret=None` → Socket Mode
     only (no request verification, which HTTP mode must never run without)."""
@@ -650,6 +774,8 @@ def build_slack_app(
         caller_factory=caller_factory,
         channel_repo=channel_repo,
         browser=browser,
+        memory_store=memory_store,
+        permalinks=permalinks,
     )
 
 

@@ -88,6 +88,10 @@ class Permalinks:
         self._cache.put(thread_key, url)
         return url
 
+    async def permalink(self, thread_key: str) -> str | None:
+        """One source thread's link (commands/provenance.py's `Permalinks`: `memory why`, Why?)."""
+        return await self._link(thread_key)
+
 
 class HomeTab:
     """Publishes and updates each person's home tab."""

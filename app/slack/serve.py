@@ -28,8 +28,10 @@ from app.slack.app import (
     SlackOptions,
     bound_port,
     build_slack_app,
+    make_web_client,
     start_http,
 )
+from app.slack.home import Permalinks as SlackPermalinks
 from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
@@ -119,7 +121,12 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
     metrics = Metrics()
     try:
         store = build_memory(settings, env)
-        commands, make_caller = build_commands(settings, store)
+        secrets = settings.secrets
+        client = make_web_client(
+            secrets.reveal(secrets.slack_bot_token) or "", env.get("SLACK_API_URL") or settings.slack.api_url
+        )
+        permalinks = SlackPermalinks(client)  # one cache: the typed `memory why` and the Why? button
+        commands, make_caller = build_commands(settings, store, permalinks=permalinks)
         runtime = await start_runtime(
             settings,
             environ=env,
@@ -144,6 +151,9 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
         options=slack_options(settings),
         caller_factory=make_caller,
         channel_repo=_channel_repo(settings),
+        client=client,
+        memory_store=store if settings.memory.enabled else None,
+        permalinks=permalinks,
         browser=MemoryBrowser(
             store=store,
             memory_enabled=settings.memory.enabled,

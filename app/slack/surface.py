@@ -13,6 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from app.slack.feedback import feedback_block
 from app.slack.format import POST_TEXT_LIMIT, STREAM_TEXT_LIMIT, markdown_to_mrkdwn, split_message
+from app.slack.provenance import citation_block
 
 log = structlog.get_logger("slack")
 
@@ -46,6 +47,7 @@ class _State:
     replies: int = 0
     reply_ts: list[str] = field(default_factory=list)
     run_id: str | None = None  # the run being answered: its answer carries the feedback buttons
+    cited: int = 0  # memory records the run read: the citation line under the answer
 
 
 RunListener = Callable[[str, tuple[str, ...]], None]
@@ -95,13 +97,17 @@ class SlackThreadSurface:
     def note_run(self, run_id: str, memory_record_ids: tuple[str, ...]) -> None:
         """The dispatcher says which run the next reply answers (and which records it read)."""
         self._state.run_id = run_id
+        self._state.cited = len(memory_record_ids)
         if self._on_run is not None:
             self._on_run(run_id, memory_record_ids)
 
     def _closing_blocks(self) -> list[dict[str, Any]]:
         """What goes under the last message of an answer: the feedback buttons of its run."""
         run_id = self._state.run_id
-        return [feedback_block(run_id)] if run_id else []
+        if not run_id:
+            return []
+        cited = [citation_block(run_id, self._state.cited)] if self._state.cited else []
+        return [*cited, feedback_block(run_id)]
 
     async def set_status(self, text: str) -> None:
         """Best effort: a status that cannot be shown never stops the answer."""
