@@ -161,12 +161,24 @@ def split_message(text: str, limit: int) -> list[str]:
 
 
 def _cut_point(text: str, budget: int) -> int:
+    """Where to cut: the last blank line, line break or space past a third of the budget, else the
+    last edge of a backtick run there (a fence or code span glued to a word); failing both, the same
+    anywhere in the budget. A word is cut only when it alone fills the budget."""
     window = text[:budget]
-    for boundary in ("\n\n", "\n", " "):
-        at = window.rfind(boundary)
-        if at > budget // 3:
-            return at + len(boundary)
+    tick = _last_backtick_edge(text, budget)
+    for floor in (budget // 3, -1):
+        for boundary in ("\n\n", "\n", " "):
+            at = window.rfind(boundary)
+            if at > floor:
+                return at + len(boundary)
+        if tick > floor:
+            return tick
     return budget
+
+
+def _last_backtick_edge(text: str, budget: int) -> int:
+    """The last cut point within `budget` with a backtick on either side (0 when there is none)."""
+    return next((at for at in range(budget, 0, -1) if "`" in text[at - 1 : at + 1]), 0)
 
 
 def _inside_fence(piece: str) -> bool:

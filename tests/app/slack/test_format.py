@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from app.slack.format import markdown_to_mrkdwn, split_message
@@ -78,10 +78,25 @@ def test_a_limit_too_small_to_hold_a_fence_is_refused() -> None:
         split_message("text", 8)
 
 
-@given(st.text(alphabet=st.sampled_from("ab \n`#*"), max_size=600), st.integers(min_value=16, max_value=200))
+@example(text="```````````**````", limit=16)
+@example(text="a bbbbbbbbbbb ccc", limit=16)
+@given(
+    text=st.text(alphabet=st.sampled_from("ab \n`#*"), max_size=600),
+    limit=st.integers(min_value=16, max_value=200),
+)
 def test_every_piece_fits_the_limit_and_no_word_is_lost(text: str, limit: int) -> None:
+    """No character of a word is lost, and a word is split only when it alone is longer than a piece
+    can hold (the limit less a reopened and a closing fence)."""
     pieces = split_message(text, limit)
     assert all(len(piece) <= limit for piece in pieces)
-    words = [w for w in text.replace("`", " ").split() if w]
-    rejoined = " ".join(pieces).replace("`", " ").split()
-    assert rejoined == words
+    words = text.replace("`", " ").split()
+    parts = " ".join(pieces).replace("`", " ").split()
+    assert "".join(parts) == "".join(words)
+    for word in words:
+        if len(word) > limit - 8:
+            joined = ""
+            while len(joined) < len(word):
+                joined += parts.pop(0)
+            assert joined == word
+        else:
+            assert parts.pop(0) == word
