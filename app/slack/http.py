@@ -51,7 +51,9 @@ def rejection(body: bytes, headers: Mapping[str, str], secret: str, *, now: floa
     signature = headers.get("X-Slack-Signature")
     if stamp is None or not stamp.strip():
         return "missing_timestamp"
-    if not stamp.isascii() or not stamp.isdigit():
+    # Unix seconds: ten digits until 2286. A longer stamp is refused before int() sees it (Python
+    # refuses to parse more than 4,300 digits, which would be a 500).
+    if not stamp.isascii() or not stamp.isdigit() or len(stamp) > 12:
         return "malformed_timestamp"
     if abs(now - int(stamp)) > MAX_CLOCK_SKEW_SECONDS:
         return "stale_timestamp"

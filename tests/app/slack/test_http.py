@@ -44,6 +44,20 @@ async def test_a_non_integer_timestamp_is_a_401_with_one_logged_reason(slack_api
     assert SECRET_WORD not in repr(logs)
 
 
+async def test_a_timestamp_of_thousands_of_digits_is_a_401_malformed_timestamp_not_a_500(
+    slack_api: FakeSlackApi,
+) -> None:
+    body = _body()
+    headers = signed_headers(body, content_type="application/json")
+    headers["X-Slack-Request-Timestamp"] = "9" * 5000
+    async with running_bot(slack_api, RecordingDispatcher()) as bot:
+        with capture_logs() as logs:
+            delivery = await bot.slack.post(body, headers)
+
+    assert delivery.status == 401
+    assert [r["reason"] for r in _rejections(logs)] == ["malformed_timestamp"]
+
+
 async def test_a_stale_timestamp_is_refused_with_its_reason(slack_api: FakeSlackApi) -> None:
     body = _body()
     headers = signed_headers(body, content_type="application/json", timestamp=int(time.time()) - 3600)
