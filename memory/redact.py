@@ -40,12 +40,15 @@ REDACTED = "[REDACTED]"
 
 _DROPPED_CATEGORIES = frozenset({"Cc", "Cf", "Cs", "Co", "Cn"})
 # Characters that draw nothing yet are letters or marks, so a category test misses them: Hangul
-# fillers, the combining grapheme joiner, Khmer inherent vowels, Mongolian variation selectors.
-_INVISIBLE = "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u3164\uffa0"
+# fillers, the combining grapheme joiner, Khmer inherent vowels, Mongolian variation selectors, the
+# braille blank, the musical null notehead.
+_INVISIBLE = "\u034f\u115f\u1160\u17b4\u17b5\u180b\u180c\u180d\u180f\u2800\u3164\uffa0\U0001d159"
 _LINE_BREAKS = re.compile("\r\n|[\r\x0b\x0c\x1c-\x1e\x85\u2028\u2029]")
 _ASCII_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
-# Joiners and selectors are decided by their neighbours (see `_joiner`), not dropped outright.
-_JOINERS = re.compile("[\u200d\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+# Joiners and selectors are decided by their neighbours (see `_joiner_run`), not dropped outright.
+_JOINER_RUN = re.compile("[\u200d\ufe00-\ufe0f\U000e0100-\U000e01ef]+")
+# A run of non-ASCII characters between two ASCII letters or digits: dropped when all are marks.
+_BETWEEN_ASCII = re.compile(r"(?<=[A-Za-z0-9])[^\x00-\x7f]+(?=[A-Za-z0-9])")
 _ASTRAL = re.compile("[\U00010000-\U0010ffff]")
 
 
@@ -76,18 +79,22 @@ _BMP_DROPPED = _bmp_dropped()
 
 def normalize_untrusted(text: str) -> str:
     """NFKC, line breaks as `\\n`, and nothing invisible left: every Cc (but `\\n`, `\\t`), Cf, Cs, Co and
-    Cn character and the invisible fillers are dropped.
+    Cn character and the invisible fillers are dropped, and so are nonspacing marks (Mn) between two
+    ASCII letters or digits (`AKIA\u0301…`; before NFKC, which would compose them into a letter).
 
     Dropped, not replaced by a space, so a token someone split with one is matched whole. Two
     exceptions keep emoji intact and cannot join ASCII: a zero-width joiner between two emoji-side
     characters (non-ASCII, not a letter, digit or space), and a variation selector right after one.
+    Linear in the length of the text, whatever runs of joiners it holds.
     """
     text = _LINE_BREAKS.sub("\n", text)
     if text.isascii():
         return _ASCII_CONTROL.sub("", text)
-    text = unicodedata.normalize("NFKC", _drop(text))
+    text = unicodedata.normalize("NFKC", _drop_marks(_drop(text)))
     text = _drop(text)
-    return _JOINERS.sub(_joiner, text) if _JOINERS.search(text) else text
+    if _JOINER_RUN.search(text):
+        text = _JOINER_RUN.sub(_joiner_run, text)
+    return _drop_marks(text)
 
 
 def _drop(text: str) -> str:
@@ -99,28 +106,36 @@ def _astral(match: re.Match[str]) -> str:
     char = match.group(0)
     if _is_joiner(char):
         return char
-    return "" if unicodedata.category(char) in _DROPPED_CATEGORIES else char
+    return "" if char in _INVISIBLE or unicodedata.category(char) in _DROPPED_CATEGORIES else char
 
 
-def _joiner(match: re.Match[str]) -> str:
-    """A joiner stays between two emoji-side characters, a selector right after one; else it goes.
+def _drop_marks(text: str) -> str:
+    return _BETWEEN_ASCII.sub(_marks, text) if not text.isascii() else text
 
-    Decided on the text around it with other joiners skipped, so no kept joiner ever touches ASCII.
+
+def _marks(match: re.Match[str]) -> str:
+    run = match.group(0)
+    return "" if all(unicodedata.category(char) == "Mn" for char in run) else run
+
+
+def _joiner_run(match: re.Match[str]) -> str:
+    """In a run of joiners and selectors, a joiner stays when the characters around the whole run are
+    both emoji-side, a selector only when it opens the run right after an emoji-side character.
+
+    Decided once per run (the neighbours are the same for every joiner in it), so a run costs its
+    length, and no kept joiner ever touches ASCII.
     """
-    text, at, char = match.string, match.start(), match.group(0)
-    if char == "\u200d":
-        before = _neighbour(text, at - 1, -1)
-        after = _neighbour(text, at + 1, 1)
-        keep = _emoji_side(before) and _emoji_side(after)
-    else:
-        keep = at > 0 and _emoji_side(text[at - 1])
-    return char if keep else ""
-
-
-def _neighbour(text: str, index: int, step: int) -> str:
-    while 0 <= index < len(text) and _is_joiner(text[index]):
-        index += step
-    return text[index] if 0 <= index < len(text) else ""
+    text, start, end = match.string, match.start(), match.end()
+    before = text[start - 1] if start > 0 else ""
+    after = text[end] if end < len(text) else ""
+    joiners_stay = _emoji_side(before) and _emoji_side(after)
+    selector_stays = _emoji_side(before)
+    kept = [
+        char
+        for at, char in enumerate(match.group(0))
+        if (joiners_stay if char == "\u200d" else at == 0 and selector_stays)
+    ]
+    return "".join(kept)
 
 
 def _is_joiner(char: str) -> bool:

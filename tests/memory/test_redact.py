@@ -90,6 +90,43 @@ def test_normalization_drops_a_joiner_next_to_ascii() -> None:
     assert normalize_untrusted("ab\u200dcd \U0001f468\u200dx") == "abcd \U0001f468x"
 
 
+def _joiner_kept_per_character(text: str, at: int) -> bool:
+    """The joiner rule spelled out one character at a time (the slow, obvious reading)."""
+
+    def emoji_side(char: str) -> bool:
+        return bool(char) and not char.isascii() and not char.isspace() and not char.isalnum()
+
+    def neighbour(index: int, step: int) -> str:
+        while 0 <= index < len(text) and text[index] in JOINERS:
+            index += step
+        return text[index] if 0 <= index < len(text) else ""
+
+    if text[at] == "\u200d":
+        return emoji_side(neighbour(at - 1, -1)) and emoji_side(neighbour(at + 1, 1))
+    return at > 0 and text[at - 1] not in JOINERS and emoji_side(text[at - 1])
+
+
+JOINERS = "\u200d\ufe0e\ufe0f\U000e0100"
+
+
+@given(text=st.text(alphabet=st.sampled_from([*JOINERS, "a", "1", " ", "\U0001f600", "\u2764", "\u30c8"])))
+def test_each_joiner_and_selector_in_a_run_is_kept_exactly_when_its_neighbours_say_so(text: str) -> None:
+    expected = "".join(
+        c for at, c in enumerate(text) if c not in JOINERS or _joiner_kept_per_character(text, at)
+    )
+    assert normalize_untrusted(text) == expected
+
+
+def test_a_long_joiner_run_is_dropped_between_letters_and_kept_between_emoji() -> None:
+    run = "\u200d" * 20_000
+    assert normalize_untrusted(f"ab{run}cd") == "abcd"
+    assert (
+        normalize_untrusted(f"deploy notes \U0001f600{run}\U0001f600")
+        == f"deploy notes \U0001f600{run}\U0001f600"
+    )
+    assert redact_secrets(f"ghp_A1b2C3d4E5{run}A1b2C3d4E5A1b2C3d4E5f6G7h8") == REDACTED
+
+
 def test_full_width_and_compatibility_forms_are_folded_before_matching() -> None:
     out = redact_secrets("ｇｈｐ＿" + "Ａ1ｂ2Ｃ3ｄ4Ｅ5" * 3 + "f6G7h8")
     assert out == REDACTED
