@@ -160,8 +160,9 @@ def _emoji_side(char: str) -> bool:
 class _Shape:
     """One token shape. It is only searched for when one of its `triggers` (lowercase) is in the text:
     a case-insensitive scan costs far more than a substring test. Without triggers it always runs
-    (case-sensitive literal prefixes are searched fast). `bounded` shapes only start where no word
-    character precedes them; a `keep` group stays in front of the marker (a URL's scheme, a header's
+    (case-sensitive literal prefixes are searched fast). `bounded` shapes only start where no ASCII
+    letter or digit precedes them (CJK text, `_` of Slack italics do not protect a token); a `keep`
+    group stays in front of the marker (a URL's scheme, a header's
     name); `check` vets the `value` group."""
 
     pattern: re.Pattern[str]
@@ -181,7 +182,11 @@ class _Shape:
 
 
 def _is_word(char: str) -> bool:
-    return char.isalnum() or char == "_"
+    return char.isascii() and char.isalnum()
+
+
+def _mixed_hex(value: str) -> bool:
+    return sum(c.isdigit() for c in value) >= 4 and sum(c.isalpha() for c in value) >= 4
 
 
 def _header_value(value: str) -> bool:
@@ -199,47 +204,67 @@ _SHAPES: tuple[_Shape, ...] = (
     # inside a sentence only with an END marker after it, so prose naming the header is left alone.
     _shape(
         r"(?s)-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:(?=[ \t]*(?:\n|\\n)).*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
+        r"(?:(?=[ \t]*(?:\n|\\r\\n|\\n)|[ \t]+[A-Za-z0-9+/=]{16})"
+        r".*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
         r"|.*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)",
         bounded=False,
     ),
-    # Slack webhooks (incoming, workflow, trigger), any case: keep the host.
+    # Slack webhooks (incoming, workflow, trigger), any case, with or without the scheme, `/` or
+    # JSON's `\/`: keep the host.
     _shape(
-        r"(?i)(?P<keep>https?://hooks\.slack\.com/)(?:services|workflows|triggers)/[A-Za-z0-9/_-]{8,}",
+        r"(?i)(?P<keep>(?:https?:(?://|\\/\\/))?hooks\.slack\.com(?:/|\\/))(?:services|workflows|triggers)"
+        r"(?:[A-Za-z0-9/_-]|\\/){8,}",
         "hooks.slack.com",
+        bounded=False,
         keep=True,
     ),
     # Slack tokens, any case: xoxb- xoxp- xoxa- xoxr- xoxs- xoxe- xoxe.xoxp-, app-level xapp-.
     _shape(r"(?i)(?:xox[a-z](?:\.xox[a-z])?|xapp)-[A-Za-z0-9-]{8,}", "xox", "xapp-"),
     # Anthropic, then OpenAI project / service-account / admin / legacy keys.
-    _shape(r"(?i)sk-ant-[A-Za-z0-9_-]{16,}", "sk-ant-"),
-    _shape(r"(?i)sk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}", "sk-"),
-    # GitHub: classic (ghp_ gho_ ghu_ ghs_ ghr_), fine-grained github_pat_, old app installation v1.
+    _shape(r"(?i)sk-ant-[A-Za-z0-9_-]{16,}", "sk-ant-", bounded=False),
+    _shape(
+        r"(?i)sk-(?:proj|svcacct|admin)-[A-Za-z0-9_-]{20,}",
+        "sk-proj-",
+        "sk-svcacct-",
+        "sk-admin-",
+        bounded=False,
+    ),
+    _shape(r"(?i)sk-[A-Za-z0-9_-]{20,}", "sk-"),
+    # GitHub: classic (ghp_ gho_ ghu_ ghs_ ghr_), fine-grained github_pat_ (the retired `v1.<hex>`
+    # installation tokens look like version tags; they are caught by name only).
     _shape(r"(?i)gh[pousr]_[A-Za-z0-9]{20,}", "ghp_", "gho_", "ghu_", "ghs_", "ghr_"),
     _shape(r"(?i)github_pat_[A-Za-z0-9_]{20,}", "github_pat_"),
-    _shape(r"v1\.[0-9a-f]{40}(?![A-Za-z0-9])"),
     # AWS access key ids.
     _shape(r"(?:AKIA|ASIA|ABIA|ACCA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA)[A-Z0-9]{16}(?![A-Za-z0-9])"),
     # Google API keys.
-    _shape(r"AIza[0-9A-Za-z_-]{30,}"),
+    _shape(r"(?i)aiza[0-9A-Za-z_-]{30,}", "aiza"),
     # Stripe secret, restricted and webhook-signing keys (publishable pk_ keys are public).
     _shape(r"(?i)[sr]k_(?:live|test)_[0-9A-Za-z]{10,}", "k_live_", "k_test_"),
     _shape(r"whsec_[0-9A-Za-z]{20,}"),
     # npm, PyPI.
     _shape(r"(?i)npm_[A-Za-z0-9]{30,}", "npm_"),
-    _shape(r"pypi-[A-Za-z0-9_-]{40,}"),
-    # Twilio API key and account SIDs.
-    _shape(r"(?:SK|AC)[0-9a-fA-F]{32}(?![A-Za-z0-9])"),
+    _shape(r"(?i)pypi-[A-Za-z0-9_-]{40,}", "pypi-"),
+    # Twilio API key and account SIDs: lower-case hex with letters and digits both (not a SKU).
+    _shape(r"(?P<value>(?:SK|AC)[0-9a-f]{32})(?![A-Za-z0-9])", check=lambda value: _mixed_hex(value[2:])),
     # SendGrid.
-    _shape(r"SG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}"),
+    _shape(r"(?i)sg\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", "sg."),
     # JWTs (signed or not).
-    _shape(r"eyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"),
-    # scheme://user:password@host → keep scheme and host (the last @ of the authority ends it).
+    _shape(r"(?i)eyj[A-Za-z0-9_-]{8,}\.eyj[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*", "eyj"),
+    # scheme://user:password@host (or JSON's `:\/\/`) → keep scheme and host (the last @ of the
+    # authority ends it); without a scheme, user:password@ before a dotted host or a port.
     _shape(
-        r"(?P<keep>://)(?<=[A-Za-z0-9+.-]://)[^\s/?#@:]*:[^\s/?#]*@",
+        r"(?<=[A-Za-z0-9+.-])(?P<keep>:(?://|\\/\\/))[^\s/?#@:\\]*:[^\s/?#\\]*@",
         "://",
+        ":\\/\\/",
         bounded=False,
         keep=True,
+        suffix="@",
+    ),
+    _shape(
+        r"(?<![A-Za-z0-9_.:/@\\-])[A-Za-z0-9_.-]{1,64}:[^\s/?#:\\\"'`]{4,}@"
+        r"(?=[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+|[A-Za-z0-9-]+:[0-9])",
+        "@",
+        bounded=False,
         suffix="@",
     ),
     # Authorization headers, whatever the scheme word; the value must look like a credential.
@@ -260,7 +285,7 @@ _SHAPES: tuple[_Shape, ...] = (
 # A name ending in one of these holds a secret whatever its value looks like.
 _STRONG = (
     r"pass(?:word|wd|phrase|code)|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key"
-    r"|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|auth"
+    r"|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|auth|pw"
 )
 # A name ending in one of these holds a secret when its value looks random (long, high entropy).
 _WEAK = r"key|salt|hmac|sig|signature|cookie|session|license|dsn|cert"
@@ -268,13 +293,21 @@ _WEAK = r"key|salt|hmac|sig|signature|cookie|session|license|dsn|cert"
 _NAME_END = r"(?![A-Za-z0-9])"
 _STRONG_NAME = rf"(?:[A-Za-z0-9_.-]*?(?:{_STRONG})|(?:[A-Za-z0-9_.-]*?[_.-])?pass){_NAME_END}"
 _WEAK_NAME = rf"[A-Za-z0-9_.-]*?(?:{_WEAK}){_NAME_END}"
-# name, closing quote, separator (= or :, never == or ::), opening quote; the value follows.
-_ASSIGN = r"[\"']?(?i:{name})[\"']?[ \t]*(?:=(?!=)|:(?!:))[ \t]*"
-_VALUE = r"(?:\"(?P<dq>[^\"\n]*)\"|'(?P<sq>[^'\n]*)'|`(?P<bq>[^`\n]*)`|(?P<bare>[^\s\"'`]+))"
+# name, closing quote, separator (=, :, =>, -> or →, never == or ::), a YAML block indicator the
+# collapsed sanitizer line may still hold, opening quote; the value follows.
+_ASSIGN = (
+    r"[\"']?(?i:{name})[\"']?[ \t]*(?:=>|->|\u2192|=(?!=)|:(?!:))[ \t]*"
+    r"(?:[|>][+-]?[0-9]?[ \t]+(?=\S))?"
+)
+# A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`).
+_VALUE = (
+    r"(?:\"(?P<dq>(?:[^\"\\\n]|\\.)*\\?)\"|'(?P<sq>(?:[^'\\\n]|\\.)*\\?)'|`(?P<bq>[^`\n]*)`"
+    r"|(?P<bare>[^\s\"'`]+))"
+)
 
 _ASSIGNMENT = re.compile(
     # Only where a separator follows the word: most words are not assignments, so most starts fail here.
-    r"(?<![A-Za-z0-9_.$-])(?=[\"']?[A-Za-z0-9_.-]+[\"']?[ \t]*[:=])"
+    r"(?<![A-Za-z0-9_.$-])(?=[\"']?[A-Za-z0-9_.-]+[\"']?[ \t]*(?:[:=]|->|\u2192))"
     + _ASSIGN.format(name=f"(?P<strong>{_STRONG_NAME})|{_WEAK_NAME}")
     + _VALUE
 )
@@ -288,13 +321,25 @@ _PROSE = re.compile(
     + _VALUE
 )
 
-# Values that are no secret: references, placeholders, code, types, the redaction marker itself.
+# CLI spellings: `--password VALUE`, mysql's `-pVALUE`, curl's `-u user:VALUE`; and `password VALUE`.
+_CLI_FLAG = re.compile(
+    r"(?i)(?<![A-Za-z0-9_-])--?(?:password|passwd|pass|pwd|token|secret|api-key|apikey|auth-token"
+    r"|access-token)[ \t]+(?=[^\s-])" + _VALUE
+)
+_MYSQL_PASSWORD = re.compile(r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]*?[ \t]-p(?=\S)" + _VALUE)
+_USER_PASSWORD = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:\"']*:(?=\S)" + _VALUE)
+_NAME_THEN_VALUE = re.compile(r"(?i)\b(?:password|passwd|passphrase|pwd)[ \t]+(?=[^\s-])" + _VALUE)
+
+# Values that are no secret: references (`${…}`, `$(…)`, `$NAME`), placeholders (`<your token>`),
+# code (a call or an index), types, paths, auth scheme names, YAML block indicators, the marker.
 _NOT_A_VALUE = re.compile(
-    r"""(?ix)^(?:
-        |\$.*|%\(.*|\{\{.*|<.*|\[REDACTED.*|\*+|\#+|\.{3}|…|x{3,}
-        |null|none|nil|true|false|yes|no|on|off|undefined|required|optional|empty|n/?a|tbd|todo
-        |str|string|bytes|int|integer|number|bool|boolean|any|secretstr|optional\[.*|dict.*|list.*
-        |[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*[(\[].*  # a call or an index: code
+    r"""(?x)^(?:
+        |\$\{.*\}|\$\(.*\)|\$[A-Z_][A-Z0-9_]*|%\(.*|\{\{.*|<[A-Za-z][A-Za-z _-]*>?|\[REDACTED.*
+        |\*+|\#+|\.{3}|…|(?i:x{3,})|[|>][+-]?[0-9]?|(?:~|\.{1,2})?/[^\s]*
+        |(?i:null|none|nil|true|false|yes|no|on|off|undefined|required|optional|empty|n/?a|tbd|todo)
+        |(?i:str|string|bytes|int|integer|number|bool|boolean|any|secretstr|optional\[.*|dict.*|list.*)
+        |(?i:oauth2?|bearer|basic|digest|jwt|saml|oidc|ntlm|kerberos|mtls|sso|ldap|iam)
+        |[A-Za-z_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(.*\)|\[.*\]|[(\[])  # a call, an index: code
         |(?:os|process|settings|config|env|self|cls|ctx|request|args|options)\.[A-Za-z_.]+
     )$"""
 )
@@ -400,9 +445,37 @@ _PROSE_WORDS = frozenset(
         "cached",
         "logged",
         "printed",
+        "what",
+        "how",
+        "why",
+        "where",
+        "when",
+        "which",
+        "who",
+        "whatever",
+        "probably",
+        "likely",
+        "usually",
+        "definitely",
+        "actually",
+        "really",
+        "fine",
+        "ok",
+        "okay",
+        "good",
+        "bad",
+        "easy",
+        "hard",
+        "simple",
+        "long",
+        "short",
+        "old",
+        "new",
     ]
 )
-_PUNCTUATION_TAIL = ".,;:!?)]}"
+_PUNCTUATION_TAIL = ".,;:!?)]}…"
+# Unquoted prose after "the password is" that reads as a word: a participle, an adverb, a compound.
+_PROSE_SHAPE = re.compile(r"[a-z]+(?:ed|ing|ly|ive|ous|ble)|[a-z]+(?:-[a-z]+)+")
 
 
 def _secretlike(value: str) -> bool:
@@ -412,6 +485,37 @@ def _secretlike(value: str) -> bool:
     has_alpha = any(c.isalpha() for c in value)
     has_other = any(c.isdigit() or not c.isalnum() for c in value)
     return has_alpha and has_other
+
+
+def _looks_random(value: str) -> bool:
+    """Stricter than `_secretlike`: a digit, a symbol other than `-`, `'` or `.`, or a capital after
+    the first letter — what a secret has and a prose word does not."""
+    if len(value) < 6 or not any(c.isalpha() for c in value):
+        return False
+    return any(c.isdigit() or (not c.isalnum() and c not in "-'.") for c in value) or (
+        any(c.isupper() for c in value[1:]) and any(c.islower() for c in value)
+    )
+
+
+def _strong_value(name: str, value: str) -> bool:
+    """A password-like name: any value (a number of ≥ 4 digits). Another strong name (token, secret,
+    key, auth): a number never (a count), a word only when it looks random or is ≥ 16 characters."""
+    if value.isdigit():
+        return _password_name(name) and len(value) >= 4
+    if _password_name(name):
+        return True
+    return _looks_random(value) or len(value) >= 16
+
+
+def _password_name(name: str) -> bool:
+    name = name.lower()
+    return "pass" in name or name.endswith(("pwd", "pw"))
+
+
+def _not_a_value(match: re.Match[str], value: str) -> bool:
+    """A reference, placeholder or code, judged on the value and (bare) on its untrimmed spelling."""
+    raw = match.group("bare")
+    return _NOT_A_VALUE.match(value) is not None or (raw is not None and _NOT_A_VALUE.match(raw) is not None)
 
 
 def _high_entropy(value: str) -> bool:
@@ -465,29 +569,55 @@ _TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_.~-]*")
 def _assignment(match: re.Match[str]) -> str:
     """A strong name: any value but a reference or placeholder. A weak name: a random-looking value."""
     value, _, _ = _value_of(match)
-    if match.group("strong") is not None:
-        return _replace_value(match, _NOT_A_VALUE.match(value) is None)
+    name = match.group("strong")
+    if name is not None:
+        return _replace_value(match, not _not_a_value(match, value) and _strong_value(name, value))
     run = _TOKEN_RUN.match(value)
     token = run.group(0) if run else ""
     return _replace_value(match, _high_entropy(token), len(token))
 
 
 def _prose(match: re.Match[str]) -> str:
-    value, _, _ = _value_of(match)
-    if _NOT_A_VALUE.match(value) is not None or value.lower() in _PROSE_WORDS:
+    """After "the password is": a quoted value, a random-looking one, or a last word that does not read
+    as prose ("… is swordfish", not "… is probably wrong"); after "the token is" only a random-looking
+    or quoted value, or one of ≥ 20 token characters."""
+    value, _, end = _value_of(match)
+    if _not_a_value(match, value) or value.lower() in _PROSE_WORDS:
         return match.group(0)
-    word = match.group("word").lower()
-    quoted = match.group("bare") is None
-    if word.startswith("pass") or word == "pwd":
+    if match.group("bare") is None:
+        return _replace_value(match, len(value) >= 6 or _password_word(match.group("word")))
+    if _looks_random(value):
         return _replace_value(match, True)
-    return _replace_value(match, _secretlike(value) or (quoted and len(value) >= 6))
+    if _password_word(match.group("word")):
+        last = not match.string[end:].strip(_PUNCTUATION_TAIL + " \t")
+        return _replace_value(match, last and _PROSE_SHAPE.fullmatch(value) is None)
+    return _replace_value(match, len(value) >= 20 and re.fullmatch(r"[A-Za-z0-9_+/=-]+", value) is not None)
+
+
+def _password_word(word: str) -> bool:
+    word = word.lower()
+    return word.startswith("pass") or word == "pwd"
+
+
+def _flag(match: re.Match[str]) -> str:
+    """`--password VALUE`, `password VALUE`: only a value that looks random or is ≥ 8 characters."""
+    value, _, _ = _value_of(match)
+    if _not_a_value(match, value) or value.lower() in _PROSE_WORDS:
+        return match.group(0)
+    return _replace_value(match, _looks_random(value) or (match.group("bare") is None and len(value) >= 8))
+
+
+def _attached(match: re.Match[str]) -> str:
+    """mysql's `-pVALUE`, curl's `-u user:VALUE`: the value whatever it is, but a reference."""
+    value, _, _ = _value_of(match)
+    return _replace_value(match, not _not_a_value(match, value))
 
 
 # Every name and prose rule needs one of these words on the line (lowercase): lines without one are
 # skipped, which is most lines of a transcript.
 _NAME_WORDS = (
     "pass", "pwd", "secret", "token", "key", "auth", "cred", "salt", "hmac", "sig", "cookie", "session",
-    "license", "dsn", "cert",
+    "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u",
 )  # fmt: skip
 
 
@@ -502,8 +632,51 @@ def redact_secrets(text: str) -> str:
         if not shape.triggers or any(trigger in lowered for trigger in shape.triggers):
             text = shape.pattern.sub(shape.replace, text)
     if any(word in lowered for word in _NAME_WORDS):
+        if "\n" in text:
+            text = _redact_continuations(text)
         text = "\n".join(_redact_names(line) for line in text.split("\n"))
     return text
+
+
+# A strong name whose value is not on its line: YAML's `password:` or `password: |` with the value on
+# the more-indented lines below, or a quote opened and not closed on the line.
+_CONTINUED = re.compile(
+    rf"(?m)^(?P<indent>[ \t]*)(?:-[ \t]+)?[\"']?(?i:{_STRONG_NAME})[\"']?[ \t]*:[ \t]*"
+    r"(?:[|>][+-]?[0-9]?[ \t]*|(?P<quote>[\"'])[^\"'\n]*)?$"
+)
+
+
+def _redact_continuations(text: str) -> str:
+    """The value of each such name → the marker: up to the closing quote, or every following line
+    indented deeper than the name (blank lines between them included)."""
+    out: list[str] = []
+    pos = 0
+    for match in _CONTINUED.finditer(text):
+        if match.start() < pos:
+            continue
+        quote = match.group("quote")
+        if quote is not None:
+            start = match.start("quote") + 1
+            close = text.find(quote, match.end())
+            stop = close if close >= 0 else len(text)
+            replacement = REDACTED
+        else:
+            start = stop = match.end()
+            depth = len(match.group("indent"))
+            while stop < len(text):
+                end = text.find("\n", stop + 1)
+                end = len(text) if end < 0 else end
+                line = text[stop + 1 : end]
+                if line.strip() and len(line) - len(line.lstrip(" \t")) <= depth:
+                    break
+                stop = end
+            if stop == start or not text[start:stop].strip():
+                continue
+            replacement = "\n" + " " * (depth + 2) + REDACTED
+        out.append(text[pos:start] + replacement)
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def _redact_names(line: str) -> str:
@@ -511,7 +684,12 @@ def _redact_names(line: str) -> str:
     lowered = line.lower()
     if not any(word in lowered for word in _NAME_WORDS):
         return line
-    return _PROSE.sub(_prose, _ASSIGNMENT.sub(_assignment, line))
+    line = _ASSIGNMENT.sub(_assignment, line)
+    line = _CLI_FLAG.sub(_flag, line)
+    line = _MYSQL_PASSWORD.sub(_attached, line)
+    line = _USER_PASSWORD.sub(_attached, line)
+    line = _PROSE.sub(_prose, line)
+    return _NAME_THEN_VALUE.sub(_flag, line)
 
 
 def redact_candidate(candidate: MemoryCandidate) -> MemoryCandidate:

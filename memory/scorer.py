@@ -175,12 +175,14 @@ def score_record(record: MemoryRecord, query: str | Collection[str], now: float)
 
 
 def clean_memory_field(text: str) -> str:
-    """What a record field may show anywhere: redacted, then one line with whitespace collapsed.
+    """What a record field may show anywhere: redacted, one line with whitespace collapsed, and
+    redacted again.
 
     Redaction normalizes first (memory/redact.py drops every invisible character before it matches),
-    and nothing after it removes a character, so no token a split hid can reassemble here.
+    so no token a split hid can reassemble here; and the second pass sees what the collapse joined (a
+    name and its value that stood on two lines), so the sanitizer never reassembles a secret either.
     """
-    return _WHITESPACE.sub(" ", redact_secrets(text)).strip()
+    return redact_secrets(_WHITESPACE.sub(" ", redact_secrets(text)).strip())
 
 
 def escape_memory_field(text: str) -> str:

@@ -243,6 +243,77 @@ SECRET_CASES: tuple[SecretCase, ...] = (
         "f6G7h8",
     ),
     _case("password split by a soft hyphen", "pass\u00adword=hunter2", "hunter2"),
+    # Review 1, finding 3: values the line rules met on the line after their name.
+    _case("yaml password on the next line", "password:\n  hunter2hunter2", "hunter2hunter2"),
+    _case(
+        "yaml quoted password over two lines", 'password: "hunter2\nhunter2"', "hunter2\nhunter2", "hunter2"
+    ),
+    _case("yaml block-scalar password", "password: |\n  hunter2hunter2", "hunter2hunter2"),
+    _case("yaml folded password, the line collapsed", "password: > hunter2hunter2", "hunter2hunter2"),
+    # Review 1, finding 4: a token after CJK text, an underscore or an ASCII letter.
+    _case(
+        "slack token right after japanese text",
+        "トークンはxoxb-2223334445-5556667778889-AbCdEfGhIjKlMnOpQrStUvWx",
+        "5556667778889-AbCdEfGhIjKlMnOpQrStUvWx",
+    ),
+    _case("github token right after japanese text", "トークンはghp_" + _B62 + "abcd", _B62),
+    _case(
+        "github token in slack italics", "_ghp_aBcD1234567890abcdefghij789_", "aBcD1234567890abcdefghij789"
+    ),
+    _case("aws key id in slack italics", "_AKIAIOSFODNN7EXAMPLE_", "AKIAIOSFODNN7EXAMPLE"),
+    _case("openai project key glued to a letter", "xsk-proj-" + "Zy9x" * 12, "Zy9x" * 12),
+    _case(
+        "slack webhook glued to a letter",
+        "xhttps://hooks.slack.com/services/T0123ABCD/B0456EFGH/" + _B62[:24],
+        _B62[:24],
+    ),
+    # Review 1, finding 6: references, code and placeholders that were none.
+    _case("password starting with a dollar", "password: $uperS3cret!", "uperS3cret"),
+    _case("env password starting with a dollar", 'PASSWORD="$uperS3cret!"', "uperS3cret"),
+    _case("password that looks like a call", "password=Hunter2(x)", "Hunter2"),
+    _case("password that looks like an index", "password: Summer[2024]!", "Summer[2024"),
+    _case("password starting with an angle bracket", "password: <3kitties99", "3kitties99"),
+    _case("json password with an escaped quote", '{"password": "hun\\"ter2hunter2"}', "ter2hunter2", "hun"),
+    _case("cli password flag with a space", "mysql --password hunter2hunter2 -h db", "hunter2hunter2"),
+    _case("mysql -p password", "mysql -uroot -phunter2hunter2 app", "hunter2hunter2"),
+    _case("curl -u user:password", "curl -u admin:hunter2hunter2 https://api.example.com", "hunter2hunter2"),
+    _case("pw assignment", "pw=hunter2hunter2", "hunter2hunter2"),
+    _case("prose password after is:", "the password is: hunter2hunter2", "hunter2hunter2"),
+    _case("password then its value", "password hunter2hunter2", "hunter2hunter2"),
+    _case("password with an arrow", "prod password -> hunter2hunter2", "hunter2hunter2"),
+    _case(
+        "prose api token of letters",
+        "the api token is abcdefghijklmnopqrstuvwxyzabcd",
+        "abcdefghijklmnopqrstuvwxyzabcd",
+    ),
+    _case(
+        "scheme-less slack webhook",
+        "hooks.slack.com/services/T0123ABCD/B0456EFGH/" + _B62[:24],
+        _B62[:24],
+    ),
+    _case(
+        "json-escaped slack webhook",
+        "https:\\/\\/hooks.slack.com\\/services\\/T0123ABCD\\/B0456EFGH\\/" + _B62[:24],
+        _B62[:24],
+    ),
+    _case("json-escaped url password", '{"url": "postgres:\\/\\/admin:S3cr3tPass@db"}', "S3cr3tPass"),
+    _case("scheme-less user:password@host", "connect to admin:S3cr3tPass@db.internal:5432 now", "S3cr3tPass"),
+    _case(
+        "pem header flattened onto one line",
+        "key: -----BEGIN OPENSSH PRIVATE KEY----- b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    ),
+    _case(
+        "pem with a json-escaped crlf",
+        '{"key": "-----BEGIN OPENSSH PRIVATE KEY-----\\r\\nb3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ"}',
+        "b3BlbnNzaC1rZXktdjEAAAAABG5vbmUAAAAEbm9uZQ",
+    ),
+    _case("aws key id split by a braille blank", "AKIAIOSFOD\u2800NN7EXAMPLE", "NN7EXAMPLE"),
+    _case("aws key id split by a combining mark", "AKIAIOSFOD\u0301NN7EXAMPLE", "NN7EXAMPLE"),
+    _case("aws key id with a combining mark on a letter", "AKIAIOSFODNN7E\u0301XAMPLE", "XAMPLE"),
+    _case("aws key id split by a null notehead", "AKIAIOSFOD\U0001d159NN7EXAMPLE", "NN7EXAMPLE"),
+    _case("pypi token in lower case", "pypi-" + _B62.lower() + "abcdefghij", _B62.lower()),
+    _case("google key in lower case", "aiza" + _B62.lower() + "ab", _B62.lower()),
 )
 
 # Ordinary engineering sentences: none may be altered (≤ 1 % is the bar).
@@ -525,4 +596,23 @@ BENIGN: tuple[str, ...] = (
     "CVE-2024-3094 affected xz 5.6.0 and 5.6.1.",
     "SemVer says 2.0.0 may break the API.",
     "The changelog entry goes under Unreleased.",
+    # Review 1, finding 7: names that hold no secret here.
+    "max_token: 4096",
+    "token: 5",
+    "pass: 3",
+    "auth: oauth2",
+    "auth: bearer",
+    "credentials: ~/.aws/credentials",
+    "secret: my-app-secret",
+    "the password is probably wrong",
+    "the password was rejected",
+    "the password is what matters here",
+    "the password is case-sensitive",
+    "api_key: see vault at https://vault.acme.dev/ui",
+    "Deploy v1.0123456789abcdef0123456789abcdef01234567 to staging.",
+    "SKU SK00000000000000000000000000012345 is back in stock.",
+    "Order AC0123456789ABCDEF0123456789ABCDEF shipped.",
+    "Run mysql -uroot -p app and type the password at the prompt.",
+    "Use --password to pass it on the command line.",
+    "password reset emails go out from noreply@acme.dev",
 )

@@ -1,6 +1,7 @@
 import math
 import re
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -280,3 +281,17 @@ def test_stopwords_never_select_a_record() -> None:
 def test_a_query_of_only_stopwords_has_no_tokens() -> None:
     assert query_tokens("what is it to you") == frozenset()
     assert query_terms("How do WE deploy the API") == ["deploy", "api"]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "password:\n  hunter2hunter2",
+        'password: "hunter2\nhunter2"',
+        "password: |\n  hunter2hunter2",
+    ],
+)
+def test_collapsing_lines_never_reassembles_a_secret_redaction_missed_per_line(text: str) -> None:
+    cleaned = clean_memory_field(text)
+    assert "hunter2" not in cleaned
+    assert "\n" not in cleaned and cleaned.startswith("password:")
