@@ -638,10 +638,11 @@ def redact_secrets(text: str) -> str:
     return text
 
 
-# A strong name whose value is not on its line: YAML's `password:` or `password: |` with the value on
-# the more-indented lines below, or a quote opened and not closed on the line.
+# A strong name (last on its line, after a list dash or a `user:` prefix) whose value is not on its
+# line: YAML's `password:` or `password: |` with the value on the more-indented lines below, or a
+# quote opened and not closed on the line.
 _CONTINUED = re.compile(
-    rf"(?m)^(?P<indent>[ \t]*)(?:-[ \t]+)?[\"']?(?i:{_STRONG_NAME})[\"']?[ \t]*:[ \t]*"
+    rf"(?m)^(?P<indent>[ \t]*)(?:[^\n]*?[ \t])?[\"']?(?i:{_STRONG_NAME})[\"']?[ \t]*:[ \t]*"
     r"(?:[|>][+-]?[0-9]?[ \t]*|(?P<quote>[\"'])[^\"'\n]*)?$"
 )
 

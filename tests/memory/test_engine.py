@@ -172,7 +172,7 @@ def test_prepare_batch_redacts_every_candidate_and_keeps_the_rest() -> None:
 
 
 def test_prepare_batch_refuses_text_that_redaction_pushes_over_the_cap() -> None:
-    # "pwd=1" becomes "pwd=[REDACTED]": nine characters longer than what was checked.
-    text = "x" * (MAX_TEXT_CHARS - len(" pwd=1")) + " pwd=1"
+    # "pwd=a" becomes "pwd=[REDACTED]": nine characters longer than what was checked.
+    text = "x" * (MAX_TEXT_CHARS - len(" pwd=a")) + " pwd=a"
     with pytest.raises(ValueError, match=r"candidates\[0\]\.text"):
         prepare_batch([fact(text)])
