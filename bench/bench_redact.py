@@ -50,6 +50,17 @@ def _transcript() -> str:
     return text[:24_000]
 
 
+def _joiner_runs() -> list[tuple[int, float]]:
+    """Milliseconds (p50 of 5) to redact "deploy notes 😀" + n zero-width joiners + "😀" (review 1,
+    finding 1: quadratic before joiners were decided once per run)."""
+    rows: list[tuple[int, float]] = []
+    for n in (1_000, 8_000, 20_000, 100_000):
+        text = "deploy notes \U0001f600" + "\u200d" * n + "\U0001f600"
+        p50, _ = _per_call_us(redact_secrets, [text], 5)
+        rows.append((n, p50 / 1000))
+    return rows
+
+
 def _ours() -> dict[str, str]:
     escaped = sum(any(s in redact_secrets(c.text) for s in c.secrets) for c in SECRET_CASES)
     altered = sum(redact_secrets(text) != text for text in BENIGN)
@@ -125,6 +136,11 @@ def main() -> None:
     for name, row in rows.items():
         cells = (row["caught"], row["covered"], row["flagged"], row["line"], row["transcript"])
         print(f"| {name} | " + " | ".join(cells) + " |")
+    print()
+    print("| zero-width joiners in a run | redact_secrets p50 ms |")
+    print("| ---: | ---: |")
+    for n, ms in _joiner_runs():
+        print(f"| {n:,} | {ms:.2f} |")
 
 
 if __name__ == "__main__":

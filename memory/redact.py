@@ -646,14 +646,20 @@ _CONTINUED = re.compile(
     r"(?:[|>][+-]?[0-9]?[ \t]*|(?P<quote>[\"'])[^\"'\n]*)?$"
 )
 
+# What such a line ends with (searched first: a colon, a block indicator or an open quote at the end
+# of a line is rare, so the full pattern runs on few lines).
+_CONTINUED_END = re.compile(r"(?m):[ \t]*(?:[|>][+-]?[0-9]?[ \t]*|[\"'][^\"'\n]*)?$")
+
 
 def _redact_continuations(text: str) -> str:
     """The value of each such name → the marker: up to the closing quote, or every following line
     indented deeper than the name (blank lines between them included)."""
     out: list[str] = []
     pos = 0
-    for match in _CONTINUED.finditer(text):
-        if match.start() < pos:
+    for candidate in _CONTINUED_END.finditer(text):
+        line_start = text.rfind("\n", 0, candidate.start()) + 1
+        match = _CONTINUED.match(text, line_start)
+        if match is None or match.start() < pos:
             continue
         quote = match.group("quote")
         if quote is not None:
