@@ -497,7 +497,8 @@ class PostgresMemoryStore:
         """
         validate_scope_key(scope_key)
         batch_cap = self._cap if cap is None else validate_cap(cap)
-        batch = prepare_batch(candidates)
+        # Validation and redaction are CPU work on untrusted text: off the event loop.
+        batch = await asyncio.to_thread(prepare_batch, candidates)
         if not batch:
             return WriteResult()
         pool = await self._ready()

@@ -476,10 +476,12 @@ async def _reflect(
     # The extractor is a reader too: it sees only what this run's reply could show (the read rule).
     reader = run.reader or Reader("public")
     shown = [record for record in retrieved if may_show(record, reader)]
+    # Redacting a whole transcript is CPU work of milliseconds: off the event loop.
+    user_text = await asyncio.to_thread(build_reflection_input, shown, run.history, run.request, run.answer)
     request = ExtractionRequest(
         model=model,
         system=REFLECTION_SYSTEM,
-        user_text=build_reflection_input(shown, run.history, run.request, run.answer),
+        user_text=user_text,
         max_tokens=REFLECTION_MAX_TOKENS,
     )
     try:

@@ -8,6 +8,7 @@ the body read and parsed, and every field validated (400 naming the field) befor
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import inspect
 import json
@@ -28,10 +29,11 @@ from starlette.routing import Route
 from memory.engine import is_valid_cap
 from memory.redact import redact_record
 from memory.scope import validate_scope_key
-from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate, MemoryStore, WriteResult
+from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
 from memory.wire import (
     MAX_BATCH,
     MAX_QUERY_CHARS,
+    JsonObject,
     WireError,
     audit_from_wire,
     audit_query_from_wire,
@@ -214,7 +216,7 @@ class _Service:
         fields["records"] = len(records)
         self._metrics.memory_reads.inc()
         self._metrics.memory_records_read.inc(len(records))
-        return {"records": [record_to_wire(redact_record(r)) for r in records]}
+        return {"records": await asyncio.to_thread(_redacted_wire, records)}
 
     async def retrieve_many(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         """Up to four scopes in one round trip (the read path's org + repo + channel + user)."""
@@ -274,7 +276,7 @@ class _Service:
         fields["filtered"] = query is not None
         records = await self._store.list(scope_key, limit, query)
         fields["records"] = len(records)
-        return {"records": [record_to_wire(redact_record(r)) for r in records]}
+        return {"records": await asyncio.to_thread(_redacted_wire, records)}
 
     async def forget(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = _scope_key(body, fields)
@@ -440,3 +442,8 @@ def _record_id(value: object) -> str:
     if not is_unicode_text(value):
         raise Refusal(400, "id must be valid Unicode text")
     return value
+
+
+def _redacted_wire(records: Sequence[MemoryRecord]) -> list[JsonObject]:
+    """Every record redacted on its way out (CPU work on stored text: callers run it off the loop)."""
+    return [record_to_wire(redact_record(record)) for record in records]

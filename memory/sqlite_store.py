@@ -344,7 +344,7 @@ class SqliteMemoryStore:
         """Apply one batch in one transaction. `cap` overrides the store's cap for this batch."""
         validate_scope_key(scope_key)
         batch_cap = self._cap if cap is None else validate_cap(cap)
-        batch = prepare_batch(candidates)
+        batch = await self._prepare(candidates)
         if not batch:
             return WriteResult()
         cutoff = self._retention.cutoff(scope_key, self._clock())
@@ -496,6 +496,12 @@ class SqliteMemoryStore:
         await asyncio.to_thread(self._shutdown)  # writes every pending bump before closing
 
     # -- off the event loop --------------------------------------------------------------------------
+
+    async def _prepare(self, candidates: Sequence[MemoryCandidate]) -> builtins.list[MemoryCandidate]:
+        """`prepare_batch` (validation, redaction: CPU work on untrusted text) on the store's pool."""
+        if self._closed:
+            raise MemoryStoreError("the sqlite memory store is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, prepare_batch, candidates)
 
     async def _run(
         self,
