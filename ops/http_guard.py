@@ -6,19 +6,22 @@ wraps the server's asyncio protocol and watches the bytes going in:
 
 - the request head must be complete within `header_timeout` (10 s) of the connection opening or of the
   request's first byte; a connection still in its head then gets a 408 and is closed;
-- a declared body (Content-Length, or chunked up to its last chunk) must arrive within `body_timeout`
-  (30 s) of the head's end, else the connection is closed;
+- a declared body (Content-Length, or chunked up to the blank line after its trailers) must arrive
+  within `body_timeout` (30 s) of the head's end, else the connection is closed; a chunked body is
+  framed chunk by chunk (`ChunkedBody`), so bytes inside chunk data never end it early, and a
+  malformed or oversized chunk-size or trailer line closes the connection at once;
 - at most `max_connections` connections are open at once; one more is answered with a 503 and closed
   before the server sees it (a clean refusal, never a hang or a reset);
 - an idle keep-alive connection between requests is the server's own keep-alive timeout (`keep_alive`).
 
-The byte tracking (`RequestTracker`) is pure and only finds request boundaries; parsing and every
-refusal about content stay with the server.
+The byte tracking (`RequestTracker`, `ChunkedBody`) is pure and only finds request boundaries; parsing
+and every other refusal about content stay with the server.
 """
 
 from __future__ import annotations
 
 import asyncio
+import re
 import resource
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -37,6 +40,9 @@ DEFAULT_KEEP_ALIVE = 5.0
 # File descriptors kept back from the connection cap for the store, logs and the listening socket.
 FD_RESERVE = 64
 MAX_HEAD_BYTES = 64 * 1024  # past this the server refuses the head itself (431/400); we stop looking
+MAX_CHUNK_LINE = 4096  # a chunk-size line (with its extensions) or one trailer line, CRLF excluded
+MAX_CHUNK_SIZE_DIGITS = 16  # significant hex digits: a chunk size fits in 64 bits
+_HEX = re.compile(rb"[0-9A-Fa-f]+")
 
 Phase = Literal["head", "body", "idle"]
 
@@ -66,11 +72,87 @@ def fd_bounded(limit: int) -> int:
     return max(1, min(limit, soft - FD_RESERVE))
 
 
+ChunkState = Literal["size", "data", "data_end", "trailer", "done", "bad"]
+
+
+class ChunkedBody:
+    """A chunked body's framing (RFC 9112 §7.1), fed in pieces of any size: where it ends, or that it is bad.
+
+    Each chunk-size line (hex, optional `;extensions`) says how many data bytes to skip; the data is
+    followed by CRLF; the last chunk (size 0, however many zeros) is followed by trailer lines up to a
+    blank line. Only the framing is looked at, never the data, so nothing inside a chunk can end the
+    body. A line that is not CRLF-terminated, not hex, too long, or a size past 64 bits is `bad`.
+    """
+
+    def __init__(self) -> None:
+        self.state: ChunkState = "size"
+        self._line = bytearray()
+        self._remaining = 0  # data bytes of the current chunk, then 2 for its CRLF
+        self._trailers = 0
+
+    def feed(self, view: memoryview) -> memoryview:
+        """Consume `view` up to the body's end; the bytes after it (the next request) are returned."""
+        while view and self.state not in ("done", "bad"):
+            if self.state == "data":
+                used = min(self._remaining, len(view))
+                self._remaining -= used
+                view = view[used:]
+                if self._remaining == 0:
+                    self.state, self._remaining = "data_end", 2
+            elif self.state == "data_end":
+                if view[0] != b"\r\n"[2 - self._remaining]:
+                    self.state = "bad"
+                    break
+                self._remaining -= 1
+                view = view[1:]
+                if self._remaining == 0:
+                    self.state = "size"
+            else:
+                view = self._feed_line(view)
+        return view
+
+    def _feed_line(self, view: memoryview) -> memoryview:
+        room = MAX_CHUNK_LINE + 2 - len(self._line)  # never look further than a line may be long
+        window = bytes(view[:room])
+        newline = window.find(b"\n")
+        if newline < 0:
+            self._line += window
+            if len(self._line) >= MAX_CHUNK_LINE + 2:
+                self.state = "bad"
+            return view[len(window) :]
+        self._line += window[: newline + 1]
+        line = bytes(self._line)
+        self._line.clear()
+        if not line.endswith(b"\r\n"):
+            self.state = "bad"
+        elif self.state == "size":
+            self._size_line(line[:-2])
+        else:
+            self._trailer_line(line[:-2])
+        return view[newline + 1 :]
+
+    def _size_line(self, line: bytes) -> None:
+        digits = line.split(b";", 1)[0].rstrip(b" \t")
+        if not _HEX.fullmatch(digits) or len(digits.lstrip(b"0")) > MAX_CHUNK_SIZE_DIGITS:
+            self.state = "bad"
+            return
+        size = int(digits, 16)
+        self.state, self._remaining = ("data", size) if size else ("trailer", 0)
+
+    def _trailer_line(self, line: bytes) -> None:
+        if not line:
+            self.state = "done"
+            return
+        self._trailers += len(line) + 2
+        if self._trailers > MAX_HEAD_BYTES:
+            self.state = "bad"
+
+
 class RequestTracker:
     """Where a connection's byte stream is: in a request head, in a body, or between requests.
 
     `serial` counts requests begun, so a caller can tell a new head from the same one still coming.
-    A chunked body ends at its zero-length chunk; trailers after it are not looked for.
+    `malformed` is set for good when a chunked body's framing is bad; the connection is then closed.
     """
 
     def __init__(self) -> None:
@@ -78,13 +160,13 @@ class RequestTracker:
         self.serial = 1
         self._head = bytearray()
         self._remaining = 0
-        self._chunked = False
-        self._tail = b""
+        self._chunks: ChunkedBody | None = None
         self._gave_up = False
+        self.malformed = False
 
     def feed(self, data: bytes) -> None:
         view = memoryview(data)
-        while view and not self._gave_up:
+        while view and not (self._gave_up or self.malformed):
             if self.phase == "idle":
                 stripped = bytes(view[:2])
                 if stripped.startswith(b"\r\n"):  # a stray CRLF between requests is allowed
@@ -115,24 +197,22 @@ class RequestTracker:
                 length = int(value.strip())
             elif name == b"transfer-encoding" and b"chunked" in value.lower():
                 chunked = True
-        self._chunked, self._remaining, self._tail = chunked, length, b"\r\n"
+        self._chunks, self._remaining = (ChunkedBody() if chunked else None), length
         self.phase = "body" if chunked or length > 0 else "idle"
 
     def _feed_body(self, view: memoryview) -> memoryview:
-        if not self._chunked:
-            used = min(self._remaining, len(view))
-            self._remaining -= used
-            if self._remaining == 0:
-                self.phase = "idle"
-            return view[used:]
-        window = self._tail + bytes(view)
-        end = window.find(b"\r\n0\r\n\r\n")
-        if end < 0:
-            self._tail = window[-6:]
-            return view[len(view) :]
-        self.phase = "idle"
-        consumed = end + 7 - len(self._tail)
-        return view[consumed:]
+        if self._chunks is not None:
+            view = self._chunks.feed(view)
+            if self._chunks.state == "bad":
+                self.malformed = True
+            elif self._chunks.state == "done":
+                self.phase, self._chunks = "idle", None
+            return view
+        used = min(self._remaining, len(view))
+        self._remaining -= used
+        if self._remaining == 0:
+            self.phase = "idle"
+        return view[used:]
 
 
 _REFUSAL_BODY = b'{"error":"too many connections"}'
@@ -179,6 +259,9 @@ class ConnectionGuard:
         if self._metrics is not None:
             self._metrics.open_connections.labels(self.server).set(self.open)
 
+    def _malformed(self) -> None:
+        log.info("http.malformed_body_closed", server=self.server)
+
     def _timed_out(self, phase: Phase) -> None:
         log.info("http.slow_client_closed", server=self.server, phase=phase)
         if self._metrics is not None:
@@ -212,6 +295,11 @@ class _GuardedProtocol(asyncio.Protocol):
             return
         before = (self._tracker.phase, self._tracker.serial)
         self._tracker.feed(data)
+        if self._tracker.malformed:  # the server would wait on framing it cannot have: close now
+            self._guard._malformed()
+            if self._transport is not None:
+                self._transport.abort()
+            return
         if (self._tracker.phase, self._tracker.serial) != before:
             self._arm()
         self._inner.data_received(data)

@@ -18,7 +18,7 @@ import pytest
 
 from memory.service_main import parse_args
 from tests.memory.service_support import AUTH, RunningService, memory_service_process
-from tests.ops.raw_sockets import half_open, read_until_closed
+from tests.ops.raw_sockets import half_open, read_responses, read_until_closed
 
 HEAD_DEADLINE = 0.5
 BODY_DEADLINE = 1.0
@@ -65,6 +65,32 @@ def test_a_body_that_stops_short_is_closed_at_the_body_deadline(quick: RunningSe
         received, elapsed = read_until_closed(sock, within=5)
     assert received == b""  # nothing was answered: the request never arrived in full
     assert BODY_DEADLINE * 0.8 <= elapsed < BODY_DEADLINE + 1.0
+
+
+def chunked_write_then_healthz(last_chunk: bytes) -> bytes:
+    """A chunked POST /write (answered 411, its body drained) and a GET, on one kept-alive connection."""
+    head = (
+        "POST /write HTTP/1.1\r\nHost: memory\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).format(token=AUTH["Authorization"].split()[1])
+    return head.encode() + b"2\r\n{}\r\n" + last_chunk + b"GET /healthz HTTP/1.1\r\nHost: memory\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "last_chunk",
+    [b"0;x=y\r\n\r\n", b"0\r\nX-Checksum: abc\r\n\r\n", b"000\r\n\r\n"],
+    ids=["chunk-extension", "trailer", "zero-padded-last-chunk"],
+)
+def test_a_kept_alive_connection_after_a_chunked_body_outlives_the_body_deadline(
+    quick: RunningService, last_chunk: bytes
+) -> None:
+    with half_open(quick.host, quick.port, chunked_write_then_healthz(last_chunk)) as sock:
+        refused, served = read_responses(sock, 2)
+        time.sleep(BODY_DEADLINE * 1.5)  # past the body deadline, within uvicorn's keep-alive
+        sock.sendall(b"GET /healthz HTTP/1.1\r\nHost: memory\r\nConnection: close\r\n\r\n")
+        received, _ = read_until_closed(sock, within=5)
+    assert refused.startswith(b"HTTP/1.1 411 ") and served.startswith(b"HTTP/1.1 200 ")
+    assert received.startswith(b"HTTP/1.1 200 ")
 
 
 def test_a_head_sent_slowly_but_within_the_deadline_is_served(quick: RunningService) -> None:

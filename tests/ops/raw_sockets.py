@@ -25,3 +25,27 @@ def read_until_closed(sock: socket.socket, within: float) -> tuple[bytes, float]
     except ConnectionResetError:
         pass
     return received, time.monotonic() - started
+
+
+def read_responses(sock: socket.socket, count: int, within: float = 5) -> list[bytes]:
+    """The next `count` whole responses (each head plus its Content-Length body) on a kept-alive socket."""
+    sock.settimeout(within)
+    buffered, replies = b"", list[bytes]()
+    while len(replies) < count:
+        head_end = buffered.find(b"\r\n\r\n")
+        if head_end >= 0:
+            length = 0
+            for line in buffered[:head_end].split(b"\r\n")[1:]:
+                name, _, value = line.partition(b":")
+                if name.strip().lower() == b"content-length":
+                    length = int(value)
+            end = head_end + 4 + length
+            if len(buffered) >= end:
+                replies.append(buffered[:end])
+                buffered = buffered[end:]
+                continue
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise ConnectionError(f"closed after {len(replies)} of {count} responses")
+        buffered += chunk
+    return replies

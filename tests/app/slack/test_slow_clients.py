@@ -83,6 +83,28 @@ async def test_a_body_that_stops_short_is_closed_at_the_body_deadline(slack_api:
     assert BODY_DEADLINE * 0.8 <= elapsed < BODY_DEADLINE + 1.0
 
 
+async def test_a_fake_last_chunk_inside_chunk_data_does_not_stop_the_body_deadline(
+    slack_api: FakeSlackApi,
+) -> None:
+    # A 32-byte chunk whose first 9 bytes look like the end of the body, then nothing (no signature
+    # either: the endpoint reads the body before it checks one).
+    head = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nTransfer-Encoding: chunked\r\n\r\n"
+    async with guarded_bot(slack_api) as bot:
+        received, elapsed, writer = await until_closed(bot, head + b"20\r\nab\r\n0\r\n\r\n")
+        writer.close()
+    assert received == b""
+    assert BODY_DEADLINE * 0.8 <= elapsed < BODY_DEADLINE + 1.0
+
+
+async def test_a_malformed_chunk_size_line_closes_the_connection_at_once(slack_api: FakeSlackApi) -> None:
+    head = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nTransfer-Encoding: chunked\r\n\r\n"
+    async with guarded_bot(slack_api) as bot:
+        received, elapsed, writer = await until_closed(bot, head + b"2\r\n{}\r\n0x10\r\n")
+        writer.close()
+    assert received == b""
+    assert elapsed < BODY_DEADLINE / 2
+
+
 async def test_connections_past_the_cap_get_a_clean_503(slack_api: FakeSlackApi) -> None:
     async with guarded_bot(slack_api) as bot:
         held = [await asyncio.open_connection(*address(bot)) for _ in range(CAP)]
