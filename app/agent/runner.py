@@ -189,8 +189,13 @@ async def run_agent(
 
 
 async def _call_tool(tools: dict[str, Tool], call: ToolCall) -> ToolResult:
-    """One tool call under a `tool.call` span (its name and outcome, never its arguments or result)."""
-    with span("tool.call", {"gen_ai.tool.name": call.name, "gen_ai.tool.call.id": call.id}) as call_span:
+    """One tool call under a `tool.call` span: its name and outcome, never its arguments or result.
+
+    The model chooses the name and the call id, so a poisoned transcript could put any text there: the
+    span gets the name only when it is one of the run's tools ("unknown" otherwise), and no id.
+    """
+    name = call.name if call.name in tools else "unknown"
+    with span("tool.call", {"gen_ai.tool.name": name}) as call_span:
         result = await _run_tool(tools, call)
         call_span.set_attribute("switchboard.tool.error", result.is_error)
         return result
