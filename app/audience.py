@@ -20,6 +20,8 @@ _AUDIENCES: dict[str | None, Audience] = {
     "machine": "self",
     None: "public",
 }
+# The visibilities whose members a private reply's asker is one of, as far as their records go.
+_CONVERSATION_KINDS = frozenset({"private", "mpim", "dm"})
 
 
 def conversation_reader(
@@ -31,8 +33,14 @@ def conversation_reader(
 ) -> Reader:
     """The Reader of a reply in a conversation of this visibility; `private_reply` for a reply only the
     asker sees wherever it is shown (the `/memory` slash command's ephemeral answer, the App Home)."""
-    audience: Audience = "self" if private_reply else _AUDIENCES.get(visibility, "public")
-    return Reader(audience=audience, user_id=user_id, conversation_id=channel_id)
+    if not private_reply:
+        return Reader(
+            audience=_AUDIENCES.get(visibility, "public"), user_id=user_id, conversation_id=channel_id
+        )
+    # Only the asker sees the reply, but they may have joined a now-public (or unknown) channel after
+    # its private era: they read it as themselves alone (their own records), never as its members.
+    conversation = channel_id if visibility in _CONVERSATION_KINDS else None
+    return Reader(audience="self", user_id=user_id, conversation_id=conversation)
 
 
 def reader_for(message: IncomingMessage, *, private_reply: bool = False) -> Reader:

@@ -7,7 +7,8 @@ A reply's audience must be no wider than the record's origin:
 | record origin          | may be shown                                                              |
 |------------------------|---------------------------------------------------------------------------|
 | `public`, `machine`    | anywhere                                                                  |
-| `private`, `mpim`      | in that same conversation, or privately to the record's owner             |
+| `private`, `mpim`      | in that same conversation to the same kind of audience (a private channel |
+|                        | read as private), or privately to the record's owner                      |
 | `dm`, `unknown`        | only privately to the record's owner (their DM with the bot, their        |
 |                        | terminal, an ephemeral reply or App Home only they see), or privately in  |
 |                        | that same DM                                                              |
@@ -90,8 +91,11 @@ def may_show(record: MemoryRecord, reader: Reader) -> bool:
     owner = record_owner(record.scope_key)
     to_owner_alone = reader.audience == "self" and owner is not None and reader.user_id == owner
     if origin in _CONVERSATION_ORIGINS:
+        # Only a reply to the same kind of audience in the same conversation: a private channel made
+        # public later has new members, and so does a `self` reader there (an ephemeral reply to
+        # whoever is in the channel now) — only the owner alone is shown it privately.
         same_conversation = (
-            reader.audience != "public"  # a private channel made public later has new members
+            reader.audience == origin
             and record.origin_conversation is not None
             and reader.conversation_id == record.origin_conversation
         )

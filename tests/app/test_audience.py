@@ -37,9 +37,18 @@ def test_a_conversations_visibility_is_who_reads_the_reply(
     assert reader_for(incoming(visibility)) == Reader(audience, "slack:U1", "slack:C1")  # type: ignore[arg-type]
 
 
-@pytest.mark.parametrize("visibility", ["public", "private", "mpim", None])
+@pytest.mark.parametrize("visibility", ["private", "mpim", "dm"])
 def test_a_private_reply_is_the_askers_alone_wherever_it_is_shown(
     visibility: ChannelVisibility | None,
 ) -> None:
     reader = conversation_reader(visibility, user_id="slack:U1", channel_id="slack:C1", private_reply=True)
     assert reader == Reader("self", "slack:U1", "slack:C1")
+
+
+@pytest.mark.parametrize("visibility", ["public", "machine", None])
+def test_a_private_reply_in_a_public_or_unknown_channel_reads_as_the_asker_outside_it(
+    visibility: ChannelVisibility | None,
+) -> None:
+    """Its asker may have joined after the channel's private era (REVIEW2 #1): no conversation."""
+    reader = conversation_reader(visibility, user_id="slack:U1", channel_id="slack:C1", private_reply=True)
+    assert reader == Reader("self", "slack:U1", None)

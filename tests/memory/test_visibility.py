@@ -12,6 +12,7 @@ from typing import get_args
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from app.audience import conversation_reader
 from memory.types import MemoryRecord, Origin
 from memory.visibility import (
     Audience,
@@ -55,8 +56,9 @@ def could_already_see(item: MemoryRecord, reader: Reader) -> bool:
 
     Origin audiences: public/machine → everyone; private/mpim/dm/unknown learned in conversation X →
     the members of X (the owner of a user-scope record is one of them: they were asked there). Reply
-    audiences: public → everyone (also people who join later); private/mpim in X → the members of X;
-    self → the one reader, who is a member of the conversation they read in.
+    audiences: public → everyone (also people who join later); private/mpim in X → the members of X
+    (a private record is read by a private audience, an mpim one by an mpim audience); self → the one
+    reader, a member of the DM they read in but maybe a late joiner of any other conversation.
     """
     if item.origin in OPEN:
         return True
@@ -66,7 +68,10 @@ def could_already_see(item: MemoryRecord, reader: Reader) -> bool:
         return False  # everyone ⊄ any narrower audience
     if reader.audience in ("private", "mpim"):
         return where is not None and reader.conversation_id == where
-    # self: one person — a member of the origin if they are its owner or read inside that conversation
+    # self: one person — a member of the origin if they are its owner; inside a DM, its one member. In
+    # a private channel or group DM they may have joined after (or it went public): owner alone.
+    if item.origin in ("private", "mpim"):
+        return owner is not None and reader.user_id == owner
     return (owner is not None and reader.user_id == owner) or (
         where is not None and reader.conversation_id == where
     )
@@ -90,6 +95,19 @@ def test_no_record_reaches_a_wider_audience_than_its_origin(
     item = record(origin, conversation, scope_key)
     if may_show(item, reader):
         assert could_already_see(item, reader), (item, reader)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(origin=st.sampled_from(("private", "mpim")), scope_key=st.sampled_from(SCOPES), reader=readers)
+def test_another_kind_of_audience_sees_a_conversation_record_only_as_its_owner_alone(
+    origin: Origin, scope_key: str, reader: Reader
+) -> None:
+    """In the record's own conversation, a reader of another audience kind (public, self, the other
+    conversation kind) is shown a private/mpim record only when it is the record's owner alone."""
+    item = record(origin, reader.conversation_id, scope_key)
+    if reader.audience != origin and may_show(item, reader):
+        owner = record_owner(scope_key)
+        assert reader.audience == "self" and owner is not None and reader.user_id == owner, (item, reader)
 
 
 @settings(max_examples=500, deadline=None)
@@ -121,6 +139,10 @@ def test_a_private_fact_stays_in_its_conversation_or_with_its_owner() -> None:
     assert may_show(fact, Reader("private", "slack:U2", "slack:G1"))
     assert not may_show(fact, Reader("private", "slack:U2", "slack:G2"))
     assert not may_show(fact, Reader("public", "slack:U2", "slack:G1"))  # made public later
+    assert not may_show(fact, Reader("self", "slack:U2", "slack:G1"))  # an ephemeral reply: a late joiner
+    assert not may_show(
+        record("mpim", "slack:G1", "channel:slack:G1"), Reader("private", "slack:U2", "slack:G1")
+    )
     own = record("private", "slack:G1", "user:slack:U1")
     assert may_show(own, Reader("self", "slack:U1", "slack:D1"))
     assert not may_show(own, Reader("public", "slack:U1", "slack:C1"))
@@ -152,3 +174,15 @@ def test_records_from_before_origins_get_conservative_labels() -> None:
     assert legacy_origin("repo:acme/api") == ("public", None)
     assert legacy_origin("channel:slack:C0PRIV") == ("private", "slack:C0PRIV")
     assert legacy_origin("user:slack:U1") == ("unknown", None)
+
+
+def test_a_late_joiner_of_a_channel_made_public_is_not_shown_its_private_era_by_a_private_reply() -> None:
+    """REVIEW2 #1: `/memory list channel` (an ephemeral reply) in C1, now public, by U9 who joined later."""
+    fact = record("private", "slack:C1", "channel:slack:C1")
+    unknown = record("unknown", "slack:C1", "channel:slack:C1")
+    for visibility in ("public", None):
+        reader = conversation_reader(
+            visibility, user_id="slack:U9", channel_id="slack:C1", private_reply=True
+        )
+        assert not may_show(fact, reader)
+        assert not may_show(unknown, reader)
