@@ -129,7 +129,9 @@ class SlackOptions:
     dedupe_max_entries: int = 50_000
     thread_memory_ttl_seconds: float = 7 * 24 * 3600
     thread_memory_max_entries: int = 20_000
-    channel_cache_ttl_seconds: float = 3600
+    # A channel's visibility from conversations.info is trusted this long: a conversion inside the
+    # window is caught by the next message event's channel_type (which refreshes the entry), not later.
+    channel_cache_ttl_seconds: float = 60
     not_a_bot_thread_ttl_seconds: float = 60
 
 
@@ -391,6 +393,7 @@ class SlackBot:
         if event_id and not self._seen_events.claim(event_id):
             log.info("slack.event", action="duplicate", **fields)
             return
+        self._note_visibility(channel, event.get("channel_type"))
         if kind == "message" and event.get("subtype") in SOURCE_SUBTYPES:
             self._accept_source_change(body, event, context, fields)
             return
@@ -431,6 +434,14 @@ class SlackBot:
             self._spawn(self._follow_up_if_bot_thread(job, thread_key, fields), name="slack-thread-check")
         else:
             log.info("slack.event", action="ignored", reason="not_addressed", **fields)
+
+    def _note_visibility(self, channel: str, channel_type: object) -> None:
+        """Every event that names its channel's type is the freshest word on it — the twin of an
+        app_mention, a message nobody addressed to us, Slack's own "made this channel private" notice
+        (a `channel_convert_to_private` message) — so it replaces what conversations.info said."""
+        visibility = visibility_from_channel_type(channel_type)
+        if channel and visibility is not None:
+            self._visibility_cache.put(channel, visibility)
 
     def _observe(self, body: Mapping[str, Any], event: Mapping[str, Any], context: Any) -> None:
         """Every message event feeds the thread cache, answered or not (app/slack/thread_cache.py)."""

@@ -310,6 +310,46 @@ async def test_conversations_info_is_cached_per_channel(slack_api: FakeSlackApi)
     assert len(slack_api.calls_to("conversations.info")) == 1
 
 
+async def test_a_message_event_refreshes_a_channels_cached_visibility(slack_api: FakeSlackApi) -> None:
+    """REVIEW2 #2: a channel made public after conversations.info said private is read as public at the
+    next mention, once any event with its channel_type came by (here one nobody addressed to the bot)."""
+    slack_api.add_conversation("G1", "private")
+    dispatcher = RecordingDispatcher()
+    async with running_bot(slack_api, dispatcher) as bot:
+        await bot.slack.event(as_app_mention(slack_api.post_as_user("G1", "U1", f"<@{BOT_USER_ID}> one")))
+        await bot.settle()
+        slack_api.add_conversation("G1", "public")
+        await bot.slack.event(slack_api.post_as_user("G1", "U2", "chatter nobody addressed to the bot"))
+        await bot.slack.event(as_app_mention(slack_api.post_as_user("G1", "U1", f"<@{BOT_USER_ID}> two")))
+        await bot.settle()
+
+    assert [m.channel_visibility for m in dispatcher.messages] == ["private", "public"]
+    assert len(slack_api.calls_to("conversations.info")) == 1
+
+
+async def test_slacks_made_private_notice_makes_the_next_mention_private(slack_api: FakeSlackApi) -> None:
+    """Public → private: Slack's `channel_convert_to_private` message carries the new channel_type."""
+    slack_api.add_conversation("C1", "public")
+    dispatcher = RecordingDispatcher()
+    async with running_bot(slack_api, dispatcher) as bot:
+        await bot.slack.event(as_app_mention(slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> one")))
+        await bot.settle()
+        slack_api.add_conversation("C1", "private")
+        notice = slack_api.post_as_user(
+            "C1", "U2", "made this channel *private*.", subtype="channel_convert_to_private"
+        )
+        await bot.slack.event(notice)
+        await bot.slack.event(as_app_mention(slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> two")))
+        await bot.settle()
+
+    assert [m.channel_visibility for m in dispatcher.messages] == ["public", "private"]
+
+
+def test_a_channels_looked_up_visibility_is_trusted_for_a_minute_at_most() -> None:
+    """Without an event naming the channel's type, a conversion is seen within this window."""
+    assert SlackOptions().channel_cache_ttl_seconds <= 60
+
+
 async def test_several_workspaces_qualify_ids_with_the_team(slack_api: FakeSlackApi) -> None:
     slack_api.add_conversation("C1", "public")
     dispatcher = RecordingDispatcher()
