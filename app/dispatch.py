@@ -33,7 +33,7 @@ from config.settings import ConfigError, Settings
 from memory.context import MemoryRead, read_memory
 from memory.scope import RequestScopes, list_scope_keys, request_scope_keys
 from memory.stores import NullMemoryStore
-from memory.types import MemoryStore, ReadAudit
+from memory.types import MemoryStore, Origin, ReadAudit
 from memory.visibility import Reader
 from ops.tracing import annotate, span
 
@@ -108,6 +108,8 @@ class CompletedRun:
     usage: Usage
     events: tuple[RunEvent, ...]
     memory_records: int = 0
+    # The (origin, conversation) labels of the memory block's records: what the run was shown.
+    memory_labels: tuple[tuple[Origin, str | None], ...] = ()
 
 
 PostRunStep = Callable[[CompletedRun], object]
@@ -342,6 +344,7 @@ class Dispatcher:
             usage=result.usage,
             events=result.events,
             memory_records=len(read.records) if read is not None else 0,
+            memory_labels=tuple((r.origin, r.origin_conversation) for r in read.records) if read else (),
         )
         _log_run(completed, result, time.monotonic() - started, block is not None)
         if not result.answer.strip():

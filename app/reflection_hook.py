@@ -134,6 +134,7 @@ class ReflectionHook:
             origin_conversation=message.channel_id,
             reader=reader_for(message),
             source_messages=message.source_messages,
+            shown_labels=completed.memory_labels,
         )
         task = schedule_reflection(
             self.tracker,

@@ -416,6 +416,9 @@ class ReflectionRun:
     # public reply may.
     reader: Reader | None = None
     source_messages: tuple[str, ...] = ()
+    # The origin labels of the memory block the run's answer was written from: what it learns is no
+    # wider than what it was shown (with the extractor's records).
+    shown_labels: tuple[tuple[Origin, str | None], ...] = ()
 
 
 Outcome = Literal["written", "nothing_durable", "rejected", "extract_failed"]
@@ -513,7 +516,7 @@ async def _reflect(
         )
         return ReflectionOutcome(outcome="rejected", reasons={parsed.error: 1})
 
-    parsed = await _label(parsed, run, store, scope_keys, retrieved)
+    parsed = await _label(parsed, _run_label(run, shown), store, scope_keys, retrieved)
     routed = route_candidates(parsed, run.scopes, {record.id: record.scope_key for record in shown}, gate)
     await _link_sources(store, run, scope_keys)
     batches: dict[str, list[MemoryCandidate]] = {}
@@ -581,17 +584,26 @@ async def _write(store: MemoryStore, scope_key: str, batch: Sequence[MemoryCandi
 Label = tuple[Origin, str | None]
 
 
+def _run_label(run: ReflectionRun, shown: Sequence[MemoryRecord]) -> Label:
+    """The run's origin label, no wider than the narrowest origin of what it was shown (the extractor's
+    records and its memory block): a run that read a dm record writes like a DM, whatever its surface
+    (a terminal chat is `machine`, but a paraphrase of the owner's DM fact is not)."""
+    label: Label = (origin_from_visibility(run.origin_visibility), run.origin_conversation)
+    for seen in (*((record.origin, record.origin_conversation) for record in shown), *run.shown_labels):
+        label = narrower(label, seen)
+    return label
+
+
 async def _label(
     parsed: ParsedReflection,
-    run: ReflectionRun,
+    own: Label,
     store: MemoryStore,
     scope_keys: Sequence[str],
     retrieved: Sequence[MemoryRecord],
 ) -> ParsedReflection:
-    """Every candidate inherits the run's origin label — or the narrower label of a record of the run's
-    scopes whose normalized text it restates, so a fact learned in a DM or a private channel cannot be
-    laundered wider by re-emitting it from a public run. The gate then narrows by that label."""
-    own: Label = (origin_from_visibility(run.origin_visibility), run.origin_conversation)
+    """Every candidate inherits the run's origin label (`_run_label`) — or the narrower label of a
+    record of the run's scopes whose normalized text it restates, so a fact learned in a DM or a private
+    channel cannot be laundered wider by re-emitting it from a public run. The gate then narrows by it."""
     if not parsed.candidates:
         return parsed
     labels = await asyncio.gather(

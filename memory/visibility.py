@@ -60,7 +60,13 @@ def origin_from_visibility(visibility: str | None) -> Origin:
 def narrower(
     first: tuple[Origin, str | None], second: tuple[Origin, str | None]
 ) -> tuple[Origin, str | None]:
-    """Of two (origin, conversation) labels, the one whose audience is smaller (the first on a tie)."""
+    """Of two (origin, conversation) labels, the one whose audience is smaller (the first on a tie).
+
+    Two labels below public from different conversations have no common audience but their owner:
+    the result is `unknown` with no conversation (read as dm), not either conversation's label.
+    """
+    if _REACH[first[0]] < _REACH["public"] and _REACH[second[0]] < _REACH["public"] and first[1] != second[1]:
+        return "unknown", None
     return second if _REACH[second[0]] < _REACH[first[0]] else first
 
 

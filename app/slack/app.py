@@ -47,6 +47,7 @@ from app.slack.events import (
     skip_reason,
     thread_has_bot,
     thread_root,
+    user_team,
     visibility_from_channel_type,
     visibility_from_conversation,
     visibility_from_slash_channel,
@@ -347,7 +348,8 @@ class SlackBot:
         if not user:
             return
         if tab == "home":
-            self._spawn(self._home.publish(team_id, user, HomeState()), name="slack-home-publish")
+            home = self._home.publish(team_id, user, HomeState(), user_team=user_team(event, team_id))
+            self._spawn(home, name="slack-home-publish")
         elif tab == "messages" and event.get("channel"):  # the Agent messaging experience's DM
             self._spawn(set_suggested_prompts(self.client, str(event["channel"])), name="slack-prompts")
 
@@ -410,7 +412,7 @@ class SlackBot:
             event=event,
             event_id=event_id,
             team_id=team_id,
-            user_team_id=event.get("user_team") or team_id,
+            user_team_id=user_team(event, team_id),
             channel=channel,
             ts=str(event.get("ts") or ""),
             thread_ts=thread_root(event),
@@ -722,7 +724,7 @@ class SlackBot:
                 async def thread_repo() -> str | None:
                     return await lookup(key)
 
-            user_key = self._identity.user(team, user)
+            user_key = self._identity.person(command, user, team)
             caller = self._caller_factory(
                 user_id=user_key,
                 channel_id=channel_key,

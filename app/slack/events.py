@@ -42,11 +42,26 @@ class SlackIdentity:
     def user(self, team_id: str | None, user_id: str | None) -> str | None:
         return self._qualify(team_id, user_id) if user_id else None
 
+    def person(self, payload: Mapping[str, Any], user_id: str | None, workspace: str | None) -> str | None:
+        """The one way a surface names the person behind an event, click or command: under their own
+        team (`user_team`), so a Slack Connect user's messages, `/memory`, Home tab and Forget agree."""
+        return self.user(user_team(payload, workspace), user_id)
+
     def channel(self, team_id: str | None, channel_id: str | None) -> str | None:
         return self._qualify(team_id, channel_id) if channel_id else None
 
     def thread_key(self, team_id: str | None, channel_id: str, thread_ts: str) -> str:
         return f"{self._qualify(team_id, channel_id)}:{thread_ts}"
+
+
+def user_team(payload: Mapping[str, Any], workspace: str | None) -> str | None:
+    """The team of the person behind a payload — an event's `user_team`, an interaction's
+    `user.team_id` — else the workspace the payload came through (a slash command's `team_id`)."""
+    person = payload.get("user")
+    for team in (payload.get("user_team"), person.get("team_id") if isinstance(person, Mapping) else None):
+        if isinstance(team, str) and team:
+            return team
+    return workspace
 
 
 def visibility_from_channel_type(channel_type: object) -> ChannelVisibility | None:

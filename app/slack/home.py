@@ -17,7 +17,7 @@ import structlog
 from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from app.slack.events import SURFACE, SlackIdentity
+from app.slack.events import SURFACE, SlackIdentity, user_team
 from app.slack.home_view import (
     CHANNEL_ACTION,
     FORGET_ACTION,
@@ -113,14 +113,21 @@ class HomeTab:
         self._permalinks = Permalinks(client)
 
     async def publish(
-        self, team_id: str | None, user: str, state: HomeState, notice: str | None = None
+        self,
+        team_id: str | None,
+        user: str,
+        state: HomeState,
+        notice: str | None = None,
+        *,
+        user_team: str | None = None,
     ) -> None:
+        """The tab for `user` of team `user_team` (their own; None: the workspace `team_id`)."""
         browser = self._browser
         if browser is None or not browser.enabled:
             view = memory_off_view()
             count = 0
         else:
-            viewer = self._identity.user(team_id, user) or ""
+            viewer = self._identity.user(user_team or team_id, user) or ""
             admin = browser.is_admin(viewer)
             if not admin:
                 state = HomeState(page=state.page, query=state.query)  # people browse only their own
@@ -152,13 +159,14 @@ class HomeTab:
         team_id = (
             str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "") or None
         )
+        viewer_team = user_team(body, team_id)  # channels are the workspace's; the viewer is their team's
         if not user:
             log.warning("slack.home_action_refused", reason="no_user")
             return
         state = decode_state((body.get("view") or {}).get("private_metadata"))
         action_id = str(action.get("action_id") or "")
         if action_id == FORGET_ACTION:
-            await self._forget(team_id, user, state, action)
+            await self._forget(team_id, viewer_team, user, state, action)
             return
         if action_id.startswith(PAGE_ACTION):
             value = str(action.get("value") or "0")
@@ -173,18 +181,24 @@ class HomeTab:
                 log.warning("slack.home_action_refused", user=user, reason="bad_channel")
                 return
             state = HomeState("channel", channel, 0, None)
-        await self.publish(team_id, user, state)
+        await self.publish(team_id, user, state, user_team=viewer_team)
 
     async def _forget(
-        self, team_id: str | None, user: str, state: HomeState, action: Mapping[str, Any]
+        self,
+        team_id: str | None,
+        viewer_team: str | None,
+        user: str,
+        state: HomeState,
+        action: Mapping[str, Any],
     ) -> None:
         record_id = str(action.get("value") or "")
         if not _RECORD_ID.match(record_id) or self._registry is None:
             log.warning("slack.home_action_refused", user=user, reason="bad_record_id")
-            await self.publish(team_id, user, state, notice="🚫 That is not a record id I can forget.")
+            refusal = "🚫 That is not a record id I can forget."
+            await self.publish(team_id, user, state, notice=refusal, user_team=viewer_team)
             return
         caller = self._caller_factory(
-            user_id=self._identity.user(team_id, user),
+            user_id=self._identity.user(viewer_team, user),
             channel_id=None,
             channel_visibility="dm",  # the home tab is seen by the viewer alone
             thread_key=f"{SURFACE}:home:{user}",
@@ -195,4 +209,5 @@ class HomeTab:
         if outcome == "refused":  # e.g. a crafted click on another person's record
             log.warning("slack.home_action_refused", user=user, reason="forget_refused", id=record_id)
         log.info("slack.home_forget", user=user, id=record_id, outcome=outcome)
-        await self.publish(team_id, user, state, notice=reply.text if reply is not None else None)
+        notice = reply.text if reply is not None else None
+        await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)

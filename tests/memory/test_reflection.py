@@ -940,6 +940,43 @@ async def test_a_restatement_found_only_by_the_lookup_is_narrowed_too() -> None:
     assert store.records("org:acme") == []
 
 
+TERMINAL = RequestScopes(org="org:acme", user="user:slack:UA")  # a terminal chat: no channel, no repo
+
+
+async def test_a_terminal_run_shown_a_dm_record_writes_its_paraphrase_like_a_dm() -> None:
+    """REVIEW2 #4: `machine` reads like the owner's DM, so what it learns from one stays the owner's."""
+    store = await store_with_a_dm_fact()
+    provider = ScriptedProvider(envelope(fact("UA has a job interview elsewhere", "org")))
+    await reflect(
+        make_run(TERMINAL, origin="machine", query="is this user interviewing"),
+        store=store,
+        extract=provider_extractor(provider),
+        model="m",
+        gate=policy_gate(TERMINAL),
+    )
+    assert DM_FACT in provider.requests[0].messages[0].text  # shown it
+    assert store.records("org:acme") == []
+    written_here = [c for _, batch in store.writes for c in batch]
+    assert [(c.text, c.origin) for c in written_here] == [("UA has a job interview elsewhere", "dm")]
+    assert [scope for scope, _ in store.writes] == ["user:slack:UA"]
+
+
+async def test_a_run_whose_memory_block_held_a_dm_record_writes_no_wider_than_it() -> None:
+    """The memory block counts as shown too, even when the extractor's own lookup did not find it."""
+    run = replace(make_run(TERMINAL, origin="machine"), shown_labels=(("dm", "slack:D1"),))
+    store = RecordingStore()
+    await reflect(
+        run,
+        store=store,
+        extract=provider_extractor(ScriptedProvider(envelope(fact("the deploy is on fridays", "org")))),
+        model="m",
+        gate=policy_gate(TERMINAL),
+    )
+    assert store.records("org:acme") == []
+    ((scope, (candidate,)),) = store.writes
+    assert (scope, candidate.origin, candidate.origin_conversation) == ("user:slack:UA", "dm", "slack:D1")
+
+
 class FailingListStore(RecordingStore):
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[Any]:
         raise OSError("list is down")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import get_args
 
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from app.audience import conversation_reader
@@ -164,9 +164,32 @@ def test_a_run_visibility_becomes_its_origin_and_anything_else_is_unknown() -> N
 
 def test_the_narrower_of_two_labels_wins_and_a_tie_keeps_the_first() -> None:
     assert narrower(("public", "slack:C1"), ("dm", "slack:D1")) == ("dm", "slack:D1")
-    assert narrower(("dm", "slack:D1"), ("private", "slack:G1")) == ("dm", "slack:D1")
-    assert narrower(("private", "slack:G1"), ("mpim", "slack:M1")) == ("private", "slack:G1")
+    assert narrower(("dm", "slack:D1"), ("dm", "slack:D1")) == ("dm", "slack:D1")
+    assert narrower(("private", "slack:G1"), ("dm", "slack:G1")) == ("dm", "slack:G1")
     assert narrower(("machine", None), ("private", "slack:G1")) == ("private", "slack:G1")
+    assert narrower(("public", "slack:C1"), ("machine", None)) == ("public", "slack:C1")
+
+
+def test_two_narrow_labels_from_different_conversations_are_unknown() -> None:
+    """REVIEW2 #5: a run in C2 restating (private, C1) keeps neither conversation's label."""
+    assert narrower(("private", "slack:C2"), ("private", "slack:C1")) == ("unknown", None)
+    assert narrower(("dm", "slack:D1"), ("private", "slack:G1")) == ("unknown", None)
+    assert narrower(("private", "slack:G1"), ("mpim", "slack:M1")) == ("unknown", None)
+
+
+labels = st.tuples(origins, conversations)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(first=labels, second=labels, scope_key=st.sampled_from(SCOPES), reader=readers)
+def test_the_narrower_label_of_two_from_different_conversations_shows_no_one_either_would_not(
+    first: tuple[Origin, str | None], second: tuple[Origin, str | None], scope_key: str, reader: Reader
+) -> None:
+    assume(first[1] != second[1])
+    origin, conversation = narrower(first, second)
+    if may_show(record(origin, conversation, scope_key), reader):
+        assert may_show(record(*first, scope_key), reader), (first, second, reader)
+        assert may_show(record(*second, scope_key), reader), (first, second, reader)
 
 
 def test_records_from_before_origins_get_conservative_labels() -> None:

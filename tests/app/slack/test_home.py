@@ -12,7 +12,8 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from app.slack.app import registry_caller
+from app.slack.app import SlackOptions, registry_caller
+from app.slack.events import SlackIdentity
 from app.slack.home_view import FORGET_ACTION, PAGE_ACTION, SCOPE_ACTION, SEARCH_ACTION
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
@@ -289,3 +290,44 @@ async def test_an_action_is_acknowledged_before_the_view_is_published(slack_api:
 
     assert delivery.status == 200
     assert len(slack_api.home_views["U1"]) == 1
+
+
+async def test_a_slack_connect_viewer_browses_and_forgets_under_their_own_team(
+    slack_api: FakeSlackApi,
+) -> None:
+    """REVIEW2 #6: a message from U1 of team T2 wrote under user:slack:T2:U1; a click relayed by the
+    workspace T1 (`team.id`) browses and forgets there too (`user.team_id`), not under T1."""
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:T2:U1", "U1 likes tabs", "U1 deploys on Fridays", origin="dm")
+    registry = build_registry(store=store, memory_enabled=True, organization="acme", admins=[])
+    browser = MemoryBrowser(store=store, memory_enabled=True, organization="acme", admins=[])
+    async with running_bot(
+        slack_api,
+        RecordingDispatcher(),
+        registry=registry,
+        browser=browser,
+        caller_factory=registry_caller,
+        options=SlackOptions(multi_workspace=True),
+    ) as bot:
+        view = {"type": "home", "private_metadata": ""}
+        [target] = [r.id for r in await store.list("user:slack:T2:U1", 10) if r.text == "U1 likes tabs"]
+        payload = block_action(
+            "U1", {"action_id": FORGET_ACTION, "type": "button", "value": target}, view=view
+        )
+        payload["user"]["team_id"] = "T2"
+        payload["team"] = {"id": "T1"}
+        await bot.slack.interaction(payload)
+        await bot.settle()
+
+    assert [r.text for r in await store.list("user:slack:T2:U1", 10)] == ["U1 deploys on Fridays"]
+    assert texts(slack_api.home_views["U1"][-1]) == ["U1 deploys on Fridays"]
+
+
+def test_one_function_names_a_person_by_their_own_team_on_every_payload_shape() -> None:
+    identity = SlackIdentity(multi_workspace=True)
+    event = {"user": "U1", "user_team": "T2", "team": "T1"}
+    click = {"user": {"id": "U1", "team_id": "T2"}, "team": {"id": "T1"}}
+    command = {"user_id": "U1", "team_id": "T1"}
+    assert identity.person(event, "U1", "T1") == "slack:T2:U1"
+    assert identity.person(click, "U1", "T1") == "slack:T2:U1"
+    assert identity.person(command, "U1", "T1") == "slack:T1:U1"
