@@ -607,7 +607,7 @@ class SlackBot:
         """*Why?*: the records the run read, to the one who clicked, ephemerally, under the read rule."""
         run_id = action_value(body, WHY_ACTION)
         team = (body.get("team") or {}).get("id") or team_id
-        user = self._identity.user(team, (body.get("user") or {}).get("id"))
+        user = self._identity.person(body, (body.get("user") or {}).get("id"), team)
         channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
         reader = Reader(audience="self", user_id=user, conversation_id=self._identity.channel(team, channel))
         try:

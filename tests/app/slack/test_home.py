@@ -331,3 +331,40 @@ def test_one_function_names_a_person_by_their_own_team_on_every_payload_shape() 
     assert identity.person(event, "U1", "T1") == "slack:T2:U1"
     assert identity.person(click, "U1", "T1") == "slack:T2:U1"
     assert identity.person(command, "U1", "T1") == "slack:T1:U1"
+
+
+async def test_a_slack_connect_clicker_of_why_sees_their_own_records_under_their_own_team(
+    slack_api: FakeSlackApi,
+) -> None:
+    """REVIEW2 #6 on *Why?*: the clicker is named by their own team (`user.team_id`), like everywhere."""
+    import time
+
+    from app.slack.provenance import WHY_ACTION
+    from memory.types import ReadAudit
+
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:T2:U1", "U1 likes tabs", origin="dm", where="D1")
+    [record] = await store.list("user:slack:T2:U1", 10)
+    await store.record_read(
+        ReadAudit(
+            "run-1", "slack:T1:C1:1.0", "slack:T2:U1", ("user:slack:T2:U1",), ((record.id, 1),), time.time()
+        )
+    )
+    registry = build_registry(store=store, memory_enabled=True, organization="acme", admins=[])
+    async with running_bot(
+        slack_api,
+        RecordingDispatcher(),
+        registry=registry,
+        caller_factory=registry_caller,
+        memory_store=store,
+        options=SlackOptions(multi_workspace=True),
+    ) as bot:
+        action = {"action_id": WHY_ACTION, "type": "button", "value": "run-1"}
+        payload = block_action("U1", action, channel="C1")
+        payload["user"]["team_id"] = "T2"
+        payload["team"] = {"id": "T1"}
+        payload["response_url"] = slack_api.response_url("why")
+        assert (await bot.slack.interaction(payload)).status == 200
+        await slack_api.wait_until(lambda: len(slack_api.responses) > 0)
+
+    assert "U1 likes tabs" in str(slack_api.responses[-1]["text"])
