@@ -34,6 +34,31 @@ _WHITESPACE = re.compile(r"\s+")
 _RECORD_ID = re.compile(r"^mem:(?P<scope>.+):(?P<seq>[0-9]+)$")
 
 
+# What an erase keeps of a row (issue 17): identity, scope, provenance ids, dates, status, origin and
+# the reason. Every other column — text, norm, keywords, tokens, stems, a vector, whatever a later
+# migration adds — is scrubbed by every durable store.
+ERASE_KEEPS: frozenset[str] = frozenset(
+    {
+        "seq",
+        "id",
+        "scope_key",
+        "kind",
+        "source_thread_key",
+        "source_run_id",
+        "created_at",
+        "last_used_at",
+        "use_count",
+        "confidence",
+        "supersedes",
+        "status",
+        "origin",
+        "origin_conversation",
+        "erased_reason",
+        "erased_at",
+    }
+)
+
+
 def normalize_text(text: str) -> str:
     """The dedup key: trimmed, lowercased, whitespace collapsed."""
     return _WHITESPACE.sub(" ", text.strip().lower())

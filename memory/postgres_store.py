@@ -31,6 +31,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from memory.embedder import Embedder, Matrix
 from memory.engine import (
+    ERASE_KEEPS,
     candidate_cap,
     match_tokens,
     matches_filter,
@@ -316,26 +317,7 @@ _INSERT_AUDIT: Final = """
 """
 # What an erased row keeps: identity, scope, origin, provenance, dates, status, reason. Every other
 # column — text, norm, keywords, tokens, and whatever later columns hold (a vector) — is scrubbed.
-_KEPT_COLUMNS: Final = frozenset(
-    {
-        "scope_key",
-        "seq",
-        "id",
-        "kind",
-        "source_thread_key",
-        "source_run_id",
-        "created_at",
-        "last_used_at",
-        "use_count",
-        "confidence",
-        "supersedes",
-        "status",
-        "origin",
-        "origin_conversation",
-        "erased_reason",
-        "erased_at",
-    }
-)
+_KEPT_COLUMNS = ERASE_KEEPS
 
 # A row as selected: its seq (the key's second half) and the record.
 _Row = tuple[int, MemoryRecord]

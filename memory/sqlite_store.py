@@ -40,6 +40,7 @@ import structlog
 
 from memory.embedder import Embedder, Matrix
 from memory.engine import (
+    ERASE_KEEPS,
     candidate_cap,
     match_tokens,
     matches_filter,
@@ -1244,26 +1245,7 @@ _NO_CUTOFF = float("-inf")
 # What an erased row keeps: identity, scope, origin, provenance, dates, status, reason. Every other
 # column — text, norm, keywords, and whatever later columns hold (stems, term counts, a vector) — is
 # scrubbed: NULL where the column allows it, else its default, else ''.
-_KEPT_COLUMNS = frozenset(
-    {
-        "seq",
-        "id",
-        "scope_key",
-        "kind",
-        "source_thread_key",
-        "source_run_id",
-        "created_at",
-        "last_used_at",
-        "use_count",
-        "confidence",
-        "supersedes",
-        "status",
-        "origin",
-        "origin_conversation",
-        "erased_reason",
-        "erased_at",
-    }
-)
+_KEPT_COLUMNS = ERASE_KEEPS
 
 
 def _scrub_assignments(connection: sqlite3.Connection) -> str:
