@@ -3,7 +3,9 @@
 A stem is a whole token run through the Snowball English stemmer ("deploys", "deployed" and
 "deployment" all become "deploy"), so matching stays whole-token: a one-letter token still matches
 only the one-letter token. The keyword match is the share of the query's inverse document frequency
-that a record holds, with the frequencies counted in the record's own scope (the store supplies them).
+that a record holds, with the frequencies counted in the record's own scope (the store supplies them),
+each stem weighing its IDF to the power 1.5. A query's stopwords and its question-frame words ("what
+kind of", "how many", "did she mention") select nothing.
 """
 
 from __future__ import annotations
@@ -57,9 +59,31 @@ def record_stems(record: MemoryRecord) -> frozenset[str]:
     return stems_of(record.text, record.keywords)
 
 
+# Words that frame a question rather than name what it is about ("what kind of", "how many", "how
+# long", "did he mention", "what did she say about", "what other"). On top of the spec's stopwords they
+# select nothing in v2: a record that shares only "kind" or "mention" with a question is not about it.
+# Measured on the LoCoMo dev split (BENCHMARKS.md, "Tuning"). The spec ranking never sees this list.
+QUESTION_WORDS: frozenset[str] = frozenset(
+    {
+        *("kind", "kinds", "type", "types", "sort", "many", "much", "long", "often", "ever", "other"),
+        *("others", "mention", "mentioned", "describe", "described", "say", "said", "tell", "told"),
+        *("might", "go", "goes", "going", "went", "get", "gets", "got", "make", "makes", "made"),
+        *("thing", "things", "way", "ways", "something", "anything", "take", "took", "give"),
+        *("gave", "see", "saw", "find", "found", "want", "wanted", "use", "used", "up", "done"),
+    }
+)
+_QUESTION_STEMS = frozenset(Stemmer.Stemmer("english").stemWords(sorted(QUESTION_WORDS)))
+
+# Each stem weighs its IDF to this power: a rare stem outweighs a common one by more than BM25's IDF
+# alone says (measured with the question words above, BENCHMARKS.md "Tuning").
+IDF_EXPONENT = 1.5
+
+
 def query_stems(query: str) -> list[str]:
-    """The query's distinct content stems (stopwords never select a record), in order of appearance."""
-    return list(dict.fromkeys(stem_words(query_terms(query))))
+    """The query's distinct content stems, in order of appearance: stopwords and question-frame words
+    never select a record."""
+    stems = stem_words(query_terms(query))
+    return list(dict.fromkeys(stem for stem in stems if stem not in _QUESTION_STEMS))
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +115,8 @@ def idf(frequency: int, documents: int) -> float:
 
 
 def idf_weights(stems: Iterable[str], stats: TermStats) -> dict[str, float]:
-    return {stem: idf(stats.frequencies.get(stem, 0), stats.documents) for stem in stems}
+    """Each stem's weight in the keyword match: its IDF in the scope, to the power IDF_EXPONENT."""
+    return {stem: idf(stats.frequencies.get(stem, 0), stats.documents) ** IDF_EXPONENT for stem in stems}
 
 
 def weighted_match(weights: Mapping[str, float], have: Collection[str]) -> float:

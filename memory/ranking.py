@@ -19,12 +19,37 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+import numpy.typing as npt
+
 from memory.engine import longest_terms, match_tokens, rank_records
 from memory.lexical import TermStats, idf_weights, query_stems, record_stems, weighted_match
-from memory.scorer import keyword_match, query_tokens, recency_score, weighted_score
+from memory.scorer import (
+    KEYWORD_WEIGHT,
+    RECENCY_TAU_SECONDS,
+    RECENCY_WEIGHT,
+    keyword_match,
+    last_seen,
+    query_tokens,
+    recency_score,
+    weighted_score,
+)
 from memory.types import MemoryRecord, Ranked
 
-__all__ = ["DEFAULT_RANKING", "SPEC", "Ranked", "Ranking", "merge_score", "prefilter_terms", "rank"]
+__all__ = [
+    "DEFAULT_RANKING",
+    "SPEC",
+    "Ranked",
+    "Ranking",
+    "Scored",
+    "merge_score",
+    "prefilter_terms",
+    "rank",
+    "score_arrays",
+]
+
+Floats = npt.NDArray[np.float64]
+Flags = npt.NDArray[np.bool_]
 
 RankingMode = Literal["spec", "v2"]
 RANKING_MODES: tuple[str, ...] = ("v2", "spec")
@@ -72,6 +97,44 @@ def prefilter_terms(ranking: Ranking, query: str) -> list[str]:
     return match_tokens(query)
 
 
+@dataclass(frozen=True, slots=True)
+class Scored:
+    """Per record, aligned with the input: its relevance, its score, and whether the gate admits it."""
+
+    relevance: Floats
+    score: Floats
+    admitted: Flags
+
+
+def score_arrays(
+    lexical: Floats,
+    matched: Flags,
+    cosine: Floats | None,
+    seen: Floats,
+    now: float,
+    ranking: Ranking,
+) -> Scored:
+    """The v2 formula over many records at once — the one place it is written.
+
+    `lexical` is each record's IDF-weighted match, `matched` whether it shares a prefilter stem with
+    the query, `cosine` its vector's cosine with the query's (NaN: no vector; None: no embedder), `seen`
+    its last use (else creation). `rank` scores its candidates with it and the SQLite store's scope
+    index (memory/scope_index.py) scores a whole scope with it, so both order records identically.
+    """
+    if cosine is None:
+        relevance = lexical
+        admitted = matched & (lexical > 0.0)
+    else:
+        has_vector = ~np.isnan(cosine)
+        w = ranking.semantic_weight
+        fused = (1.0 - w) * lexical + w * np.maximum(np.where(has_vector, cosine, 0.0), 0.0)
+        relevance = np.where(has_vector, fused, lexical)
+        close = has_vector & (np.where(has_vector, cosine, -np.inf) >= ranking.semantic_threshold)
+        admitted = (matched & (lexical > 0.0)) | close
+    recency = np.exp(-np.maximum(0.0, now - seen) / RECENCY_TAU_SECONDS)
+    return Scored(relevance, KEYWORD_WEIGHT * relevance + RECENCY_WEIGHT * recency, admitted)
+
+
 def rank(
     records: Iterable[MemoryRecord],
     query: str,
@@ -97,28 +160,20 @@ def rank(
     stems = query_stems(query)
     if not stems or limit <= 0:
         return []
+    active = [record for record in records if record.status == "active"]
+    if not active:
+        return []
     weights = idf_weights(stems, stats if stats is not None else TermStats(0, {}))
-    similarity = cosines or {}
-    w = ranking.semantic_weight
-    scored: list[tuple[float, int, Ranked]] = []
-    for index, record in enumerate(records):
-        if record.status != "active":
-            continue
-        lexical = weighted_match(weights, record_stems(record))
-        cosine = similarity.get(record.id)
-        if cosine is None:
-            if lexical <= 0.0:
-                continue
-            relevance = lexical
-        else:
-            if lexical <= 0.0 and cosine < ranking.semantic_threshold:
-                continue  # the gate: no shared stem and not close enough in meaning
-            relevance = (1.0 - w) * lexical + w * max(cosine, 0.0)
-        scored.append(
-            (weighted_score(relevance, recency_score(record, now)), index, Ranked(record, relevance))
-        )
-    scored.sort(key=lambda item: (-item[0], item[1]))
-    return [ranked for _, _, ranked in scored[:limit]]
+    lexical = np.array([weighted_match(weights, record_stems(record)) for record in active])
+    cosine = None
+    if cosines is not None:
+        cosine = np.array([cosines.get(record.id, np.nan) for record in active], dtype=np.float64)
+    seen = np.array([last_seen(record) for record in active], dtype=np.float64)
+    scored = score_arrays(lexical, np.ones(len(active), dtype=np.bool_), cosine, seen, now, ranking)
+    chosen = np.flatnonzero(scored.admitted)
+    # Best score first, ties in input order (a stable sort of the negated scores).
+    order = chosen[np.argsort(-scored.score[chosen], kind="stable")][:limit]
+    return [Ranked(active[i], float(scored.relevance[i])) for i in order.tolist()]
 
 
 def merge_score(ranked: Ranked, now: float) -> float:

@@ -5,6 +5,7 @@ No I/O: every store, the read path and the reflection pass call these same funct
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Collection, Iterable, Sequence
@@ -158,10 +159,14 @@ def keyword_match(query: str | Collection[str], record: MemoryRecord) -> float:
     return len(wanted & have) / len(wanted)
 
 
+def last_seen(record: MemoryRecord) -> float:
+    """What recency counts from: the last use, else the creation."""
+    return record.last_used_at if record.last_used_at is not None else record.created_at
+
+
 def recency_score(record: MemoryRecord, now: float) -> float:
     """exp(-age/τ) over last use, else creation: 1 when fresh, 1/e after a week."""
-    seen = record.last_used_at if record.last_used_at is not None else record.created_at
-    age = max(0.0, now - seen)
+    age = max(0.0, now - last_seen(record))
     return math.exp(-age / RECENCY_TAU_SECONDS)
 
 
@@ -174,6 +179,12 @@ def score_record(record: MemoryRecord, query: str | Collection[str], now: float)
     return weighted_score(keyword_match(query, record), recency_score(record, now))
 
 
+# Fields cleaned lately: every read renders the scope's hot records again, and two redaction passes
+# per field cost more than the whole retrieve (the function is pure; the cache is bounded).
+CLEANED_FIELDS = 4096
+
+
+@functools.lru_cache(maxsize=CLEANED_FIELDS)
 def clean_memory_field(text: str) -> str:
     """What a record field may show anywhere: redacted, one line with whitespace collapsed, and
     redacted again.

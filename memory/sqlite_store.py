@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar, get_args
 
@@ -53,10 +53,11 @@ from memory.engine import (
     validate_cap,
 )
 from memory.engine import record_id as make_record_id
-from memory.lexical import TermStats, stems_of
+from memory.lexical import query_stems, record_stems, stems_of
 from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms, rank
 from memory.retention import NO_RETENTION, Retention
 from memory.scope import validate_scope_key
+from memory.scope_index import ScopeIndex
 from memory.scorer import tokenize
 from memory.types import (
     DEFAULT_SCOPE_CAP,
@@ -74,15 +75,7 @@ from memory.types import (
     WriteResult,
 )
 from memory.usage_bumps import FLUSH_SECONDS, PendingBumps
-from memory.vectors import (
-    GENERATION_TERM,
-    REINDEX_BATCH,
-    Progress,
-    ScopeVectors,
-    record_cosines,
-    semantic_candidates,
-    to_blob,
-)
+from memory.vectors import REINDEX_BATCH, Progress, from_blob, to_blob
 from memory.visibility import legacy_origin
 
 log = structlog.get_logger("memory")
@@ -146,6 +139,10 @@ _SCHEMA = (
     "CREATE VIRTUAL TABLE IF NOT EXISTS records_stems USING fts5(stems, tokenize = 'ascii')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS records_stems_vocab USING fts5vocab(records_stems, 'row')",
     "CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID",
+    # The change counter the in-process scope index follows (`_stamp` moves it on every change to a
+    # record other than its usage counts, in whichever process makes it).
+    "CREATE TABLE IF NOT EXISTS changes (id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO changes (id, generation) VALUES (1, 0)",
 )
 # Columns added after the first release: (table, column, declaration), each added once if missing.
 _COLUMNS_ADDED = (
@@ -154,7 +151,10 @@ _COLUMNS_ADDED = (
     # Erasure (issue 17): why and when a row's text was scrubbed.
     ("records", "erased_reason", "TEXT"),
     ("records", "erased_at", "REAL"),
+    # The change generation that last touched the row (`_stamp`).
+    ("records", "changed", "INTEGER NOT NULL DEFAULT 0"),
 )
+
 # The term_df row that counts the active records themselves (no stem is empty).
 _DOCUMENTS = ""
 
@@ -189,6 +189,23 @@ def fts_match_terms(terms: Sequence[str]) -> str | None:
     return " OR ".join(f'"{term}"' for term in terms)
 
 
+@dataclass
+class _SyncedIndex:
+    """A scope's index and the state of the database it reflects (touched only under the scope lock)."""
+
+    index: ScopeIndex
+    generation: int
+    data_version: int = -1
+    total_changes: int = -1
+    usage_stale: bool = False  # a write of this process changed usage counts (a dedup)
+
+    def current(self, data_version: int, total_changes: int) -> bool:
+        return not self.usage_stale and (data_version, total_changes) == (
+            self.data_version,
+            self.total_changes,
+        )
+
+
 class SqliteMemoryStore:
     """The embedded default store: memory that survives restarts with zero set-up."""
 
@@ -214,8 +231,9 @@ class SqliteMemoryStore:
         self._clock = clock
         self._ranking = ranking
         self._embedder = embedder
-        # Each scope's vectors as one matrix, touched only under that scope's lock (see `_vectors`).
-        self._vector_cache: dict[str, ScopeVectors] = {}
+        # Each open scope's active records as arrays (memory/scope_index.py), touched only under that
+        # scope's lock and kept in step with the database by `_synced_index`.
+        self._indexes: dict[str, _SyncedIndex] = {}
         self._max_open = max_open
         self._on_statement = on_statement
         self._executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="sqlite-memory")
@@ -352,6 +370,9 @@ class SqliteMemoryStore:
 
         def work(connection: sqlite3.Connection) -> WriteResult:
             result, expired = self._write(connection, scope_key, batch, batch_cap, cutoff)
+            synced = self._indexes.get(scope_key)
+            if synced is not None and result.deduped:  # a dedup bumps a use count: no trigger sees it
+                synced.usage_stale = True
             if expired:
                 _scrub_files(connection)
                 log.info("memory.store.expired", scope_key=scope_key, erased=expired)
@@ -417,7 +438,6 @@ class SqliteMemoryStore:
             with _transaction(connection):
                 for (seq, _), vector in zip(rows, vectors, strict=True):
                     _store_vector(connection, int(seq), vector, embedder.name)
-                _bump_generation(connection)
         left = int(
             connection.execute(f"SELECT COUNT(*) FROM records WHERE {missing}", (embedder.name,)).fetchone()[
                 0
@@ -568,13 +588,19 @@ class SqliteMemoryStore:
         pending = self._bumps.pop(scope_key, None)
         if pending is None:
             return
+        synced = self._indexes.get(scope_key)
+        in_step = synced is not None and synced.total_changes == connection.total_changes
         try:
             with _transaction(connection):
                 connection.executemany(
                     "UPDATE records SET last_used_at = ?, use_count = use_count + ? WHERE id = ?",
                     pending.rows(),
                 )
+            if synced is not None and in_step:  # the index held these bumps already
+                synced.total_changes = connection.total_changes
         except sqlite3.Error as error:  # usage counts only: the records themselves are untouched
+            if synced is not None:
+                synced.usage_stale = True
             log.warning(
                 "memory.store.bumps_lost",
                 scope_key=scope_key,
@@ -639,7 +665,7 @@ class SqliteMemoryStore:
             lock = self._scope_lock_locked(key)
             if lock.acquire(blocking=False):  # busy scopes stay open until a later checkout
                 surplus.append((key, lock, self._connections.pop(key)))
-                self._vector_cache.pop(key, None)
+                self._indexes.pop(key, None)
                 excess -= 1
         return surplus
 
@@ -648,7 +674,7 @@ class SqliteMemoryStore:
         with self._lock:
             connections = builtins.list(self._connections.items())
             self._connections.clear()
-            self._vector_cache.clear()
+            self._indexes.clear()
         for scope_key, connection in connections:
             self._write_bumps(connection, scope_key)
             connection.close()
@@ -697,38 +723,68 @@ class SqliteMemoryStore:
         query_vector: Matrix | None = None,
         cutoff: float | None = None,
     ) -> builtins.list[Ranked]:
+        if not self._ranking.stemmed:
+            return self._retrieve_spec(connection, scope_key, query, terms, limit, cutoff)
+        index = self._synced_index(connection, scope_key)
+        embedder = self._embedder
+        if embedder is not None and query_vector is None:
+            query_vector = embedder.embed_query(query)
+        stems = query_stems(query)
+        wanted = frozenset(terms)
+        now = self._clock()
+        chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff)
+        if query_vector is not None and embedder is not None:
+            unvectored = [c for c in chosen if c.cosine is None]
+            if unvectored:  # vectors made on use (older rows): stored, then the scope is scored again
+                vectors = embedder.embed([c.record.text for c in unvectored])
+                fresh = [(c.seq, vector) for c, vector in zip(unvectored, vectors, strict=True)]
+                for c, vector in zip(unvectored, vectors, strict=True):
+                    index.add(c.seq, c.record, record_stems(c.record), vector)
+                self._store_vectors(connection, fresh)
+                chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff)
+        if not chosen:
+            return []
+        self._bump_later(scope_key, [c.record for c in chosen], now)
+        bumped = [
+            Ranked(replace(c.record, last_used_at=now, use_count=c.record.use_count + 1), c.relevance)
+            for c in chosen
+        ]
+        for c, item in zip(chosen, bumped, strict=True):  # what the database holds once bumps are written
+            index.set_record(c.seq, item.record)
+        if self._bumps[scope_key].due(time.monotonic()):
+            self._write_bumps(connection, scope_key)
+        return bumped
+
+    def _retrieve_spec(
+        self,
+        connection: sqlite3.Connection,
+        scope_key: str,
+        query: str,
+        terms: Sequence[str],
+        limit: int,
+        cutoff: float | None,
+    ) -> builtins.list[Ranked]:
+        """The seed's read (`memory.ranking = "spec"`): the FTS5 bm25 prefilter, then the spec scorer."""
         match = fts_match_terms(terms)
         if match is None:
             return []
-        # The spec ranking prefilters on whole tokens, v2 on stems: each index holds the active rows.
-        index = "records_stems" if self._ranking.stemmed else "records_fts"
         with _snapshot(connection):  # a read: the usage bump is written later (memory/usage_bumps.py)
             rows = connection.execute(
                 f"SELECT r.seq, {_R_COLUMNS} FROM ("
-                f"  SELECT rowid, bm25({index}) AS score FROM {index}"
-                f"  WHERE {index} MATCH ? ORDER BY score LIMIT ?"
+                "  SELECT rowid, bm25(records_fts) AS score FROM records_fts"
+                "  WHERE records_fts MATCH ? ORDER BY score LIMIT ?"
                 ") AS f JOIN records AS r ON r.seq = f.rowid WHERE r.status = 'active'",
                 (match, candidate_cap(limit)),
             ).fetchall()
-            # bm25 only chose who reaches the engine; seq order makes ties rank as in every store.
-            rows.sort(key=lambda row: int(row[0]))
-            stats = _term_stats(connection, terms) if self._ranking.stemmed else None
-            pairs = [(int(row[0]), self._decode(tuple(row[1:]))) for row in rows]
-            cosines: dict[str, float] | None = None
-            fresh: builtins.list[tuple[int, Matrix]] = []
-            if stats is not None and self._embedder is not None:
-                pairs, cosines, fresh = self._semantic(
-                    connection, scope_key, query, pairs, limit, query_vector
-                )
-        if fresh:  # vectors made on use: written in a transaction of their own, after the read
-            self._store_vectors(connection, fresh)
+        # bm25 only chose who reaches the engine; seq order makes ties rank as in every store.
+        rows.sort(key=lambda row: int(row[0]))
         now = self._clock()
-        records = [record for _, record in pairs]
+        records = [self._decode(tuple(row[1:])) for row in rows]
         pending = self._bumps.get(scope_key)
         if pending is not None:  # what an immediate bump would have left in the rows
             records = [pending.overlay(record) for record in records]
         records = _unexpired(records, cutoff)  # expired: never returned, erased on the next write
-        ranked = rank(records, query, limit, now, self._ranking, stats=stats, cosines=cosines)
+        ranked = rank(records, query, limit, now, self._ranking)
         if not ranked:
             return []
         self._bump_later(scope_key, [item.record for item in ranked], now)
@@ -739,35 +795,85 @@ class SqliteMemoryStore:
             for r in ranked
         ]
 
-    def _semantic(
-        self,
-        connection: sqlite3.Connection,
-        scope_key: str,
-        query: str,
-        pairs: builtins.list[tuple[int, MemoryRecord]],
-        limit: int,
-        query_vector: Matrix | None = None,
-    ) -> tuple[builtins.list[tuple[int, MemoryRecord]], dict[str, float], builtins.list[tuple[int, Matrix]]]:
-        """The candidates' cosines, plus the records the prefilter missed that are close enough in
-        meaning, and the vectors made now for candidates that had none of this model (lazily, on use)."""
-        embedder = self._embedder
-        assert embedder is not None
-        if query_vector is None:
-            query_vector = embedder.embed_query(query)
-        cosines = self._vectors(connection, scope_key, embedder.name).cosines(query_vector)
-        threshold = self._ranking.semantic_threshold
-        extra = semantic_candidates(cosines, threshold, (seq for seq, _ in pairs), candidate_cap(limit))
-        if extra:
-            found = [(int(row[0]), self._decode(tuple(row[1:]))) for row in _rows_by_seq(connection, extra)]
-            pairs = sorted([*pairs, *found], key=lambda pair: pair[0])
-        unvectored = [(seq, record) for seq, record in pairs if seq not in cosines]
-        fresh: builtins.list[tuple[int, Matrix]] = []
-        if unvectored:
-            vectors = embedder.embed([record.text for _, record in unvectored])
-            for (seq, _), vector in zip(unvectored, vectors, strict=True):
-                cosines[seq] = float(vector @ query_vector)
-                fresh.append((seq, vector))
-        return pairs, record_cosines(cosines, {seq: record.id for seq, record in pairs}), fresh
+    # -- the scope index, in step with the database ---------------------------------------------------
+
+    def _synced_index(self, connection: sqlite3.Connection, scope_key: str) -> ScopeIndex:
+        """The scope's index as of now; the caller holds the scope lock.
+
+        Unchanged since the last look (no commit by another connection — `PRAGMA data_version` — and
+        none by this one — `total_changes`), it is used as it is: no other SQL. Otherwise the records
+        changed since its generation are read again (the triggers stamp each changed row), and when
+        another connection may have bumped usage, every active row's usage counts are re-read.
+        """
+        synced = self._indexes.get(scope_key)
+        data_version = int(connection.execute("PRAGMA data_version").fetchone()[0])
+        if synced is not None and synced.current(data_version, connection.total_changes):
+            return synced.index
+        with _snapshot(connection):
+            generation = _change_generation(connection)
+            if synced is None:
+                synced = _SyncedIndex(self._load_index(connection, scope_key, None, ScopeIndex()), generation)
+                self._indexes[scope_key] = synced
+            else:
+                if generation != synced.generation:
+                    self._load_index(connection, scope_key, synced.generation, synced.index)
+                if synced.usage_stale or data_version != synced.data_version:
+                    self._reload_usage(connection, scope_key, synced.index)
+        synced.generation = generation
+        synced.data_version = data_version
+        synced.total_changes = connection.total_changes
+        synced.usage_stale = False
+        return synced.index
+
+    def _load_index(
+        self, connection: sqlite3.Connection, scope_key: str, since: int | None, index: ScopeIndex
+    ) -> ScopeIndex:
+        """Every active record into a new index (`since` None), or the rows changed after generation
+        `since` into an existing one: an active row is (re)indexed, any other leaves it."""
+        # A full load scans the active rows; a catch-up reads the changed ones by `records_changed`.
+        where = "r.status = 'active'" if since is None else "r.changed > ?"
+        rows = connection.execute(
+            f"SELECT r.seq, {_R_COLUMNS}, r.embedding, r.embedding_model, s.stems FROM records AS r "
+            f"LEFT JOIN records_stems AS s ON s.rowid = r.seq WHERE {where}",
+            () if since is None else (since,),
+        ).fetchall()
+        rows.sort(key=lambda row: int(row[0]))  # slots in seq order, as a full load leaves them
+        model = None if self._embedder is None else self._embedder.name
+        pending = self._bumps.get(scope_key)
+        for row in rows:
+            seq = int(row[0])
+            record = self._decode(tuple(row[1:16]))
+            if record.status != "active":
+                index.remove(seq)
+                continue
+            embedding, embedding_model, stems = row[16], row[17], row[18]
+            vector = from_blob(embedding) if embedding is not None and embedding_model == model else None
+            found = frozenset(str(stems).split()) if stems is not None else record_stems(record)
+            if pending is not None:
+                record = pending.overlay(record)
+            index.add(seq, record, found, vector)
+        return index
+
+    def _reload_usage(self, connection: sqlite3.Connection, scope_key: str, index: ScopeIndex) -> None:
+        """Every indexed record's usage counts as the database holds them, with this process's pending
+        bumps laid over (another process's bumps, or a dedup, changed them)."""
+        pending = self._bumps.get(scope_key)
+        rows = connection.execute(
+            "SELECT seq, last_used_at, use_count FROM records WHERE status = 'active'"
+        ).fetchall()
+        for seq, last_used_at, use_count in rows:
+            record = index.record(int(seq))
+            if record is None:
+                continue
+            fresh = replace(
+                record,
+                last_used_at=None if last_used_at is None else float(last_used_at),
+                use_count=int(use_count),
+            )
+            if pending is not None:
+                fresh = pending.overlay(fresh)
+            if fresh != record:
+                index.set_record(int(seq), fresh)
 
     def _store_vectors(self, connection: sqlite3.Connection, fresh: Sequence[tuple[int, Matrix]]) -> None:
         embedder = self._embedder
@@ -775,22 +881,6 @@ class SqliteMemoryStore:
         with _transaction(connection):
             for seq, vector in fresh:
                 _store_vector(connection, seq, vector, embedder.name)
-            _bump_generation(connection)
-
-    def _vectors(self, connection: sqlite3.Connection, scope_key: str, model: str) -> ScopeVectors:
-        """The scope's vector matrix, re-read only when its generation moved (any process's change)."""
-        generation = _generation(connection)
-        cached = self._vector_cache.get(scope_key)
-        if cached is not None and cached.generation == generation:
-            return cached
-        rows = connection.execute(
-            "SELECT seq, embedding FROM records WHERE status = 'active' AND embedding_model = ? "
-            "AND embedding IS NOT NULL",
-            (model,),
-        )
-        vectors = ScopeVectors.build(generation, rows)
-        self._vector_cache[scope_key] = vectors
-        return vectors
 
     def _embed_batch(self, batch: Sequence[MemoryCandidate]) -> Matrix | None:
         return None if self._embedder is None else self._embedder.embed([c.text for c in batch])
@@ -865,31 +955,27 @@ def _store_vector(connection: sqlite3.Connection, seq: int, vector: Matrix, mode
     connection.execute(
         "UPDATE records SET embedding = ?, embedding_model = ? WHERE seq = ?", (to_blob(vector), model, seq)
     )
+    _stamp(connection, [seq])
 
 
-def _generation(connection: sqlite3.Connection) -> int:
-    row = connection.execute("SELECT df FROM term_df WHERE term = ?", (GENERATION_TERM,)).fetchone()
+def _change_generation(connection: sqlite3.Connection) -> int:
+    row = connection.execute("SELECT generation FROM changes WHERE id = 1").fetchone()
     return 0 if row is None else int(row[0])
 
 
-def _bump_generation(connection: sqlite3.Connection) -> None:
-    """Every change to which vectors a scope has moves its generation on (cached matrices go stale)."""
-    connection.execute(
-        "INSERT INTO term_df (term, df) VALUES (?, 1) ON CONFLICT (term) DO UPDATE SET df = df + 1",
-        (GENERATION_TERM,),
-    )
-
-
-def _term_stats(connection: sqlite3.Connection, stems: Sequence[str]) -> TermStats:
-    """The scope's document frequencies for the query's stems: one primary-key lookup each."""
-    found = dict(
+def _stamp(connection: sqlite3.Connection, seqs: Sequence[int]) -> None:
+    """Inside a transaction: move the change generation on and stamp the rows with it. Every change to
+    a record but its usage counts calls this (insert, leaving the active set, a new vector, a relabel),
+    so another process's scope index finds what changed (`SqliteMemoryStore._synced_index`)."""
+    if not seqs:
+        return
+    connection.execute("UPDATE changes SET generation = generation + 1 WHERE id = 1")
+    for chunk in _chunks(seqs):
         connection.execute(
-            f"SELECT term, df FROM term_df WHERE term IN ({_placeholders(len(stems) + 1)})",
-            (_DOCUMENTS, *stems),
-        ).fetchall()
-    )
-    documents = int(found.pop(_DOCUMENTS, 0))
-    return TermStats(documents=documents, frequencies={str(k): int(v) for k, v in found.items()})
+            "UPDATE records SET changed = (SELECT generation FROM changes WHERE id = 1) "
+            f"WHERE seq IN ({_placeholders(len(chunk))})",
+            chunk,
+        )
 
 
 def _list(
@@ -939,6 +1025,7 @@ def _prepare(connection: sqlite3.Connection, scope_key: str) -> None:
             connection.execute(statement)
         for table, column, declaration in _COLUMNS_ADDED:
             ensure_column(connection, table, column, declaration)
+        connection.execute("CREATE INDEX IF NOT EXISTS records_changed ON records (changed)")
         _migrate_origin(connection, scope_key)
         row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
         if row is None:
@@ -970,10 +1057,13 @@ def _migrate_origin(connection: sqlite3.Connection, scope_key: str) -> None:
     if added:
         origin, conversation = legacy_origin(scope_key)
         labelled = connection.execute(
-            "UPDATE records SET origin = ?, origin_conversation = ?", (origin, conversation)
-        ).rowcount
-        if labelled > 0:
-            log.info("memory.store.origin_migrated", scope_key=scope_key, origin=origin, records=labelled)
+            "UPDATE records SET origin = ?, origin_conversation = ? RETURNING seq", (origin, conversation)
+        ).fetchall()
+        _stamp(connection, [int(row[0]) for row in labelled])
+        if labelled:
+            log.info(
+                "memory.store.origin_migrated", scope_key=scope_key, origin=origin, records=len(labelled)
+            )
 
 
 def _enable_wal(connection: sqlite3.Connection) -> None:
@@ -1030,13 +1120,9 @@ def _reconcile_stems(connection: sqlite3.Connection, scope_key: str) -> None:
     active = int(connection.execute("SELECT COUNT(*) FROM records_stems").fetchone()[0])
     if dead > 0 or missing or counted is None or int(counted[0]) != active:
         # fts5vocab counts each stem's rows: the counts table rebuilt from the index in one statement.
-        generation = _generation(connection)
         connection.execute("DELETE FROM term_df")
         connection.execute("INSERT INTO term_df (term, df) SELECT term, doc FROM records_stems_vocab")
-        connection.execute(
-            "INSERT INTO term_df (term, df) VALUES (?, ?), (?, ?)",
-            (_DOCUMENTS, active, GENERATION_TERM, generation + 1),
-        )
+        connection.execute("INSERT INTO term_df (term, df) VALUES (?, ?)", (_DOCUMENTS, active))
     if dead > 0 or missing:
         log.info("memory.store.stems_reconciled", scope_key=scope_key, removed=dead, restored=len(missing))
 
@@ -1047,7 +1133,6 @@ def _count_terms(connection: sqlite3.Connection, stems: Iterable[str], delta: in
         "INSERT INTO term_df (term, df) VALUES (?, ?) ON CONFLICT (term) DO UPDATE SET df = df + excluded.df",
         [(stem, delta) for stem in (_DOCUMENTS, *stems)],
     )
-    _bump_generation(connection)
 
 
 @contextmanager
@@ -1118,6 +1203,7 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
         "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
         (seq, _fts_text(record.text), _fts_keywords(record.keywords)),
     )
+    _stamp(connection, [seq])
     stems = _stems_text(record.text, record.keywords)
     connection.execute("INSERT INTO records_stems (rowid, stems) VALUES (?, ?)", (seq, stems))
     _count_terms(connection, set(stems.split()), 1)
@@ -1158,7 +1244,9 @@ def _evict_over_cap(connection: sqlite3.Connection, scope_key: str, cap: int) ->
 
 
 def _delete_fts(connection: sqlite3.Connection, seqs: Sequence[int]) -> None:
-    """Every soft delete (supersede, forget, evict) takes the row out of the FTS table (§15)."""
+    """Every soft delete (supersede, forget, evict) takes the row out of the FTS table (§15), and
+    stamps it changed."""
+    _stamp(connection, seqs)
     for chunk in _chunks(seqs):
         connection.execute(f"DELETE FROM records_fts WHERE rowid IN ({_placeholders(len(chunk))})", chunk)
         marks = _placeholders(len(chunk))

@@ -1,6 +1,7 @@
 import math
 
 from memory.lexical import (
+    IDF_EXPONENT,
     TermStats,
     idf,
     idf_weights,
@@ -10,6 +11,7 @@ from memory.lexical import (
     term_stats,
     weighted_match,
 )
+from memory.scorer import query_terms
 from tests.memory.records import record
 
 
@@ -26,6 +28,14 @@ def test_stems_stay_whole_tokens() -> None:
 def test_query_stems_drop_stopwords_and_repeats_in_order() -> None:
     assert query_stems("What did we deploy, and who deployed it?") == ["deploy"]
     assert query_stems("billing clusters for the billing team") == ["bill", "cluster", "team"]
+
+
+def test_question_frame_words_select_nothing_in_v2_only() -> None:
+    question = "What kind of cake did she mention, and how many candles?"
+    assert query_stems(question) == ["cake", "candl"]
+    # Inflections of a question word go too; the spec's tokens keep every one of them.
+    assert query_stems("Which types of bread were mentioned?") == ["bread"]
+    assert {"kind", "mention", "many"} <= set(query_terms(question))
 
 
 def test_idf_is_highest_for_a_stem_no_record_holds_and_always_positive() -> None:
@@ -52,3 +62,11 @@ def test_term_stats_count_active_records_holding_each_stem() -> None:
     assert stats == TermStats(documents=3, frequencies={"deploy": 2, "bill": 1, "absent": 0})
     weights = idf_weights(["deploy", "bill"], stats)
     assert weights["bill"] > weights["deploy"]
+
+
+def test_a_stem_weighs_its_idf_to_the_power_of_the_exponent() -> None:
+    stats = TermStats(documents=100, frequencies={"kubernet": 2, "team": 60})
+    weights = idf_weights(["kubernet", "team"], stats)
+    assert IDF_EXPONENT == 1.5
+    assert math.isclose(weights["kubernet"], idf(2, 100) ** 1.5)
+    assert math.isclose(weights["team"], idf(60, 100) ** 1.5)

@@ -58,6 +58,13 @@ def test_v2_weights_a_rare_term_over_a_common_one() -> None:
     assert ids(rank(records, "team kubernetes", 8, NOW, V2)) == ["mem:o:1", "mem:o:2"]
 
 
+def test_a_record_sharing_only_question_words_is_not_returned() -> None:
+    records = [record("one kind of thing I mentioned", id="mem:o:1"), record("cake", id="mem:o:2")]
+    assert ids(rank(records, "What kind of cake did I mention?", 8, NOW, V2)) == ["mem:o:2"]
+    # The spec ranking keeps its own stopwords only: "kind" and "mention" still match there.
+    assert ids(rank(records, "What kind of cake did I mention?", 8, NOW, SPEC)) == ["mem:o:1", "mem:o:2"]
+
+
 def test_v2_keeps_recency_in_the_score() -> None:
     records = [
         record("deploy notes", id="mem:o:1", created_at=NOW - 30 * DAY),

@@ -26,6 +26,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from memory.engine import MAX_MATCH_TOKENS, candidate_cap, match_tokens
+from memory.ranking import SPEC, Ranking
 from memory.sqlite_store import SqliteMemoryStore, database_filename, fts_match_query
 from memory.stores import InMemoryMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MAX_LIMIT, MemoryCandidate, MemoryStoreError, WriteResult
@@ -68,6 +69,14 @@ def statements() -> Statements:
 @pytest.fixture
 async def store(tmp_path: Path, statements: Statements) -> AsyncIterator[SqliteMemoryStore]:
     made = SqliteMemoryStore(tmp_path / "memory", clock=FakeClock(), on_statement=statements)
+    yield made
+    await made.aclose()
+
+
+@pytest.fixture
+async def spec_store(tmp_path: Path, statements: Statements) -> AsyncIterator[SqliteMemoryStore]:
+    """The seed's ranking, whose retrieve is the FTS5 bm25 prefilter (v2 reads the scope index)."""
+    made = SqliteMemoryStore(tmp_path / "memory", clock=FakeClock(), ranking=SPEC, on_statement=statements)
     yield made
     await made.aclose()
 
@@ -339,8 +348,9 @@ def test_the_match_expression_is_quoted_tokens_or_joined() -> None:
 
 
 async def test_user_text_reaches_fts_only_as_quoted_tokens(
-    store: SqliteMemoryStore, statements: Statements
+    spec_store: SqliteMemoryStore, statements: Statements
 ) -> None:
+    store = spec_store
     await store.write(ORG, [fact("deploy the api")])
     statements.clear()
 
@@ -355,7 +365,10 @@ async def test_user_text_reaches_fts_only_as_quoted_tokens(
         assert re.fullmatch(r'"[a-z0-9]+"( OR "[a-z0-9]+")*', expression.group(1)), expression.group(1)
 
 
-async def test_stopwords_never_reach_the_fts_match(store: SqliteMemoryStore, statements: Statements) -> None:
+async def test_stopwords_never_reach_the_fts_match(
+    spec_store: SqliteMemoryStore, statements: Statements
+) -> None:
+    store = spec_store
     await store.write(ORG, [fact("the deploy goes to the staging cluster")])
     assert fts_match_query("How do we deploy the API?") == '"deploy" OR "api"'
     assert fts_match_query("what is it to you") is None
@@ -421,25 +434,36 @@ async def test_the_50_candidate_floor_hands_the_engine_every_match_in_a_small_sc
     assert ids(found) == ids(expected)
 
 
+@pytest.mark.parametrize("ranking", ["v2", "spec"])
 async def test_match_is_capped_at_the_24_longest_distinct_tokens(
-    store: SqliteMemoryStore, statements: Statements
+    tmp_path: Path, statements: Statements, ranking: str
 ) -> None:
     # Ending in "q": no Snowball suffix rule touches them, so 24 tokens are 24 distinct stems too.
     long_tokens = [f"token{chr(97 + n // 26)}{chr(97 + n % 26)}q" for n in range(24)]
-    await store.write(ORG, [fact(f"only {long_tokens[7]} here"), fact("zq is short")])
-    query = "zq " + " ".join(long_tokens)  # 25 distinct tokens; the shortest is dropped
-    statements.clear()
+    store = SqliteMemoryStore(
+        tmp_path / "memory",
+        clock=FakeClock(),
+        ranking=SPEC if ranking == "spec" else Ranking(),
+        on_statement=statements,
+    )
+    try:
+        await store.write(ORG, [fact(f"only {long_tokens[7]} here"), fact("zq is short")])
+        query = "zq " + " ".join(long_tokens)  # 25 distinct tokens; the shortest is dropped
+        statements.clear()
 
-    found = await store.retrieve(ORG, query, 10)
+        found = await store.retrieve(ORG, query, 10)
 
-    assert ids(found) == [rid(ORG, 1)]  # the record matched only by the dropped "zq" is no candidate
-    match_sql = next(sql for sql in statements.sql() if "MATCH" in sql)
-    assert match_sql.count('"') == 2 * MAX_MATCH_TOKENS
-    assert '"zq"' not in match_sql
-    assert ids(await store.retrieve(ORG, "zq " + " ".join(long_tokens[:23]), 10)) == [
-        rid(ORG, 1),
-        rid(ORG, 2),
-    ]
+        assert ids(found) == [rid(ORG, 1)]  # the record matched only by the dropped "zq" is no candidate
+        if ranking == "spec":  # the FTS5 prefilter's expression (v2 gates on the same 24 in its index)
+            match_sql = next(sql for sql in statements.sql() if "MATCH" in sql)
+            assert match_sql.count('"') == 2 * MAX_MATCH_TOKENS
+            assert '"zq"' not in match_sql
+        assert ids(await store.retrieve(ORG, "zq " + " ".join(long_tokens[:23]), 10)) == [
+            rid(ORG, 1),
+            rid(ORG, 2),
+        ]
+    finally:
+        await store.aclose()
 
 
 def use_counts(store: SqliteMemoryStore, scope: str) -> dict[str, int]:
@@ -1060,3 +1084,79 @@ async def test_a_database_from_before_origins_migrates_in_place_with_conservativ
     with raw(path) as connection:
         columns = {str(row[1]) for row in connection.execute("PRAGMA table_info(records)")}
     assert {"origin", "origin_conversation"} <= columns
+
+
+# -- the scope index: a retrieve reads no records, and never serves a stale one ---------------------
+
+
+async def test_a_retrieve_of_an_unchanged_scope_runs_only_the_freshness_check(
+    store: SqliteMemoryStore, statements: Statements
+) -> None:
+    await fill(store, ORG, [f"deploy note {n}" for n in range(30)])
+    await store.retrieve(ORG, "deploy", 5)  # builds the index
+    statements.clear()
+
+    found = await store.retrieve(ORG, "deploy note", 5)
+
+    assert len(found) == 5
+    assert statements.sql() == ["PRAGMA data_version"]
+
+
+async def test_after_a_write_a_retrieve_reads_only_the_rows_it_changed(
+    store: SqliteMemoryStore, statements: Statements
+) -> None:
+    await fill(store, ORG, [f"deploy note {n}" for n in range(30)])
+    await store.retrieve(ORG, "deploy", 5)
+    await store.write(ORG, [fact("deploy the new thing"), fact("old fact", supersedes=rid(ORG, 3))])
+    statements.clear()
+
+    found = await store.retrieve(ORG, "deploy thing", 40)
+
+    assert rid(ORG, 31) in ids(found) and rid(ORG, 3) not in ids(found)
+    reads = [sql for sql in statements.sql() if sql.startswith("SELECT")]
+    assert len(reads) == 2, reads  # the generation, then the changed rows by the `changed` index
+    assert "r.changed > " in reads[1]
+    with raw(store.database_path(ORG)) as connection:
+        assert "records_changed" in plan(connection, reads[1])
+
+
+async def test_a_forget_by_another_process_is_never_served_from_the_index(tmp_path: Path) -> None:
+    ours = SqliteMemoryStore(tmp_path / "memory", clock=FakeClock())
+    theirs = SqliteMemoryStore(tmp_path / "memory", clock=FakeClock())
+    try:
+        await ours.write(ORG, [fact("the vault code is in the wiki"), fact("deploy on fridays")])
+        assert ids(await ours.retrieve(ORG, "vault wiki", 5)) == [rid(ORG, 1)]
+
+        assert await theirs.forget(ORG, rid(ORG, 1))
+        await theirs.write(ORG, [fact("the vault moved to the new wiki")])
+
+        assert ids(await ours.retrieve(ORG, "vault wiki", 5)) == [rid(ORG, 3)]
+        assert await ours.erase_scope(ORG, "channel_deleted") == 2
+        assert await theirs.retrieve(ORG, "vault wiki", 5) == []
+    finally:
+        await ours.aclose()
+        await theirs.aclose()
+
+
+async def test_usage_bumped_by_another_process_reaches_the_index(tmp_path: Path) -> None:
+    clock = FakeClock()
+    ours = SqliteMemoryStore(tmp_path / "memory", clock=clock)
+    try:
+        await ours.write(ORG, [fact("deploy the api"), fact("deploy the worker")])
+        assert ids(await ours.retrieve(ORG, "deploy", 1)) == [rid(ORG, 1)]  # equal scores: write order
+        await ours.aclose()
+        ours = SqliteMemoryStore(tmp_path / "memory", clock=clock)
+        assert ids(await ours.retrieve(ORG, "api", 1)) == [rid(ORG, 1)]  # our index now holds both
+
+        clock.advance(DAY)
+        theirs = SqliteMemoryStore(tmp_path / "memory", clock=clock)
+        try:
+            assert ids(await theirs.retrieve(ORG, "worker", 1)) == [rid(ORG, 2)]
+        finally:
+            await theirs.aclose()  # their bump is written: record 2 was used a day later
+
+        found = await ours.retrieve(ORG, "deploy", 1)
+        assert ids(found) == [rid(ORG, 2)]  # the fresher use wins the tie on keywords
+        assert found[0].use_count == 2
+    finally:
+        await ours.aclose()

@@ -1,0 +1,145 @@
+"""The scope index (memory/scope_index.py): scoring a whole scope at once must choose and order exactly
+what `rank` chooses and orders over every record of the scope."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from memory.engine import longest_terms
+from memory.lexical import query_stems, record_stems, term_stats
+from memory.ranking import Ranking, rank
+from memory.scope_index import ScopeIndex
+from memory.types import MemoryRecord
+
+NOW = 1_800_000_000.0
+WORDS = ["deploy", "deploys", "billing", "bills", "cluster", "api", "apis", "staging", "rollback", "menu"]
+RANKING = Ranking(semantic_weight=0.4, semantic_threshold=0.5)
+
+
+def record(
+    seq: int, text: str, *, created_at: float = NOW - 100, last_used_at: float | None = None
+) -> MemoryRecord:
+    return MemoryRecord(
+        id=f"mem:org:acme:{seq}",
+        scope_key="org:acme",
+        kind="fact",
+        text=text,
+        source_thread_key="slack:C1:1",
+        created_at=created_at,
+        last_used_at=last_used_at,
+    )
+
+
+def unit(rng: np.random.Generator, dimensions: int = 8) -> np.ndarray:
+    vector = rng.normal(size=dimensions).astype(np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def indexed(records: list[MemoryRecord], vectors: dict[int, np.ndarray]) -> ScopeIndex:
+    index = ScopeIndex()
+    for seq, item in enumerate(records, start=1):
+        index.add(seq, item, record_stems(item), vectors.get(seq))
+    return index
+
+
+def expected(
+    records: list[MemoryRecord],
+    vectors: dict[int, np.ndarray],
+    query: str,
+    query_vector: np.ndarray | None,
+    limit: int,
+) -> list[tuple[str, float]]:
+    """`rank` over every record of the scope, with the cosines a store would hand it."""
+    cosines = None
+    if query_vector is not None:
+        cosines = {
+            item.id: float((vectors[seq] @ query_vector).astype(np.float64))
+            for seq, item in enumerate(records, start=1)
+            if seq in vectors
+        }
+    stats = term_stats(records, query_stems(query))
+    return [
+        (r.record.id, r.relevance)
+        for r in rank(records, query, limit, NOW, RANKING, stats=stats, cosines=cosines)
+    ]
+
+
+def selected(
+    index: ScopeIndex, query: str, query_vector: np.ndarray | None, limit: int
+) -> list[tuple[str, float]]:
+    stems = query_stems(query)
+    chosen = index.select(stems, frozenset(longest_terms(stems)), query_vector, NOW, RANKING, limit)
+    return [(c.record.id, c.relevance) for c in chosen]
+
+
+@given(
+    texts=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=5), min_size=1, max_size=40),
+    ages=st.lists(st.integers(min_value=0, max_value=30 * 86_400), min_size=40, max_size=40),
+    query=st.lists(st.sampled_from([*WORDS, "the", "what", "unrelated"]), min_size=1, max_size=6),
+    limit=st.integers(min_value=1, max_value=12),
+    vectored=st.booleans(),
+    seed=st.integers(min_value=0, max_value=2**32 - 1),
+)
+def test_select_chooses_and_orders_what_rank_would_over_the_whole_scope(
+    texts: list[list[str]], ages: list[int], query: list[str], limit: int, vectored: bool, seed: int
+) -> None:
+    rng = np.random.default_rng(seed)
+    records = [
+        record(n + 1, " ".join(words), last_used_at=NOW - ages[n] if n % 3 else None)
+        for n, words in enumerate(texts)
+    ]
+    # Some records have no vector (written before the embedder): those rank lexically.
+    vectors = {seq: unit(rng) for seq in range(1, len(records) + 1) if vectored and seq % 4}
+    query_vector = unit(rng) if vectored else None
+    text = " ".join(query)
+
+    found = selected(indexed(records, vectors), text, query_vector, limit)
+    wanted = expected(records, vectors, text, query_vector, limit)
+
+    # One matrix product and one dot product per record may round the last float32 bit apart.
+    assert [record_id for record_id, _ in found] == [record_id for record_id, _ in wanted]
+    assert [relevance for _, relevance in found] == pytest.approx([relevance for _, relevance in wanted])
+
+
+def test_removed_and_replaced_records_leave_the_selection_and_the_frequencies() -> None:
+    records = [record(n, f"deploy item{n}" if n % 2 else f"billing item{n}") for n in range(1, 601)]
+    index = indexed(records, {})
+    for seq in range(1, 599, 2):  # every deploy record but the last: enough dead slots to compact
+        index.remove(seq)
+    index.add(2, record(2, "deploy replaced"), record_stems(record(2, "deploy replaced")), None)
+
+    assert len(index) == 301
+    assert index.term_stats(["deploy", "bill"]).frequencies == {"deploy": 2, "bill": 299}
+    assert [c.seq for c in index.select(["deploy"], {"deploy"}, None, NOW, RANKING, 5)] == [2, 599]
+
+
+def test_an_unrelated_record_is_never_selected_even_with_room_to_spare() -> None:
+    rng = np.random.default_rng(3)
+    query_vector = unit(rng)
+    far = -query_vector  # cosine −1: no shared stem and nowhere near in meaning
+    index = indexed([record(1, "the cafe menu"), record(2, "deploy on fridays")], {1: far, 2: far})
+
+    found = index.select(["deploy"], {"deploy"}, query_vector, NOW, RANKING, 10)
+
+    assert [c.seq for c in found] == [2]
+
+
+def test_an_expired_record_is_never_selected() -> None:
+    index = indexed([record(1, "deploy old", created_at=NOW - 10_000), record(2, "deploy new")], {})
+
+    found = index.select(["deploy"], {"deploy"}, None, NOW, RANKING, 10, created_after=NOW - 5_000)
+
+    assert [c.seq for c in found] == [2]
+
+
+def test_a_vector_of_another_length_counts_as_none() -> None:
+    rng = np.random.default_rng(5)
+    query_vector = unit(rng)
+    index = indexed([record(1, "deploy a"), record(2, "deploy b")], {1: query_vector, 2: unit(rng, 4)})
+
+    assert index.has_vector(1) and not index.has_vector(2)
+    cosines = {c.seq: c.cosine for c in index.select(["deploy"], {"deploy"}, query_vector, NOW, RANKING, 5)}
+    assert cosines[2] is None and cosines[1] is not None
