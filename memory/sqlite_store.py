@@ -842,7 +842,7 @@ class SqliteMemoryStore:
         pending = self._bumps.get(scope_key)
         for row in rows:
             seq = int(row[0])
-            record = self._decode(tuple(row[1:16]))
+            record = _record(row[1:16])
             if record.status != "active":
                 index.remove(seq)
                 continue
