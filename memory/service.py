@@ -8,7 +8,6 @@ the body read and parsed, and every field validated (400 naming the field) befor
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import inspect
 import json
@@ -27,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memory.engine import is_valid_cap
-from memory.redact import redact_record
+from memory.redact_cache import RedactionCache
 from memory.scope import validate_scope_key
 from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
 from memory.wire import (
@@ -98,14 +97,21 @@ def create_app(
     *,
     metrics: Metrics | None = None,
     metrics_token: str | None = None,
+    redaction: RedactionCache | None = None,
 ) -> Starlette:
     """The service over `store`; `token` empty or None means every data request is refused (401).
 
-    `/metrics` answers only `metrics_token` (ops/metrics.py), never the data token.
+    `/metrics` answers only `metrics_token` (ops/metrics.py), never the data token. `redaction` is the
+    outgoing records' redaction cache (a fresh one unless given).
     """
     if "cap" not in inspect.signature(store.write).parameters:
         raise TypeError(f"{type(store).__name__}.write must accept cap= (the wire's per-batch cap)")
-    service = _Service(store, token, metrics if metrics is not None else Metrics())
+    service = _Service(
+        store,
+        token,
+        metrics if metrics is not None else Metrics(),
+        redaction if redaction is not None else RedactionCache(),
+    )
     routes = [
         Route("/healthz", _healthz, methods=["GET"]),
         Route(METRICS_PATH, service.scrape(metrics_token), methods=["GET"]),
@@ -132,10 +138,13 @@ async def _healthz(request: Request) -> Response:
 
 
 class _Service:
-    def __init__(self, store: CapAwareStore, token: str | None, metrics: Metrics) -> None:
+    def __init__(
+        self, store: CapAwareStore, token: str | None, metrics: Metrics, redaction: RedactionCache
+    ) -> None:
         self._store = store
         self._token = token.encode("utf-8") if token else b""
         self._metrics = metrics
+        self._redaction = redaction
 
     async def http_error(self, request: Request, exc: Exception) -> Response:
         """Routing refusals (404, 405) speak JSON like every other answer."""
@@ -205,6 +214,10 @@ class _Service:
         if not hmac.compare_digest(presented.encode("latin-1"), self._token):
             raise Refusal(401, "unauthorized")
 
+    async def _redacted_wire(self, records: Sequence[MemoryRecord]) -> list[JsonObject]:
+        """Every record redacted on its way out (remembered per record: memory/redact_cache.py)."""
+        return [record_to_wire(record) for record in await self._redaction.redact(records)]
+
     # --- routes: each validates its body fully before touching the store ---------------------------
 
     async def retrieve(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
@@ -216,7 +229,7 @@ class _Service:
         fields["records"] = len(records)
         self._metrics.memory_reads.inc()
         self._metrics.memory_records_read.inc(len(records))
-        return {"records": await asyncio.to_thread(_redacted_wire, records)}
+        return {"records": await self._redacted_wire(records)}
 
     async def retrieve_many(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         """Up to four scopes in one round trip (the read path's org + repo + channel + user)."""
@@ -229,9 +242,10 @@ class _Service:
         fields["records"] = count
         self._metrics.memory_reads.inc()
         self._metrics.memory_records_read.inc(count)
+        redacted = iter(await self._redaction.redact([r.record for ranked in found.values() for r in ranked]))
         return {
             "scopes": {
-                key: [ranked_to_wire(replace(r, record=redact_record(r.record))) for r in ranked]
+                key: [ranked_to_wire(replace(r, record=next(redacted))) for r in ranked]
                 for key, ranked in found.items()
             }
         }
@@ -251,7 +265,10 @@ class _Service:
         fields["candidates"] = len(candidates)
         if cap is not None:
             fields["cap"] = cap
-        result = await self._store.write(scope_key, candidates, cap=cap)
+        try:  # a write may evict, supersede or erase what expired: none of it stays in the cache
+            result = await self._store.write(scope_key, candidates, cap=cap)
+        finally:
+            self._redaction.forget_scope(scope_key)
         for name in ("inserted", "deduped", "superseded"):
             self._metrics.memory_writes.labels(name).inc(getattr(result, name))
         self._metrics.memory_evictions.inc(result.evicted)
@@ -276,25 +293,34 @@ class _Service:
         fields["filtered"] = query is not None
         records = await self._store.list(scope_key, limit, query)
         fields["records"] = len(records)
-        return {"records": await asyncio.to_thread(_redacted_wire, records)}
+        return {"records": await self._redacted_wire(records)}
 
     async def forget(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = _scope_key(body, fields)
         record_id = _record_id(body.get("id"))
         fields["id"] = record_id
-        forgotten = await self._store.forget(scope_key, record_id)
+        try:
+            forgotten = await self._store.forget(scope_key, record_id)
+        finally:
+            self._redaction.forget(scope_key, record_id)
         fields["forgotten"] = forgotten
         return {"ok": True, "forgotten": forgotten}
 
     async def erase_scope(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = _scope_key(body, fields)
         reason = _wire(erase_reason_from_wire, body.get("reason"))
-        erased = await self._store.erase_scope(scope_key, reason)
+        try:
+            erased = await self._store.erase_scope(scope_key, reason)
+        finally:
+            self._redaction.forget_scope(scope_key)
         fields.update(reason=reason, erased=erased)
         return {"ok": True, "erased": erased}
 
     async def erase_expired(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        erased = await self._store.erase_expired()
+        try:
+            erased = await self._store.erase_expired()
+        finally:
+            self._redaction.clear()
         fields["erased"] = erased
         return {"ok": True, "erased": erased}
 
@@ -309,7 +335,10 @@ class _Service:
     async def erase_sources(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         messages = _wire(messages_from_wire, body.get("messages"))
         reason = _wire(erase_reason_from_wire, body.get("reason"))
-        erased = await self._store.erase_sources(messages, reason)
+        try:
+            erased = await self._store.erase_sources(messages, reason)
+        finally:
+            self._redaction.clear()
         fields.update(messages=len(messages), reason=reason, erased=erased)
         return {"ok": True, "erased": erased}
 
@@ -442,8 +471,3 @@ def _record_id(value: object) -> str:
     if not is_unicode_text(value):
         raise Refusal(400, "id must be valid Unicode text")
     return value
-
-
-def _redacted_wire(records: Sequence[MemoryRecord]) -> list[JsonObject]:
-    """Every record redacted on its way out (CPU work on stored text: callers run it off the loop)."""
-    return [record_to_wire(redact_record(record)) for record in records]
