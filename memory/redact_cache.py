@@ -97,6 +97,8 @@ class RedactionCache:
         if entry is None or entry.text != record.text or entry.keywords != record.keywords:
             return None
         self._entries.move_to_end(key)
+        if entry.redacted_text is entry.text and entry.redacted_keywords is entry.keywords:
+            return record  # nothing to redact (the usual case): the record itself, no copy
         return replace(record, text=entry.redacted_text, keywords=entry.redacted_keywords)
 
     def _store(self, record: MemoryRecord, redacted: MemoryRecord) -> None:

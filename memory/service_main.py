@@ -227,7 +227,7 @@ def uvicorn_config(app: Any, host: str, port: int, limits: GuardLimits, metrics:
     """uvicorn with its HTTP protocol under the slow-client guard (ops/http_guard.py)."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
-    guard = ConnectionGuard("memory", limits, metrics)
+    guard = ConnectionGuard("memory", limits, metrics, coalesce_writes=True)
     return uvicorn.Config(
         app,
         host=host,

@@ -29,6 +29,7 @@ from typing import Any, Literal, cast
 
 import structlog
 
+from ops.coalesce import CoalescingTransport
 from ops.metrics import Metrics
 
 log = structlog.get_logger("http.guard")
@@ -228,12 +229,24 @@ REQUEST_TIMEOUT = (
 
 
 class ConnectionGuard:
-    """One per listening server: the limits, the open-connection count, and the protocol wrapper."""
+    """One per listening server: the limits, the open-connection count, and the protocol wrapper.
 
-    def __init__(self, server: str, limits: GuardLimits, metrics: Metrics | None = None) -> None:
+    `coalesce_writes` hands the server's protocol a transport that sends each loop turn's writes as
+    one (ops/coalesce.py): uvicorn's head and body leave in one send instead of two.
+    """
+
+    def __init__(
+        self,
+        server: str,
+        limits: GuardLimits,
+        metrics: Metrics | None = None,
+        *,
+        coalesce_writes: bool = False,
+    ) -> None:
         self.server = server
         self.limits = limits
         self.open = 0
+        self.coalesce_writes = coalesce_writes
         self._metrics = metrics
 
     def wrap(self, factory: Callable[..., asyncio.Protocol]) -> Callable[..., asyncio.Protocol]:
@@ -286,6 +299,8 @@ class _GuardedProtocol(asyncio.Protocol):
             transport.write(REFUSAL)
             transport.close()
             return
+        if self._guard.coalesce_writes:
+            transport = self._transport = CoalescingTransport(transport)
         self._inner = self._make_inner()
         self._arm()
         self._inner.connection_made(transport)
