@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -17,6 +18,7 @@ from collections.abc import Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
+import orjson
 import structlog
 import uvicorn
 
@@ -235,6 +237,7 @@ def uvicorn_config(app: Any, host: str, port: int, limits: GuardLimits, metrics:
         http=guard.wrap(AutoHTTPProtocol),  # type: ignore[arg-type]
         timeout_keep_alive=int(limits.keep_alive),
         access_log=False,
+        proxy_headers=False,  # nothing here reads the client address; X-Forwarded-* need not be parsed
         log_level="warning",
         lifespan="off",
     )
@@ -280,12 +283,21 @@ def configure_logging() -> None:
         processors=[
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.processors.JSONRenderer(),
+            structlog.processors.JSONRenderer(serializer=_json_line),
         ],
         wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
     )
+
+
+def _json_line(event: Any, **options: Any) -> str:
+    """One event as JSON, by orjson (one line per request: a third of the cost of json.dumps); the
+    standard library for what orjson refuses (an integer past 64 bits)."""
+    try:
+        return orjson.dumps(event, default=options.get("default")).decode()
+    except TypeError:
+        return json.dumps(event, **options)
 
 
 if __name__ == "__main__":

@@ -92,10 +92,21 @@ class Metrics:
             ["provider", "model", "direction"],
             registry=r,
         )
+        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def observe_request(self, server: str, route: str, status: int, seconds: float) -> None:
-        self.http_requests.labels(server, route, str(status)).inc()
-        self.http_latency.labels(server, route).observe(seconds)
+        # The labelled children, looked up once per series: `labels()` takes a lock and builds a key on
+        # every call, and this runs on every request (the series are the ones Prometheus keeps anyway).
+        key = (server, route, status)
+        children = self._request_children.get(key)
+        if children is None:
+            children = (
+                self.http_requests.labels(server, route, str(status)),
+                self.http_latency.labels(server, route),
+            )
+            self._request_children[key] = children
+        children[0].inc()
+        children[1].observe(seconds)
 
     def render(self) -> bytes:
         """The registry in Prometheus text format."""

@@ -189,3 +189,12 @@ def test_switchboard_memory_service_help_names_the_token_variable(capsys: pytest
     out = capsys.readouterr().out
     assert "MEMORY_TOKEN" in out
     assert "--data-dir" in out
+
+
+def test_the_service_logs_one_json_line_per_event_even_with_what_orjson_refuses() -> None:
+    from memory.service_main import _json_line
+
+    event = {"event": "memory.service.request", "route": "/retrieve", "records": 8, "scope_key": "org:é"}
+    assert json.loads(_json_line(event)) == event
+    huge = {"event": "memory.service.request", "erased": 2**70}
+    assert json.loads(_json_line(huge, default=str)) == huge
