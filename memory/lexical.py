@@ -79,11 +79,17 @@ _QUESTION_STEMS = frozenset(Stemmer.Stemmer("english").stemWords(sorted(QUESTION
 IDF_EXPONENT = 1.5
 
 
-def query_stems(query: str) -> list[str]:
+def query_stems(query: str) -> tuple[str, ...]:
     """The query's distinct content stems, in order of appearance: stopwords and question-frame words
     never select a record."""
+    return _query_stems(query)
+
+
+@functools.lru_cache(maxsize=1024)
+def _query_stems(query: str) -> tuple[str, ...]:
+    """Memoized: a read stems its query for the prefilter, the ranking and every scope it reads."""
     stems = stem_words(query_terms(query))
-    return list(dict.fromkeys(stem for stem in stems if stem not in _QUESTION_STEMS))
+    return tuple(dict.fromkeys(stem for stem in stems if stem not in _QUESTION_STEMS))
 
 
 @dataclass(frozen=True, slots=True)
