@@ -15,7 +15,7 @@ becomes a record whose evidence is its dia_ids; each QA item with evidence is a 
 conversation; a hit is a returned record whose evidence meets the QA's. Recall@5/10 and MRR, overall
 and per category. The clock is fixed, so recency is equal for every record and usage bumps from earlier
 queries cannot reorder later ones: the figures measure the relevance gate, the keyword score and (for
-SQLite) the bm25 candidate prefilter.
+SQLite's `spec` ranking) the bm25 candidate prefilter; v2 scores every record of the scope.
 """
 
 from __future__ import annotations
@@ -191,7 +191,8 @@ async def run(
                     store = SqliteMemoryStore(
                         Path(workdir), cap=10_000, clock=lambda: NOW, ranking=ranking, embedder=embedder
                     )
-                    title = "SQLite store (FTS5 prefilter + engine)"
+                    how = "scope index" if ranking.stemmed else "FTS5 bm25 prefilter + engine"
+                    title = f"SQLite store ({how})"
                 try:
                     results = await evaluate(store, conversations, kind)
                 finally:
