@@ -889,16 +889,19 @@ class PostgresMemoryStore:
         rows.sort(key=lambda row: row[0])
         stats, generation = await _term_stats(conn, scope_key, terms) if stemmed else (None, 0)
         cosines: dict[str, float] | None = None
+        centered: dict[str, float] | None = None
         fresh: builtins.list[tuple[int, Matrix]] = []
         if stats is not None and query_vector is not None:
-            rows, cosines, fresh = await self._semantic(
+            rows, cosines, centered, fresh = await self._semantic(
                 conn, scope_key, query_vector, rows, generation, limit
             )
         cutoff = self._retention.cutoff(scope_key, now)
         if cutoff is not None:  # expired: never returned, erased on the scope's next write
             rows = [row for row in rows if row[1].created_at >= cutoff]
         records = [record for _, record in rows]
-        ranked = rank(records, query, limit, now, self._ranking, stats=stats, cosines=cosines)
+        ranked = rank(
+            records, query, limit, now, self._ranking, stats=stats, cosines=cosines, centered=centered
+        )
         seqs = {record.id: seq for seq, record in rows}
         return ranked, [seqs[item.record.id] for item in ranked], fresh
 
@@ -910,9 +913,10 @@ class PostgresMemoryStore:
         rows: builtins.list[_Row],
         generation: int,
         limit: int,
-    ) -> tuple[builtins.list[_Row], dict[str, float], builtins.list[tuple[int, Matrix]]]:
-        """The candidates' cosines, plus the records the prefilter missed that are close enough in
-        meaning, and vectors made now for candidates that had none of this model."""
+    ) -> tuple[builtins.list[_Row], dict[str, float], dict[str, float], builtins.list[tuple[int, Matrix]]]:
+        """The candidates' plain and centered cosines (the centroid is the whole scope's), plus the
+        records the prefilter missed that are close enough in meaning, and vectors made now for
+        candidates that had none of this model."""
         embedder = self._embedder
         assert embedder is not None
         vectors = self._vector_cache.get(scope_key)
@@ -920,7 +924,7 @@ class PostgresMemoryStore:
             cursor = await conn.execute(_SELECT_VECTORS, (scope_key, embedder.name))
             vectors = ScopeVectors.build(generation, await cursor.fetchall())
             self._vector_cache[scope_key] = vectors
-        cosines = vectors.cosines(query_vector)
+        cosines, centered = vectors.cosines(query_vector)
         threshold = self._ranking.semantic_threshold
         extra = semantic_candidates(cosines, threshold, (seq for seq, _ in rows), candidate_cap(limit))
         if extra:
@@ -931,10 +935,18 @@ class PostgresMemoryStore:
         fresh: builtins.list[tuple[int, Matrix]] = []
         if unvectored:
             made = await asyncio.to_thread(embedder.embed, [record.text for _, record in unvectored])
-            for (seq, _), vector in zip(unvectored, made, strict=True):
-                cosines[seq] = float(vector @ query_vector)
-                fresh.append((seq, vector))
-        return rows, record_cosines(cosines, {seq: record.id for seq, record in rows}), fresh
+            seqs = [seq for seq, _ in unvectored]
+            plain, close = vectors.cosines_of(seqs, made, query_vector)
+            cosines.update(plain)
+            centered.update(close)
+            fresh.extend(zip(seqs, made, strict=True))
+        ids_by_seq = {seq: record.id for seq, record in rows}
+        return (
+            rows,
+            record_cosines(cosines, ids_by_seq),
+            record_cosines(centered, ids_by_seq),
+            fresh,
+        )
 
     async def _write(
         self,

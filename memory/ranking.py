@@ -5,10 +5,13 @@ Two rankings:
 - `spec`: the seed's exact scorer (§5): α·keywordMatch + β·recency over whole tokens, no stems, no IDF,
   no vectors (`memory.engine.rank_records`).
 - `v2` (the default): the same shape over Snowball stems, the keyword match IDF-weighted within the
-  scope, and — when the store has an embedder — fused with the cosine of the record's vector to the
-  query's by a convex combination: relevance = (1 − w)·lexical + w·max(cosine, 0). A record that shares
-  no stem with the query enters only when its cosine reaches the threshold, so an unrelated record
-  never fills the block.
+  scope, and — when the store has an embedder — fused with the record's closeness to the query by a
+  convex combination: relevance = (1 − w)·lexical + w·max(centered cosine, 0). The centered cosine is
+  taken after the scope's centroid (the mean of its record vectors) is subtracted from the record's
+  vector and the query's: what every record of the scope shares (the speakers' names, the register of
+  the text) then no longer counts as closeness to this query. A record that shares no stem with the
+  query enters only when its plain cosine reaches the threshold, so an unrelated record never fills
+  the block.
 
 No I/O: stores hand in the candidates, the scope's term statistics and the cosines they computed.
 """
@@ -39,9 +42,12 @@ from memory.types import MemoryRecord, Ranked
 __all__ = [
     "DEFAULT_RANKING",
     "SPEC",
+    "Centering",
     "Ranked",
     "Ranking",
     "Scored",
+    "centered_cosines",
+    "closeness",
     "merge_score",
     "prefilter_terms",
     "rank",
@@ -51,6 +57,8 @@ __all__ = [
 Floats = npt.NDArray[np.float64]
 Flags = npt.NDArray[np.bool_]
 
+Vectors = npt.NDArray[np.float32]
+
 RankingMode = Literal["spec", "v2"]
 RANKING_MODES: tuple[str, ...] = ("v2", "spec")
 
@@ -59,6 +67,9 @@ RANKING_MODES: tuple[str, ...] = ("v2", "spec")
 DEFAULT_SEMANTIC_WEIGHT = 0.3
 # A record with no lexical match enters only at or above this cosine (measured, same section).
 DEFAULT_SEMANTIC_THRESHOLD = 0.7
+# Below this squared length (float32 products leave ~1e-7 of noise) a centered vector is the centroid
+# itself: no closer to the query than the scope's average record is.
+_CENTERED_EPSILON = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,6 +117,57 @@ class Scored:
     admitted: Flags
 
 
+@dataclass(frozen=True, slots=True)
+class Centering:
+    """What the centered cosine needs of a scope, whatever the query: its centroid μ (the mean of its
+    record vectors), each record's dot product with μ, and the inverse of each record's distance from μ
+    (0 for a vector that is the centroid itself). Computed once per change of the scope's vectors."""
+
+    centroid: Floats
+    offsets: Floats
+    inverse_lengths: Floats
+
+    @classmethod
+    def of(cls, centroid: Floats, offsets: Floats, norms: Floats) -> Centering:
+        """From r·μ (`offsets`) and |r|² (`norms`) per record: |r − μ|² = |r|² − 2·r·μ + |μ|²."""
+        record_sq = norms - 2.0 * offsets + float(centroid @ centroid)
+        away = record_sq > _CENTERED_EPSILON
+        inverse = np.zeros_like(record_sq)
+        inverse[away] = 1.0 / np.sqrt(record_sq[away])
+        return cls(centroid, offsets, inverse)
+
+
+def centered_cosines(products: Floats, centering: Centering, query: Vectors) -> Floats:
+    """Each record's cosine with the query once the scope's centroid μ is taken from both, from dot
+    products alone (no centered copy of the matrix): (r − μ)·(q − μ) = r·q − r·μ − q·μ + |μ|².
+    `products` are r·q; a query or a vector equal to the centroid gets 0."""
+    centroid = centering.centroid
+    q = query.astype(np.float64)
+    query_offset = float(q @ centroid)
+    centroid_norm = float(centroid @ centroid)
+    query_sq = float(q @ q) - 2.0 * query_offset + centroid_norm
+    if query_sq <= _CENTERED_EPSILON:
+        return np.zeros_like(products)
+    scale = centering.inverse_lengths / np.sqrt(query_sq)
+    centered: Floats = (products - centering.offsets + (centroid_norm - query_offset)) * scale
+    np.clip(centered, -1.0, 1.0, out=centered)
+    return centered
+
+
+def closeness(
+    matrix: Vectors, norms: Floats, query: Vectors, centroid: Floats | None
+) -> tuple[Floats, Floats]:
+    """Each row's plain cosine with the query and its centered one (`centered_cosines`), from one
+    matrix product. `norms` are the rows' squared lengths; with no centroid (a scope with no vectors
+    yet) the centered cosine is the plain one."""
+    if centroid is None:
+        products = (matrix @ query).astype(np.float64)
+        return products, products
+    both = (matrix @ np.stack([query, centroid.astype(np.float32)], axis=1)).astype(np.float64)
+    products, offsets = both[:, 0], both[:, 1]
+    return products, centered_cosines(products, Centering.of(centroid, offsets, norms), query)
+
+
 def score_arrays(
     lexical: Floats,
     matched: Flags,
@@ -113,21 +175,25 @@ def score_arrays(
     seen: Floats,
     now: float,
     ranking: Ranking,
+    centered: Floats | None = None,
 ) -> Scored:
     """The v2 formula over many records at once — the one place it is written.
 
     `lexical` is each record's IDF-weighted match, `matched` whether it shares a prefilter stem with
-    the query, `cosine` its vector's cosine with the query's (NaN: no vector; None: no embedder), `seen`
-    its last use (else creation). `rank` scores its candidates with it and the SQLite store's scope
-    index (memory/scope_index.py) scores a whole scope with it, so both order records identically.
+    the query, `cosine` its vector's cosine with the query's (NaN: no vector; None: no embedder), which
+    the gate reads, `centered` the same cosine once the scope's centroid is taken from both (None: the
+    plain cosine), which the fusion reads, `seen` its last use (else creation). `rank` scores its
+    candidates with it and the SQLite store's scope index (memory/scope_index.py) scores a whole scope
+    with it, so both order records identically.
     """
     if cosine is None:
         relevance = lexical
         admitted = matched & (lexical > 0.0)
     else:
         has_vector = ~np.isnan(cosine)
+        closer = cosine if centered is None else centered
         w = ranking.semantic_weight
-        fused = (1.0 - w) * lexical + w * np.maximum(np.where(has_vector, cosine, 0.0), 0.0)
+        fused = (1.0 - w) * lexical + w * np.maximum(np.where(has_vector, closer, 0.0), 0.0)
         relevance = np.where(has_vector, fused, lexical)
         close = has_vector & (np.where(has_vector, cosine, -np.inf) >= ranking.semantic_threshold)
         admitted = (matched & (lexical > 0.0)) | close
@@ -144,12 +210,14 @@ def rank(
     *,
     stats: TermStats | None = None,
     cosines: Mapping[str, float] | None = None,
+    centered: Mapping[str, float] | None = None,
 ) -> list[Ranked]:
     """Active records that pass the relevance gate, best score first (ties: input order), ≤ `limit`.
 
     `stats` are the scope's document frequencies for the query's stems (None: every stem weighs the
     same); `cosines` maps a record id to its vector's cosine with the query's (None or a missing id:
-    that record ranks lexically). Never touches usage.
+    that record ranks lexically), `centered` to that cosine with the whole scope's centroid taken from
+    both (`closeness`; None: the plain cosine is fused). Never touches usage.
     """
     if ranking.mode == "spec":
         wanted = query_tokens(query)
@@ -165,11 +233,14 @@ def rank(
         return []
     weights = idf_weights(stems, stats if stats is not None else TermStats(0, {}))
     lexical = np.array([weighted_match(weights, record_stems(record)) for record in active])
-    cosine = None
+    cosine = closer = None
     if cosines is not None:
         cosine = np.array([cosines.get(record.id, np.nan) for record in active], dtype=np.float64)
+        if centered is not None:
+            closer = np.array([centered.get(record.id, np.nan) for record in active], dtype=np.float64)
     seen = np.array([last_seen(record) for record in active], dtype=np.float64)
-    scored = score_arrays(lexical, np.ones(len(active), dtype=np.bool_), cosine, seen, now, ranking)
+    matched = np.ones(len(active), dtype=np.bool_)
+    scored = score_arrays(lexical, matched, cosine, seen, now, ranking, closer)
     chosen = np.flatnonzero(scored.admitted)
     # Best score first, ties in input order (a stable sort of the negated scores).
     order = chosen[np.argsort(-scored.score[chosen], kind="stable")][:limit]

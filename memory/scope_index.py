@@ -4,7 +4,8 @@ The SQLite store keeps one per open scope and keeps it in step with the database
 `_synced_index`); a retrieve then costs no SQL beyond a freshness check. `select` scores every active
 record with the ranking's own formula (`memory.ranking.score_arrays`, which `memory.ranking.rank`
 applies to the candidates other stores prefilter) — the IDF-weighted match from posting lists, the
-cosine from one matrix product, the recency from the last use — and returns the best, in rank order.
+plain and centered cosines from one matrix product (the centroid is a running sum of the scope's
+vectors), the recency from the last use — and returns the best, in rank order.
 
 Rows are slots in insertion order; a removed record leaves a dead slot until the next compaction, so
 adding and removing a record costs O(its stems), not O(the scope).
@@ -20,7 +21,7 @@ import numpy.typing as npt
 
 from memory.embedder import Matrix
 from memory.lexical import TermStats, idf_weights
-from memory.ranking import Ranking, score_arrays
+from memory.ranking import Centering, Ranking, centered_cosines, score_arrays
 from memory.scorer import last_seen
 from memory.types import MemoryRecord
 
@@ -50,6 +51,11 @@ class ScopeIndex:
         self._seen = np.zeros(_FIRST_CAPACITY, dtype=np.float64)
         self._has_vector = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)
         self._matrix: npt.NDArray[np.float32] | None = None
+        self._norms = np.zeros(_FIRST_CAPACITY, dtype=np.float64)  # each vector's squared length
+        self._vector_sum: npt.NDArray[np.float64] | None = None  # over the live slots with a vector
+        self._vectors = 0
+        # The centroid and each vector's dot product with it, kept until a vector comes or goes.
+        self._centering: Centering | None = None
         self._records: list[MemoryRecord | None] = []
         self._stems: list[frozenset[str]] = []
         self._slot: dict[int, int] = {}
@@ -101,6 +107,10 @@ class ScopeIndex:
         slot = self._slot.pop(seq, None)
         if slot is None:
             return
+        if self._has_vector[slot] and self._matrix is not None and self._vector_sum is not None:
+            self._vector_sum -= self._matrix[slot]
+            self._vectors -= 1
+            self._centering = None
         self._live[slot] = False
         self._records[slot] = None
         for stem in self._stems[slot]:
@@ -158,13 +168,20 @@ class ScopeIndex:
         if total > 0.0:
             lexical /= total
         cosine: npt.NDArray[np.float64] | None = None
+        centered: npt.NDArray[np.float64] | None = None
         if query_vector is not None:
             cosine = np.full(size, np.nan, dtype=np.float64)
             matrix = self._matrix
             if matrix is not None and matrix.shape[1] == query_vector.shape[0]:
                 products = (matrix[:size] @ query_vector).astype(np.float64)
-                cosine = np.where(self._has_vector[:size], products, np.nan)
-        scored = score_arrays(lexical, matched, cosine, self._seen[:size], now, ranking)
+                close = products
+                centering = self._centering_of(size)
+                if centering is not None:
+                    close = centered_cosines(products, centering, query_vector)
+                has_vector = self._has_vector[:size]
+                cosine = np.where(has_vector, products, np.nan)
+                centered = np.where(has_vector, close, np.nan)
+        scored = score_arrays(lexical, matched, cosine, self._seen[:size], now, ranking, centered)
         admitted = scored.admitted & self._live[:size]
         if created_after is not None:
             admitted &= self._created[:size] >= created_after
@@ -183,6 +200,18 @@ class ScopeIndex:
             found.append(Candidate(int(self._seqs[slot]), record, float(scored.relevance[slot]), value))
         return found
 
+    def _centering_of(self, size: int) -> Centering | None:
+        """The centroid of the live vectors and what each slot needs of it (one matrix product per
+        change of the scope's vectors, not per query)."""
+        if self._vector_sum is None or self._vectors == 0 or self._matrix is None:
+            return None
+        centering = self._centering
+        if centering is None or len(centering.offsets) != size:
+            centroid = self._vector_sum / self._vectors
+            offsets = (self._matrix[:size] @ centroid.astype(np.float32)).astype(np.float64)
+            centering = self._centering = Centering.of(centroid, offsets, self._norms[:size])
+        return centering
+
     # -- storage -------------------------------------------------------------------------------------
 
     def _put_vector(self, slot: int, vector: Matrix | None) -> bool:
@@ -193,6 +222,13 @@ class ScopeIndex:
         if self._matrix.shape[1] != vector.shape[0]:
             return False
         self._matrix[slot] = vector
+        stored = self._matrix[slot].astype(np.float64)
+        self._norms[slot] = float(stored @ stored)
+        if self._vector_sum is None:
+            self._vector_sum = np.zeros(vector.shape[0], dtype=np.float64)
+        self._vector_sum += stored
+        self._vectors += 1
+        self._centering = None
         return True
 
     def _posting_array(self, stem: str) -> npt.NDArray[np.intp] | None:
@@ -211,6 +247,7 @@ class ScopeIndex:
         self._live = _resized(self._live, capacity)
         self._created = np.resize(self._created, capacity)
         self._seen = np.resize(self._seen, capacity)
+        self._norms = np.resize(self._norms, capacity)
         self._has_vector = _resized(self._has_vector, capacity)
         if self._matrix is not None:
             grown = np.zeros((capacity, self._matrix.shape[1]), dtype=np.float32)

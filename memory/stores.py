@@ -8,6 +8,8 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
+import numpy as np
+
 from memory.audit import audit_matches
 from memory.embedder import Embedder, Matrix
 from memory.engine import (
@@ -31,6 +33,7 @@ from memory.types import (
     SourceLink,
     WriteResult,
 )
+from memory.vectors import ScopeVectors
 
 Clock = Callable[[], float]
 
@@ -137,13 +140,12 @@ class InMemoryMemoryStore:
         rows = self._scopes.get(scope_key, [])
         fresh = self._unexpired(scope_key, rows, now)  # expired: never returned, erased on the next write
         stats = term_stats(fresh, query_stems(query)) if self._ranking.stemmed else None
-        cosines = None
+        cosines = centered = None
         if query_vector is not None:
-            vectors = {
-                r.id: self._vectors[r.id] for r in fresh if r.status == "active" and r.id in self._vectors
-            }
-            cosines = {record_id: float(vector @ query_vector) for record_id, vector in vectors.items()}
-        ranked = rank(fresh, query, limit, now, self._ranking, stats=stats, cosines=cosines)
+            cosines, centered = self._cosines(rows, query_vector)
+        ranked = rank(
+            fresh, query, limit, now, self._ranking, stats=stats, cosines=cosines, centered=centered
+        )
         if not ranked:
             return []
         bumped = {
@@ -151,6 +153,21 @@ class InMemoryMemoryStore:
         }
         self._scopes[scope_key] = [bumped.get(r.id, r) for r in rows]
         return [Ranked(bumped[r.record.id], r.relevance) for r in ranked]
+
+    def _cosines(
+        self, rows: Sequence[MemoryRecord], query_vector: Matrix
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """Plain and centered cosines by record id; the centroid is the scope's, over every active
+        record with a vector (expired ones too, until erased: as the durable stores count them)."""
+        held = [r.id for r in rows if r.status == "active" and r.id in self._vectors]
+        if not held:
+            return {}, {}
+        matrix = np.stack([self._vectors[record_id] for record_id in held])
+        plain, centered = ScopeVectors.of(0, range(len(held)), matrix).cosines(query_vector)
+        return (
+            {record_id: plain[n] for n, record_id in enumerate(held)},
+            {record_id: centered[n] for n, record_id in enumerate(held)},
+        )
 
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None

@@ -1,10 +1,11 @@
 import math
 
+import numpy as np
 import pytest
 
 from memory.engine import rank_records
 from memory.lexical import TermStats
-from memory.ranking import SPEC, Ranked, Ranking, merge_score, rank
+from memory.ranking import SPEC, Ranked, Ranking, closeness, merge_score, rank
 from memory.scorer import score_record
 from memory.types import MemoryRecord
 from tests.memory.records import DAY, NOW, record
@@ -96,6 +97,45 @@ def test_fusion_is_a_convex_combination_of_lexical_and_cosine() -> None:
     assert math.isclose(by_id["mem:o:1"], 0.6 * 1.0)  # a negative cosine adds nothing
     assert math.isclose(by_id["mem:o:2"], 0.6 * 0.5 + 0.4 * 0.9)
     assert ids(ranked) == ["mem:o:2", "mem:o:1"]  # the cosine can reorder lexical matches
+
+
+def test_the_fusion_reads_the_centered_cosine_and_the_gate_the_plain_one() -> None:
+    ranking = Ranking(semantic_weight=0.4)
+    records = [
+        record("deploy api", id="mem:o:1"),
+        record("deploy web", id="mem:o:2"),
+        record("lunch menu", id="mem:o:3"),  # no shared stem
+        record("ship it friday", id="mem:o:4"),  # no shared stem
+    ]
+    cosines = {"mem:o:1": 0.9, "mem:o:2": 0.8, "mem:o:3": ranking.semantic_threshold - 0.01, "mem:o:4": 0.75}
+    # What the scope's records share made record 1 look closer; taken away, record 2 is.
+    centered = {"mem:o:1": 0.1, "mem:o:2": 0.6, "mem:o:3": 0.9, "mem:o:4": -0.2}
+    ranked = rank(records, "deploy", 8, NOW, ranking, cosines=cosines, centered=centered)
+    assert ids(ranked) == ["mem:o:2", "mem:o:1", "mem:o:4"]  # record 3 stays out, however centered
+    by_id = {item.record.id: item.relevance for item in ranked}
+    assert math.isclose(by_id["mem:o:2"], 0.6 * 1.0 + 0.4 * 0.6)
+    assert by_id["mem:o:4"] == 0.0  # admitted by its plain cosine, no closer than average
+    assert ids(rank(records, "deploy", 8, NOW, ranking, cosines=cosines))[:2] == ["mem:o:1", "mem:o:2"]
+
+
+def test_the_centered_cosine_is_the_cosine_once_the_scopes_mean_is_taken_from_both() -> None:
+    rng = np.random.default_rng(7)
+    matrix = rng.normal(size=(6, 5)).astype(np.float32)
+    matrix /= np.linalg.norm(matrix, axis=1, keepdims=True)
+    query = (matrix[0] + rng.normal(size=5)).astype(np.float32)
+    query /= np.linalg.norm(query)
+    wide = matrix.astype(np.float64)
+    mean = wide.mean(axis=0)
+    off, away = wide - mean, query.astype(np.float64) - mean
+    wanted = off @ away / (np.linalg.norm(off, axis=1) * np.linalg.norm(away))
+
+    plain, centered = closeness(matrix, np.einsum("ij,ij->i", wide, wide), query, mean)
+
+    assert plain == pytest.approx(wide @ query.astype(np.float64), abs=1e-6)
+    assert centered == pytest.approx(wanted, abs=1e-5)
+    # A scope of one record: it is its own centroid, so it is no closer than average to anything.
+    _, alone = closeness(matrix[:1], np.ones(1), query, wide[0])
+    assert alone.tolist() == [0.0]
 
 
 def test_a_record_without_a_vector_ranks_lexically() -> None:

@@ -52,19 +52,25 @@ def expected(
     query_vector: np.ndarray | None,
     limit: int,
 ) -> list[tuple[str, float]]:
-    """`rank` over every record of the scope, with the cosines a store would hand it."""
-    cosines = None
+    """`rank` over every record of the scope, with the cosines a store would hand it: plain, and
+    centered by the definition (the mean of the scope's vectors taken from each vector and the query)."""
+    cosines = centered = None
     if query_vector is not None:
-        cosines = {
-            item.id: float((vectors[seq] @ query_vector).astype(np.float64))
-            for seq, item in enumerate(records, start=1)
-            if seq in vectors
-        }
+        held = [(item.id, vectors[seq]) for seq, item in enumerate(records, start=1) if seq in vectors]
+        cosines = {record_id: float((vector @ query_vector).astype(np.float64)) for record_id, vector in held}
+        centered = {}
+        if held:
+            mean = np.mean([vector.astype(np.float64) for _, vector in held], axis=0)
+            away = query_vector.astype(np.float64) - mean
+            for record_id, vector in held:
+                off = vector.astype(np.float64) - mean
+                short = min(np.linalg.norm(off), np.linalg.norm(away)) < 1e-3  # the centroid itself
+                centered[record_id] = (
+                    0.0 if short else float(off @ away / np.linalg.norm(off) / np.linalg.norm(away))
+                )
     stats = term_stats(records, query_stems(query))
-    return [
-        (r.record.id, r.relevance)
-        for r in rank(records, query, limit, NOW, RANKING, stats=stats, cosines=cosines)
-    ]
+    ranked = rank(records, query, limit, NOW, RANKING, stats=stats, cosines=cosines, centered=centered)
+    return [(r.record.id, r.relevance) for r in ranked]
 
 
 def selected(
@@ -143,3 +149,23 @@ def test_a_vector_of_another_length_counts_as_none() -> None:
     assert index.has_vector(1) and not index.has_vector(2)
     cosines = {c.seq: c.cosine for c in index.select(["deploy"], {"deploy"}, query_vector, NOW, RANKING, 5)}
     assert cosines[2] is None and cosines[1] is not None
+
+
+def test_a_removed_vector_leaves_the_centroid() -> None:
+    rng = np.random.default_rng(11)
+    records = [record(n, f"deploy item{n}") for n in range(1, 7)]
+    vectors = {seq: unit(rng) for seq in range(1, 7)}
+    query_vector = unit(rng)
+    index = indexed(records, vectors)
+    index.remove(3)
+    kept = [item for seq, item in enumerate(records, start=1) if seq != 3]
+    fresh = ScopeIndex()
+    for item in kept:
+        seq = int(item.id.rsplit(":", 1)[1])
+        fresh.add(seq, item, record_stems(item), vectors[seq])
+
+    found = index.select(["deploy"], {"deploy"}, query_vector, NOW, RANKING, 10)
+    again = fresh.select(["deploy"], {"deploy"}, query_vector, NOW, RANKING, 10)
+
+    assert [c.seq for c in found] == [c.seq for c in again]
+    assert [c.relevance for c in found] == pytest.approx([c.relevance for c in again])
