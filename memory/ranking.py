@@ -154,17 +154,24 @@ def centered_cosines(products: Floats, centering: Centering, query: Vectors) -> 
     return centered
 
 
+def row_products(matrix: Vectors, query: Vectors) -> Floats:
+    """Each row's dot product with `query`, in numpy's own loop rather than BLAS: on a busy 2-core host
+    BLAS's worker threads made one 10,000 × 256 product cost 10–30 times its single-threaded time
+    (BENCHMARKS.md, "The scope index"), and a store's reads already run beside other threads."""
+    products: Floats = np.einsum("ij,j->i", matrix, query).astype(np.float64)
+    return products
+
+
 def closeness(
     matrix: Vectors, norms: Floats, query: Vectors, centroid: Floats | None
 ) -> tuple[Floats, Floats]:
-    """Each row's plain cosine with the query and its centered one (`centered_cosines`), from one
-    matrix product. `norms` are the rows' squared lengths; with no centroid (a scope with no vectors
-    yet) the centered cosine is the plain one."""
+    """Each row's plain cosine with the query and its centered one (`centered_cosines`). `norms` are
+    the rows' squared lengths; with no centroid (a scope with no vectors yet) the centered cosine is
+    the plain one."""
+    products = row_products(matrix, query)
     if centroid is None:
-        products = (matrix @ query).astype(np.float64)
         return products, products
-    both = (matrix @ np.stack([query, centroid.astype(np.float32)], axis=1)).astype(np.float64)
-    products, offsets = both[:, 0], both[:, 1]
+    offsets = row_products(matrix, centroid.astype(np.float32))
     return products, centered_cosines(products, Centering.of(centroid, offsets, norms), query)
 
 

@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from memory.embedder import Matrix
 from memory.lexical import TermStats, idf_weights
-from memory.ranking import Centering, Ranking, centered_cosines, score_arrays
+from memory.ranking import Centering, Ranking, centered_cosines, row_products, score_arrays
 from memory.scorer import last_seen
 from memory.types import MemoryRecord
 
@@ -173,7 +173,7 @@ class ScopeIndex:
             cosine = np.full(size, np.nan, dtype=np.float64)
             matrix = self._matrix
             if matrix is not None and matrix.shape[1] == query_vector.shape[0]:
-                products = (matrix[:size] @ query_vector).astype(np.float64)
+                products = row_products(matrix[:size], query_vector)
                 close = products
                 centering = self._centering_of(size)
                 if centering is not None:
@@ -208,7 +208,7 @@ class ScopeIndex:
         centering = self._centering
         if centering is None or len(centering.offsets) != size:
             centroid = self._vector_sum / self._vectors
-            offsets = (self._matrix[:size] @ centroid.astype(np.float32)).astype(np.float64)
+            offsets = row_products(self._matrix[:size], centroid.astype(np.float32))
             centering = self._centering = Centering.of(centroid, offsets, self._norms[:size])
         return centering
 

@@ -371,7 +371,7 @@ class SqliteMemoryStore:
         def work(connection: sqlite3.Connection) -> WriteResult:
             result, expired = self._write(connection, scope_key, batch, batch_cap, cutoff)
             synced = self._indexes.get(scope_key)
-            if synced is not None and result.deduped:  # a dedup bumps a use count: no trigger sees it
+            if synced is not None and result.deduped:  # a dedup bumps a use count: no stamp marks it
                 synced.usage_stale = True
             if expired:
                 _scrub_files(connection)
@@ -554,7 +554,12 @@ class SqliteMemoryStore:
                 return missing
             if flush:
                 self._write_bumps(connection, scope_key)
-            return work(connection)
+            result = work(connection)
+            if flush and scope_key in self._indexes:
+                # What this operation changed reaches the index now: an erased record's text does not
+                # wait in memory for the scope's next read.
+                self._synced_index(connection, scope_key)
+            return result
 
     # -- usage bumps, written in batches (memory/usage_bumps.py) -------------------------------------
 
@@ -733,15 +738,16 @@ class SqliteMemoryStore:
         wanted = frozenset(terms)
         now = self._clock()
         chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff)
-        if query_vector is not None and embedder is not None:
-            unvectored = [c for c in chosen if c.cosine is None]
-            if unvectored:  # vectors made on use (older rows): stored, then the scope is scored again
-                vectors = embedder.embed([c.record.text for c in unvectored])
-                fresh = [(c.seq, vector) for c, vector in zip(unvectored, vectors, strict=True)]
-                for c, vector in zip(unvectored, vectors, strict=True):
-                    index.add(c.seq, c.record, record_stems(c.record), vector)
-                self._store_vectors(connection, fresh)
-                chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff)
+        if embedder is not None and any(c.cosine is None for c in chosen):
+            # Vectors made on use (rows older than the embedder): for the prefilter's worth of the best
+            # candidates, stored (never into a row erased meanwhile), then the scope caught up and
+            # scored again — as `rank` would score them once they all have vectors.
+            wide = index.select(stems, wanted, query_vector, now, self._ranking, candidate_cap(limit), cutoff)
+            unvectored = [c for c in wide if c.cosine is None]
+            vectors = embedder.embed([c.record.text for c in unvectored])
+            self._store_vectors(connection, [(c.seq, v) for c, v in zip(unvectored, vectors, strict=True)])
+            index = self._synced_index(connection, scope_key)
+            chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff)
         if not chosen:
             return []
         self._bump_later(scope_key, [c.record for c in chosen], now)
@@ -802,8 +808,10 @@ class SqliteMemoryStore:
 
         Unchanged since the last look (no commit by another connection — `PRAGMA data_version` — and
         none by this one — `total_changes`), it is used as it is: no other SQL. Otherwise the records
-        changed since its generation are read again (the triggers stamp each changed row), and when
-        another connection may have bumped usage, every active row's usage counts are re-read.
+        changed since its generation are read again (`_stamp` marks each changed row), and after another
+        connection's commit the active set itself is reconciled (`_reconcile_active`): a writer that
+        stamps nothing — a process of an earlier release during a rolling upgrade — still cannot leave a
+        forgotten record in the index.
         """
         synced = self._indexes.get(scope_key)
         data_version = int(connection.execute("PRAGMA data_version").fetchone()[0])
@@ -818,7 +826,7 @@ class SqliteMemoryStore:
                 if generation != synced.generation:
                     self._load_index(connection, scope_key, synced.generation, synced.index)
                 if synced.usage_stale or data_version != synced.data_version:
-                    self._reload_usage(connection, scope_key, synced.index)
+                    self._reconcile_active(connection, scope_key, synced.index)
         synced.generation = generation
         synced.data_version = data_version
         synced.total_changes = connection.total_changes
@@ -826,16 +834,28 @@ class SqliteMemoryStore:
         return synced.index
 
     def _load_index(
-        self, connection: sqlite3.Connection, scope_key: str, since: int | None, index: ScopeIndex
+        self,
+        connection: sqlite3.Connection,
+        scope_key: str,
+        since: int | None,
+        index: ScopeIndex,
+        *,
+        seqs: Sequence[int] = (),
     ) -> ScopeIndex:
-        """Every active record into a new index (`since` None), or the rows changed after generation
-        `since` into an existing one: an active row is (re)indexed, any other leaves it."""
+        """Every active record into a new index (`since` None), the rows changed after generation
+        `since`, or the rows `seqs` names, into an existing one: an active row is (re)indexed, any
+        other leaves it."""
         # A full load scans the active rows; a catch-up reads the changed ones by `records_changed`.
-        where = "r.status = 'active'" if since is None else "r.changed > ?"
+        if seqs:
+            where, params = f"r.seq IN ({_placeholders(len(seqs))})", tuple(seqs)
+        elif since is None:
+            where, params = "r.status = 'active'", ()
+        else:
+            where, params = "r.changed > ?", (since,)
         rows = connection.execute(
             f"SELECT r.seq, {_R_COLUMNS}, r.embedding, r.embedding_model, s.stems FROM records AS r "
             f"LEFT JOIN records_stems AS s ON s.rowid = r.seq WHERE {where}",
-            () if since is None else (since,),
+            params,
         ).fetchall()
         rows.sort(key=lambda row: int(row[0]))  # slots in seq order, as a full load leaves them
         model = None if self._embedder is None else self._embedder.name
@@ -854,16 +874,21 @@ class SqliteMemoryStore:
             index.add(seq, record, found, vector)
         return index
 
-    def _reload_usage(self, connection: sqlite3.Connection, scope_key: str, index: ScopeIndex) -> None:
-        """Every indexed record's usage counts as the database holds them, with this process's pending
-        bumps laid over (another process's bumps, or a dedup, changed them)."""
+    def _reconcile_active(self, connection: sqlite3.Connection, scope_key: str, index: ScopeIndex) -> None:
+        """The index's records are exactly the database's active rows, with their usage counts as the
+        database holds them and this process's pending bumps laid over (another connection bumped,
+        forgot, superseded or inserted; or a dedup of this one bumped)."""
         pending = self._bumps.get(scope_key)
         rows = connection.execute(
             "SELECT seq, last_used_at, use_count FROM records WHERE status = 'active'"
         ).fetchall()
+        active: set[int] = set()
+        missing: builtins.list[int] = []
         for seq, last_used_at, use_count in rows:
+            active.add(int(seq))
             record = index.record(int(seq))
             if record is None:
+                missing.append(int(seq))
                 continue
             fresh = replace(
                 record,
@@ -874,6 +899,11 @@ class SqliteMemoryStore:
                 fresh = pending.overlay(fresh)
             if fresh != record:
                 index.set_record(int(seq), fresh)
+        for seq in index.seqs():
+            if seq not in active:
+                index.remove(seq)
+        for chunk in _chunks(missing):
+            self._load_index(connection, scope_key, None, index, seqs=chunk)
 
     def _store_vectors(self, connection: sqlite3.Connection, fresh: Sequence[tuple[int, Matrix]]) -> None:
         embedder = self._embedder
@@ -952,10 +982,14 @@ def _rows_by_seq(connection: sqlite3.Connection, seqs: Sequence[int]) -> builtin
 
 
 def _store_vector(connection: sqlite3.Connection, seq: int, vector: Matrix, model: str) -> None:
-    connection.execute(
-        "UPDATE records SET embedding = ?, embedding_model = ? WHERE seq = ?", (to_blob(vector), model, seq)
-    )
-    _stamp(connection, [seq])
+    """Only into a row still active and not erased: the vector was made outside the transaction, and
+    another process may have erased the row meanwhile (its vector must not come back)."""
+    stored = connection.execute(
+        "UPDATE records SET embedding = ?, embedding_model = ? "
+        "WHERE seq = ? AND status = 'active' AND erased_at IS NULL RETURNING seq",
+        (to_blob(vector), model, seq),
+    ).fetchall()
+    _stamp(connection, [int(row[0]) for row in stored])
 
 
 def _change_generation(connection: sqlite3.Connection) -> int:
