@@ -28,6 +28,7 @@ from memory.sqlite_store import SqliteMemoryStore
 from memory.types import MemoryRecord
 from tests.app.slack.harness import RunningBot, running_bot
 from tests.app.slack.test_e2e import _system, _turns, full_runtime
+from tests.app.slack.test_provenance import citations
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, as_app_mention
 
@@ -246,3 +247,27 @@ async def test_memory_list_in_a_public_thread_withholds_the_dm_fact_and_the_slas
     assert response["response_type"] == "ephemeral"
     assert "Globex" in response["text"] and "from dm" in response["text"]
     assert len(fake_anthropic.requests) == requests  # commands make no model call
+
+
+async def test_a_fact_reflection_learned_in_one_thread_is_cited_by_the_answer_in_another(
+    workspace: Workspace, store: SqliteMemoryStore
+) -> None:
+    # Learned the way every fact is: a run four turns deep, distilled by the extractor in the background.
+    await workspace.say(
+        "C1",
+        "UA",
+        "how do we book the interview loops?",
+        answer="Through the recruiting calendar.",
+        extracted=facts((PUBLIC_FACT, "org")),
+    )
+    (learned,) = await holding(store, "org:acme", PUBLIC_FACT)
+    assert citations(workspace.slack) == []  # the first answer drew on nothing
+
+    question = "how are interview loops booked?"
+    await workspace.say("C2", "UB", question, answer="Through the recruiting calendar, as before.")
+
+    assert PUBLIC_FACT in workspace.system_of_run(question)
+    [citation] = citations(workspace.slack)
+    assert citation["text"]["text"] == "_Drew on 1 memory_"
+    assert citation["accessory"]["text"]["text"] == "Why?"
+    assert learned.id not in json.dumps(citation)  # record ids stay bot-side, never in the button
