@@ -8,6 +8,7 @@ aiohttp (one connection per worker, keep-alive) and prints requests/s, latency p
     .venv/bin/python bench/bench_service.py --duration 5        # a quick look
     .venv/bin/python bench/bench_service.py --store constant    # the HTTP layer alone (no store work)
     .venv/bin/python bench/bench_service.py --store both        # sqlite then constant, and the ratio
+    .venv/bin/python bench/bench_service.py --store both --workers 2   # each service: 2 processes, one port
     .venv/bin/python bench/bench_service.py --url http://127.0.0.1:8787   # an already running service
 
 Everything is bounded: a per-request timeout, a fixed duration, the service stopped at the end.
@@ -33,6 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import aiohttp
+
+from memory.service_workers import add_worker_arguments, worker_count
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-memory-token"
@@ -75,19 +78,23 @@ def free_port() -> int:
 
 
 def process_cpu_seconds(pid: int | None) -> float | None:
-    """User + system CPU time of a process (Linux /proc), or None where that cannot be read."""
+    """User + system CPU time of a process and its live children (a supervisor's workers; Linux /proc),
+    or None where that cannot be read."""
     if pid is None:
         return None
     try:
         fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    own = (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return own + sum(process_cpu_seconds(int(child)) or 0.0 for child in children)
 
 
 @contextmanager
-def service_process(data_dir: Path, store: str) -> Iterator[tuple[str, int]]:
-    """The memory service in its own process on a free loopback port; always stopped afterwards.
+def service_process(data_dir: Path, store: str, workers: int = 1) -> Iterator[tuple[str, int]]:
+    """The memory service in its own process (`workers` processes on one port, under a supervisor) on
+    a free loopback port; always stopped afterwards.
 
     `store="constant"` serves the same app over a store that answers every retrieve with the same
     records and stores nothing: the HTTP layer's own ceiling on this machine, for comparison.
@@ -106,6 +113,7 @@ def service_process(data_dir: Path, store: str) -> Iterator[tuple[str, int]]:
             "--data-dir",
             str(data_dir),
         ]
+    command += ["--workers", str(workers)]
     process = subprocess.Popen(
         command,
         cwd=ROOT,
@@ -124,14 +132,15 @@ def service_process(data_dir: Path, store: str) -> Iterator[tuple[str, int]]:
             process.wait()
 
 
-def serve_constant(port: int) -> None:
-    """The baseline server: the real app, server stack and logging, over a store that does no work."""
+def serve_constant(port: int, listener: socket.socket | None = None) -> None:
+    """The baseline server: the real app, server stack and logging, over a store that does no work
+    (on `listener`: a worker of several, as the service's own workers)."""
     from memory.service import create_app
     from memory.service_main import configure_logging, run_event_loop, serve_app, uvicorn_config
     from memory.stores import InMemoryMemoryStore
     from memory.types import MemoryRecord
     from ops.http_guard import GuardLimits
-    from ops.metrics import Metrics
+    from ops.metrics import MULTIPROCESS_DIR_ENV, Metrics
 
     class ConstantStore(InMemoryMemoryStore):
         async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
@@ -150,10 +159,33 @@ def serve_constant(port: int) -> None:
                 for n, record in enumerate(seed_records(limit), start=1)
             ]
 
-    configure_logging()
-    metrics = Metrics()
+    configure_logging(with_pid=listener is not None)
+    metrics = Metrics(multiprocess_dir=os.environ.get(MULTIPROCESS_DIR_ENV) if listener is not None else None)
     app = create_app(ConstantStore(cap=500), TOKEN, metrics=metrics)
-    run_event_loop(serve_app(uvicorn_config(app, "127.0.0.1", port, GuardLimits(), metrics)))
+    run_event_loop(serve_app(uvicorn_config(app, "127.0.0.1", port, GuardLimits(), metrics), listener))
+
+
+def serve_constant_workers(args: argparse.Namespace) -> int:
+    """`--serve-constant PORT [--workers N]`: one baseline server, or N under the service's supervisor."""
+    from memory.service_main import run_event_loop
+    from memory.service_workers import WorkerPlan, inherited_listener, supervise, worker_count
+
+    listener = inherited_listener(args)
+    workers = worker_count(args.workers)
+    if workers > 1 and listener is None:
+        command = (
+            sys.executable,
+            __file__,
+            "--serve-constant",
+            str(args.serve_constant),
+            "--workers",
+            str(workers),
+        )
+        return run_event_loop(
+            supervise(WorkerPlan(command, workers, "127.0.0.1", args.serve_constant, os.environ))
+        )
+    serve_constant(args.serve_constant, listener)
+    return 0
 
 
 async def wait_healthy(session: aiohttp.ClientSession, url: str) -> None:
@@ -264,6 +296,7 @@ async def run(args: argparse.Namespace, token: str, store: str, pid: int | None 
         "store": store,
         "machine": f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}",
         "connections": args.connections,
+        "workers": args.workers,
         "duration_s": args.duration,
         "scope_records": args.records,
         "limit": args.limit,
@@ -292,7 +325,7 @@ def run_store(args: argparse.Namespace, store: str) -> dict[str, object]:
         return asyncio.run(run(args, os.environ.get("MEMORY_TOKEN", ""), "external"))
     with (
         tempfile.TemporaryDirectory(prefix="bench-memory-") as data_dir,
-        service_process(Path(data_dir), store) as (url, pid),
+        service_process(Path(data_dir), store, int(args.workers)) as (url, pid),
     ):
         return asyncio.run(run(argparse.Namespace(**{**vars(args), "url": url}), TOKEN, store, pid))
 
@@ -300,7 +333,8 @@ def run_store(args: argparse.Namespace, store: str) -> dict[str, object]:
 def summary(report: dict[str, object]) -> str:
     return (
         f"[{report['store']}] {report['requests_per_s']} requests/s over {report['duration_s']} s, "
-        f"{report['connections']} connections, {report['scope_records']} records in the scope "
+        f"{report['connections']} connections, {report['workers']} service worker(s), "
+        f"{report['scope_records']} records in the scope "
         f"({report['records_per_reply']} per reply); "
         f"p50 {report['p50_ms']} ms, p95 {report['p95_ms']} ms, p99 {report['p99_ms']} ms, "
         f"max {report['max_ms']} ms; errors {report['errors']}; "
@@ -325,11 +359,12 @@ def main(argv: list[str] | None = None) -> int:
         help="sqlite: the real service (default); constant: the HTTP layer alone, a store that does no "
         "work; both: sqlite then constant in one run, with the ratio",
     )
+    add_worker_arguments(parser)  # --workers N: each service started with N processes on one port
     parser.add_argument("--serve-constant", type=int, metavar="PORT", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.serve_constant:
-        serve_constant(args.serve_constant)
-        return 0
+        return serve_constant_workers(args)
+    args.workers = worker_count(args.workers)
     stores = ["sqlite", "constant"] if args.store == "both" else [args.store]
     reports = [run_store(args, store) for store in stores]
     for report in reports:

@@ -1,7 +1,8 @@
 """`switchboard memory-service`: serve the embedded durable store over HTTP with uvicorn.
 
 The bearer token comes only from the MEMORY_TOKEN environment variable. Without it the service still
-starts (health checks pass) but refuses every data request: fail closed, loudly.
+starts (health checks pass) but refuses every data request: fail closed, loudly. `--workers N` runs N
+such processes on one port under a supervising parent (memory/service_workers.py).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import json
 import logging
 import os
 import signal
+import socket
 import sys
 from collections.abc import Coroutine, Iterator, Mapping
 from pathlib import Path
@@ -34,6 +36,13 @@ from memory.embedder import (
 from memory.ranking import DEFAULT_RANKING, RANKING_MODES, Ranking
 from memory.retention import DEFAULT_AUDIT_DAYS, NO_RETENTION, Retention
 from memory.service import CapAwareStore, create_app
+from memory.service_workers import (
+    WorkerPlan,
+    add_worker_arguments,
+    inherited_listener,
+    supervise,
+    worker_count,
+)
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.http_guard import (
     DEFAULT_BODY_TIMEOUT,
@@ -43,7 +52,7 @@ from ops.http_guard import (
     GuardLimits,
     fd_bounded,
 )
-from ops.metrics import METRICS_TOKEN_ENV, Metrics
+from ops.metrics import METRICS_TOKEN_ENV, MULTIPROCESS_DIR_ENV, Metrics
 from ops.tracing import configure_tracing
 
 log = structlog.get_logger("memory.service")
@@ -125,6 +134,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         metavar="DAYS",
         help=f"keep read-audit rows DAYS days (default {DEFAULT_AUDIT_DAYS:g})",
     )
+    add_worker_arguments(parser)
     return parser.parse_args(argv)
 
 
@@ -142,12 +152,19 @@ def guard_limits(args: argparse.Namespace) -> GuardLimits:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
-    configure_logging()
-    configure_tracing(os.environ, "switchboard-memory")
+    listener = inherited_listener(args)  # a worker of several: the socket its supervisor bound
+    configure_logging(with_pid=listener is not None)
     database_url = args.database_url or os.environ.get(DATABASE_URL_ENV) or None
     with contextlib.suppress(KeyboardInterrupt):  # uvicorn handles SIGINT; a second ^C lands here
         try:
+            workers = worker_count(args.workers)
             limits = guard_limits(args)
+            if workers > 1 and listener is None:
+                command = (sys.executable, "-m", "memory.service_main", *argv)
+                return run_event_loop(
+                    supervise(WorkerPlan(command, workers, args.host, args.port, os.environ))
+                )
+            configure_tracing(os.environ, "switchboard-memory")
             try:
                 embedder = load_embedder(args.embedder)
             except EmbedderUnavailable as error:
@@ -164,6 +181,7 @@ def main(argv: list[str]) -> int:
                     ranking=Ranking(mode=args.ranking, semantic_weight=tuned_weight(embedder)),
                     embedder=embedder,
                     retention=retention,
+                    listener=listener,
                 )
             )
         except ValueError as error:  # a retention that is not a positive number of days
@@ -186,8 +204,13 @@ async def serve(
     ranking: Ranking = DEFAULT_RANKING,
     embedder: Embedder | None = None,
     retention: Retention = NO_RETENTION,
+    listener: socket.socket | None = None,
 ) -> None:
-    """Open the store, serve until a signal, then close the store."""
+    """Open the store, serve until a signal, then close the store.
+
+    `listener`: serve on this already listening socket (a worker of several) instead of binding
+    host:port; the metrics are then every worker's (`PROMETHEUS_MULTIPROC_DIR`, set by the supervisor).
+    """
     from memory.sqlite_store import SqliteMemoryStore
 
     token = env.get(TOKEN_ENV, "")
@@ -215,11 +238,11 @@ async def serve(
         )
     try:
         await store.erase_expired()  # retention at start-up; later, each scope's next write
-        metrics = Metrics()
+        metrics = Metrics(multiprocess_dir=env.get(MULTIPROCESS_DIR_ENV) if listener is not None else None)
         app = create_app(store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None)
         config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)
         log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
-        await serve_app(config)
+        await serve_app(config, listener)
     finally:
         await store.aclose()
         log.info("memory.service_stopped")
@@ -253,9 +276,10 @@ def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
-async def serve_app(config: uvicorn.Config) -> None:
-    """Serve until SIGTERM/SIGINT, then return (the caller closes what it opened)."""
-    await _GracefulServer(config).serve()
+async def serve_app(config: uvicorn.Config, listener: socket.socket | None = None) -> None:
+    """Serve until SIGTERM/SIGINT, then return (the caller closes what it opened); on `listener` if
+    given, else on the config's host and port."""
+    await _GracefulServer(config).serve(sockets=[listener] if listener is not None else None)
 
 
 class _GracefulServer(uvicorn.Server):
@@ -275,12 +299,17 @@ class _GracefulServer(uvicorn.Server):
                 loop.remove_signal_handler(sig)
 
 
-def configure_logging() -> None:
-    """One JSON line per event on stdout, unless the process already configured structlog."""
+def configure_logging(*, with_pid: bool = False) -> None:
+    """One JSON line per event on stdout, unless the process already configured structlog.
+
+    `with_pid`: each line names the process (a worker of several, all writing to one stdout).
+    """
     if structlog.is_configured():
         return
+    pid: list[structlog.typing.Processor] = [_add_pid] if with_pid else []
     structlog.configure(
         processors=[
+            *pid,
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.JSONRenderer(serializer=_json_line),
@@ -289,6 +318,11 @@ def configure_logging() -> None:
         logger_factory=structlog.PrintLoggerFactory(sys.stdout),
         cache_logger_on_first_use=True,
     )
+
+
+def _add_pid(logger: Any, method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    event["pid"] = os.getpid()
+    return event
 
 
 def _json_line(event: Any, **options: Any) -> str:

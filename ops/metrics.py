@@ -7,18 +7,23 @@ become a label, so neither secrets nor unbounded series reach the scraper.
 `/metrics` is not behind Slack's signature check nor the memory service's data token; it has its own
 bearer token (`METRICS_TOKEN`), compared in constant time, and answers 401 to everyone when that is
 unset. Prometheus sends it with `authorization: {credentials: …}` in the scrape config.
+
+Several processes serving one port (`memory-service --workers N`) use prometheus-client's multiprocess
+mode: the supervisor sets `PROMETHEUS_MULTIPROC_DIR` before the workers start, every worker's values
+live in files there, and a scrape answered by any worker sums them all (`multiprocess_dir`).
 """
 
 from __future__ import annotations
 
 import hmac
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess
 from prometheus_client.exposition import CONTENT_TYPE_LATEST, generate_latest
 
 METRICS_PATH = "/metrics"
 METRICS_TOKEN_ENV = "METRICS_TOKEN"
 CONTENT_TYPE = CONTENT_TYPE_LATEST
+MULTIPROCESS_DIR_ENV = "PROMETHEUS_MULTIPROC_DIR"
 OTHER_ROUTE = "other"  # every path that is not one of the server's routes
 
 _HTTP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -29,11 +34,19 @@ class Metrics:
     """The instruments both processes know; each process moves the ones it has.
 
     A fresh registry unless one is passed, so two apps (or two tests) in one process never share
-    counts and prometheus-client's process-global default registry is left alone.
+    counts and prometheus-client's process-global default registry is left alone. `multiprocess_dir`
+    (a worker of several, with `PROMETHEUS_MULTIPROC_DIR` set before prometheus-client was imported):
+    `render` reports every process's files there, not this process's registry.
     """
 
-    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+    def __init__(
+        self, registry: CollectorRegistry | None = None, *, multiprocess_dir: str | None = None
+    ) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
+        self._scraped = self.registry
+        if multiprocess_dir is not None:
+            self._scraped = CollectorRegistry()
+            multiprocess.MultiProcessCollector(self._scraped, path=multiprocess_dir)  # type: ignore[no-untyped-call]
         r = self.registry
         self.http_requests = Counter(
             "switchboard_http_requests", "HTTP requests answered", ["server", "route", "status"], registry=r
@@ -46,7 +59,11 @@ class Metrics:
             registry=r,
         )
         self.open_connections = Gauge(
-            "switchboard_http_open_connections", "Connections open now", ["server"], registry=r
+            "switchboard_http_open_connections",
+            "Connections open now",
+            ["server"],
+            registry=r,
+            multiprocess_mode="livesum",  # several workers: the sum over the living ones
         )
         self.connections_refused = Counter(
             "switchboard_http_connections_refused",
@@ -109,8 +126,13 @@ class Metrics:
         children[1].observe(seconds)
 
     def render(self) -> bytes:
-        """The registry in Prometheus text format."""
-        return generate_latest(self.registry)
+        """The registry (several workers: all of theirs, summed) in Prometheus text format."""
+        return generate_latest(self._scraped)
+
+
+def mark_worker_dead(pid: int, multiprocess_dir: str) -> None:
+    """A worker has exited: its live gauges leave the sums (its counters stay, as counted)."""
+    multiprocess.mark_process_dead(pid, multiprocess_dir)  # type: ignore[no-untyped-call]
 
 
 def scrape_allowed(authorization: str | None, token: str | None) -> bool:

@@ -125,9 +125,11 @@ def memory_service_process(
     startup_timeout: float = 20.0,
     args: Sequence[str] = (),
     env: Mapping[str, str] | None = None,
+    log_path: Path | None = None,
 ) -> Iterator[RunningService]:
     """`python -m memory.service_main` (or `python -m app memory-service`, the `switchboard` CLI) on a
-    free loopback port with extra `args` and `env`; always stopped afterwards."""
+    free loopback port with extra `args` and `env`; always stopped afterwards. `log_path`: its stdout
+    (the JSON log lines) goes there."""
     env = {**{k: v for k, v in os.environ.items() if k != "MEMORY_TOKEN"}, **(env or {})}
     if token is not None:
         env["MEMORY_TOKEN"] = token
@@ -136,13 +138,16 @@ def memory_service_process(
     for _ in range(3):  # a free port can be taken between probing and binding: retry on a fresh one
         port = free_port()
         entry = ["-m", "app", "memory-service"] if via_cli else ["-m", "memory.service_main"]
+        stdout = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
         process = subprocess.Popen(
             [sys.executable, *entry, "--port", str(port), "--data-dir", str(data_dir), *args],
             cwd=ROOT,
             env=env,
-            stdout=subprocess.DEVNULL,
+            stdout=stdout,
             stderr=subprocess.PIPE,
         )
+        if not isinstance(stdout, int):
+            stdout.close()  # the child has its own copy
         try:
             if wait_healthy(process, port, startup_timeout):
                 yield RunningService(f"http://127.0.0.1:{port}", "127.0.0.1", port, process)

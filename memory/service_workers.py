@@ -1,0 +1,246 @@
+"""`memory-service --workers N`: N service processes on one port, under a supervising parent.
+
+The parent binds one `SO_REUSEPORT` socket per worker and hands each worker its own as an inherited
+descriptor (`--listen-fd`); it serves nothing itself. Why this shape:
+
+- With `SO_REUSEPORT` the kernel spreads new connections over the workers by the connection's address
+  hash. With one socket shared by every worker, whichever event loop wakes first takes the connection,
+  and keep-alive clients (the bots', the bench's 64) pile onto one worker and stay there.
+- The parent binds, so a port in use is one start-up error before any worker starts, and `--port 0`
+  means one port for all. A worker restarted later gets a fresh socket in the same group.
+- The parent closes its copy once a worker has started, so a dead worker's socket leaves the group at
+  once and new connections go to the living (those already queued on it are reset).
+
+Workers are spawned (`python -m …` with the same arguments), not forked: the Prometheus client picks its
+multiprocess value store when it is first imported, so `PROMETHEUS_MULTIPROC_DIR` must be in the
+environment before the worker starts. The parent makes that directory fresh for each run, private
+(0700), and removes it at exit; `/metrics` on any worker reads every worker's files.
+
+Supervision: a worker that dies is logged (pid, exit status) and restarted, as gunicorn and nginx do,
+so one crash does not drop the other workers' connections. A worker that exits with status 2 refused
+to start (a bad DSN, an unreadable data directory): every restart would too, so the service stops and
+exits 2. More than `CRASH_LIMIT` deaths within `CRASH_WINDOW` seconds stops it with status 1, for the
+process supervisor (systemd, Kubernetes) to see. SIGTERM or SIGINT to the parent sends SIGTERM to every
+worker (a graceful stop: in-flight requests finish, each store is closed) and waits for them;
+`STOP_TIMEOUT` seconds later a worker still alive is killed. Workers run in their own session, so
+a terminal's ^C reaches only the parent, and on Linux each worker asks the kernel for SIGTERM if the
+parent dies, so even a killed parent leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import sys
+import tempfile
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from memory.types import MemoryStoreError
+from ops.metrics import MULTIPROCESS_DIR_ENV, mark_worker_dead
+
+log = structlog.get_logger("memory.service")
+
+DEFAULT_WORKERS = 1
+MAX_WORKERS = 64
+STARTUP_REFUSED = 2  # a worker's exit status when its store or settings cannot start
+CRASH_LIMIT = 5
+CRASH_WINDOW = 60.0
+STOP_TIMEOUT = 30.0
+BACKLOG = 2048  # uvicorn's default
+
+
+def worker_count(value: str) -> int:
+    """`--workers`: a whole number from 1 to MAX_WORKERS; anything else is one start-up error."""
+    try:
+        count = int(value)
+    except ValueError:
+        count = 0
+    if not 1 <= count <= MAX_WORKERS:
+        raise MemoryStoreError(
+            f"--workers: must be a whole number from 1 to {MAX_WORKERS} (default {DEFAULT_WORKERS}), "
+            f"not {value!r}"
+        )
+    return count
+
+
+def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--workers N`, and the hidden flags a supervisor passes to each worker it spawns."""
+    parser.add_argument(
+        "--workers",
+        default=str(DEFAULT_WORKERS),
+        metavar="N",
+        help=f"serve with N processes on one port (default {DEFAULT_WORKERS}; Linux: SO_REUSEPORT)",
+    )
+    parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--supervisor-pid", type=int, default=None, help=argparse.SUPPRESS)
+
+
+@dataclass(frozen=True)
+class WorkerPlan:
+    """What to run: `command` is a worker's argv without the hidden flags the supervisor appends."""
+
+    command: tuple[str, ...]
+    workers: int
+    host: str
+    port: int
+    env: Mapping[str, str]
+
+
+async def supervise(plan: WorkerPlan) -> int:
+    """Run `plan.workers` workers until a signal; the exit status for the parent."""
+    try:
+        return await _Supervisor(plan).run()
+    except OSError as error:  # the port is taken, the host is not ours
+        raise MemoryStoreError(
+            f"cannot listen on {plan.host}:{plan.port}: {error.strerror or error}"
+        ) from None
+
+
+def inherited_listener(args: argparse.Namespace) -> socket.socket | None:
+    """In a worker: the listening socket its supervisor bound, after asking to die with the supervisor."""
+    if args.listen_fd is None:
+        return None
+    if args.supervisor_pid is not None:
+        _die_with_parent(args.supervisor_pid)
+    return socket.socket(fileno=args.listen_fd)
+
+
+def _die_with_parent(supervisor_pid: int) -> None:
+    """SIGTERM to this process when its parent dies (Linux); gone already → stop now."""
+    if sys.platform == "linux":
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != supervisor_pid:  # the parent died before the request above took effect
+        raise SystemExit(1)
+
+
+def bind_listener(host: str, port: int) -> socket.socket:
+    """A listening TCP socket in the `SO_REUSEPORT` group of (host, port)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(BACKLOG)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+class _Supervisor:
+    def __init__(self, plan: WorkerPlan) -> None:
+        self._plan = plan
+        self._port = plan.port
+        self._workers: dict[int, asyncio.subprocess.Process] = {}  # pid → worker
+        self._deaths: list[float] = []
+
+    async def run(self) -> int:
+        if not hasattr(socket, "SO_REUSEPORT"):
+            raise MemoryStoreError("--workers: needs SO_REUSEPORT (Linux); run one process per port instead")
+        loop = asyncio.get_running_loop()
+        stop = asyncio.Event()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        with tempfile.TemporaryDirectory(prefix="switchboard-metrics-") as metrics_dir:
+            env = {**self._plan.env, MULTIPROCESS_DIR_ENV: metrics_dir}
+            try:
+                return await self._supervise(env, metrics_dir, stop)
+            finally:
+                await self._stop_all(metrics_dir)
+
+    async def _supervise(self, env: Mapping[str, str], metrics_dir: str, stop: asyncio.Event) -> int:
+        listeners = [bind_listener(self._plan.host, self._port)]
+        self._port = listeners[0].getsockname()[1]  # --port 0: the kernel's choice, for every worker
+        listeners += [bind_listener(self._plan.host, self._port) for _ in range(self._plan.workers - 1)]
+        for listener in listeners:
+            await self._spawn(listener, env)
+        log.info(
+            "memory.service_workers_started",
+            host=self._plan.host,
+            port=self._port,
+            workers=len(self._workers),
+            worker_pids=sorted(self._workers),
+        )
+        stopping = asyncio.ensure_future(stop.wait())
+        try:
+            while True:
+                waits = {asyncio.ensure_future(worker.wait()): pid for pid, worker in self._workers.items()}
+                done, _ = await asyncio.wait({stopping, *waits}, return_when=asyncio.FIRST_COMPLETED)
+                for waiting in waits:
+                    waiting.cancel()
+                if stopping in done:
+                    return 0
+                for finished in done:
+                    pid = waits[finished]
+                    status = await self._workers.pop(pid).wait()
+                    mark_worker_dead(pid, metrics_dir)
+                    verdict = self._verdict(status)
+                    log.warning(
+                        "memory.service_worker_exited",
+                        worker_pid=pid,
+                        exit_status=status,
+                        action=verdict or "restart",
+                    )
+                    if verdict == "stop":
+                        return STARTUP_REFUSED if status == STARTUP_REFUSED else 1
+                    await self._spawn(bind_listener(self._plan.host, self._port), env)
+        finally:
+            stopping.cancel()
+
+    def _verdict(self, status: int) -> str | None:
+        """None: restart the worker; "stop": stop the service (a start-up refusal, a crash loop)."""
+        now = time.monotonic()
+        self._deaths = [at for at in self._deaths if now - at < CRASH_WINDOW] + [now]
+        if status == STARTUP_REFUSED or len(self._deaths) > CRASH_LIMIT:
+            return "stop"
+        return None
+
+    async def _spawn(self, listener: socket.socket, env: Mapping[str, str]) -> None:
+        with listener:  # the worker holds its own copy; the parent's is closed (see the module doc)
+            fd = listener.fileno()
+            worker = await asyncio.create_subprocess_exec(
+                *self._plan.command,
+                "--listen-fd",
+                str(fd),
+                "--supervisor-pid",
+                str(os.getpid()),
+                env=dict(env),
+                pass_fds=(fd,),
+                start_new_session=True,
+            )
+        self._workers[worker.pid] = worker
+        log.info("memory.service_worker_started", worker_pid=worker.pid, port=self._port)
+
+    async def _stop_all(self, metrics_dir: str) -> None:
+        """SIGTERM to every worker, wait, SIGKILL what is left after STOP_TIMEOUT."""
+        for worker in self._workers.values():
+            with contextlib.suppress(ProcessLookupError):
+                worker.terminate()
+        if self._workers:
+            _, late = await asyncio.wait(
+                [asyncio.ensure_future(worker.wait()) for worker in self._workers.values()],
+                timeout=STOP_TIMEOUT,
+            )
+            for late_wait in late:
+                late_wait.cancel()
+        for pid, worker in self._workers.items():
+            if worker.returncode is None:
+                log.warning("memory.service_worker_killed", worker_pid=pid, after_s=STOP_TIMEOUT)
+                with contextlib.suppress(ProcessLookupError):
+                    worker.kill()
+                await worker.wait()
+            mark_worker_dead(pid, metrics_dir)
+        self._workers.clear()
+        log.info("memory.service_workers_stopped")
