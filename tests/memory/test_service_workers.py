@@ -147,7 +147,8 @@ def test_sigterm_to_the_supervisor_stops_every_worker(tmp_path: Path) -> None:
 
 
 def test_a_killed_supervisor_leaves_no_orphans(tmp_path: Path) -> None:
-    with memory_service_process(tmp_path, args=WORKER_ARGS) as service:
+    # A killed parent cannot remove its metrics directory: let it make that under tmp_path.
+    with memory_service_process(tmp_path, args=WORKER_ARGS, env={"TMPDIR": str(tmp_path)}) as service:
         workers = wait_workers(service, 2)
         service.process.kill()
         service.process.wait(timeout=10)
