@@ -44,6 +44,7 @@ from memory.service_workers import (
     worker_count,
 )
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
+from ops.heap import settle_heap
 from ops.http_guard import (
     DEFAULT_BODY_TIMEOUT,
     DEFAULT_HEADER_TIMEOUT,
@@ -242,6 +243,7 @@ async def serve(
         app = create_app(store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None)
         config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)
         log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
+        settle_heap()
         await serve_app(config, listener)
     finally:
         await store.aclose()

@@ -35,6 +35,7 @@ from app.slack.home import Permalinks as SlackPermalinks
 from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
+from ops.heap import settle_heap
 from ops.metrics import Metrics
 from ops.tracing import configure_tracing
 
@@ -165,6 +166,7 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
     lifecycle.add_on_stop(bot.stop_accepting)
     lifecycle.add_waiter(bot.drain)
     lifecycle.install_signal_handlers()
+    settle_heap()
     failures: list[str] = []
     try:
         if app_token:
