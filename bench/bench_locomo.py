@@ -32,7 +32,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory.embedder import Embedder, load_embedder, tuned_weight
+from memory.embedder import Embedder, load_embedder, tuned_feedback, tuned_weight
 from memory.engine import normalize_text, record_id
 from memory.ranking import Ranking
 from memory.sqlite_store import SqliteMemoryStore
@@ -171,7 +171,8 @@ def ranking_of(mode: str) -> tuple[Ranking, Embedder | None]:
     if mode in ("wordllama", "minilm"):
         embedder = load_embedder(mode)
         assert embedder is not None
-        return Ranking(semantic_weight=tuned_weight(embedder)), embedder
+        ranking = Ranking(semantic_weight=tuned_weight(embedder), feedback=tuned_feedback(embedder))
+        return ranking, embedder
     raise SystemExit(f"unknown mode {mode!r}: expected spec, v2, wordllama or minilm")
 
 

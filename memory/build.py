@@ -17,7 +17,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
-from memory.embedder import Embedder, EmbedderUnavailable, load_embedder, tuned_weight
+from memory.embedder import Embedder, EmbedderUnavailable, load_embedder, tuned_feedback, tuned_weight
 from memory.engine import is_valid_cap
 from memory.ranking import RANKING_MODES, Ranking, RankingMode
 from memory.retention import DEFAULT_AUDIT_DAYS, Retention
@@ -182,7 +182,8 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
 
 def build_ranking(memory: MemorySettings, embedder: Embedder | None = None) -> Ranking:
     """`memory.ranking`: `v2` (the default) or `spec`; anything else is one error naming the key.
-    The fusion weight is `memory.semantic_weight`, else the embedder's tuned one."""
+    The fusion weight is `memory.semantic_weight`, else the embedder's tuned one; the feedback is the
+    embedder's tuned one."""
     mode = memory.ranking
     if mode not in RANKING_MODES:
         raise MemoryConfigError(
@@ -195,6 +196,7 @@ def build_ranking(memory: MemorySettings, embedder: Embedder | None = None) -> R
             if memory.semantic_weight is None
             else memory.semantic_weight,
             semantic_threshold=memory.semantic_threshold,
+            feedback=tuned_feedback(embedder),
         )
     except ValueError as error:
         raise MemoryConfigError(f"memory: {error}") from None

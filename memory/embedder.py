@@ -27,6 +27,8 @@ from typing import Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
+from memory.ranking import NO_FEEDBACK, Feedback
+
 Matrix = npt.NDArray[np.float32]
 
 EMBEDDER_NAMES: tuple[str, ...] = ("wordllama", "minilm", "none")
@@ -38,8 +40,11 @@ QUERY_CACHE_SIZE = 256
 
 # The cosine's share of the relevance each embedder was tuned to on the LoCoMo dev split (the weight
 # with the best cat 1–4 MRR whose cat 5 R@5 stays at its target; BENCHMARKS.md, "Tuning").
-TUNED_WEIGHTS = {"wordllama-l2_supercat-256": 0.3, "all-minilm-l6-v2": 0.5}
+TUNED_WEIGHTS = {"wordllama-l2_supercat-256": 0.3, "all-minilm-l6-v2": 0.45}
 FALLBACK_WEIGHT = 0.3
+# Lexical pseudo-relevance feedback each embedder was measured with (same section): the 3 best records
+# give 5 stems weighing 0.2 of the lexical score for MiniLM; for wordllama it moved nothing that held.
+TUNED_FEEDBACK = {"all-minilm-l6-v2": Feedback(records=3, stems=5, weight=0.2)}
 
 
 def tuned_weight(embedder: Embedder | None) -> float:
@@ -47,6 +52,13 @@ def tuned_weight(embedder: Embedder | None) -> float:
     if embedder is None:
         return FALLBACK_WEIGHT
     return TUNED_WEIGHTS.get(embedder.name, FALLBACK_WEIGHT)
+
+
+def tuned_feedback(embedder: Embedder | None) -> Feedback:
+    """The embedder's measured pseudo-relevance feedback (none without an embedder)."""
+    if embedder is None:
+        return NO_FEEDBACK
+    return TUNED_FEEDBACK.get(embedder.name, NO_FEEDBACK)
 
 
 class EmbedderUnavailable(RuntimeError):

@@ -44,7 +44,7 @@ from memory.engine import (
     validate_cap,
 )
 from memory.lexical import TermStats, record_stems, stems_of
-from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms, rank
+from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms, rank, stats_stems
 from memory.retention import NO_RETENTION, Retention
 from memory.scope import validate_scope_key
 from memory.scorer import record_tokens
@@ -899,6 +899,8 @@ class PostgresMemoryStore:
         if cutoff is not None:  # expired: never returned, erased on the scope's next write
             rows = [row for row in rows if row[1].created_at >= cutoff]
         records = [record for _, record in rows]
+        if stats is not None and self._ranking.feedback.enabled:  # feedback stems weigh their IDF too
+            stats = await _more_term_stats(conn, scope_key, stats, stats_stems(self._ranking, query, records))
         ranked = rank(
             records, query, limit, now, self._ranking, stats=stats, cosines=cosines, centered=centered
         )
@@ -1055,6 +1057,18 @@ async def _term_stats(conn: Connection, scope_key: str, stems: Sequence[str]) ->
     found = {str(term): int(df) for term, df in await cursor.fetchall()}
     generation = found.pop(GENERATION_TERM, 0)
     return TermStats(documents=found.pop("", 0), frequencies=found), generation
+
+
+async def _more_term_stats(
+    conn: Connection, scope_key: str, stats: TermStats, stems: Sequence[str]
+) -> TermStats:
+    """`stats` with the frequencies of those of `stems` it lacks: one statement, none if it lacks none."""
+    missing = [stem for stem in stems if stem not in stats.frequencies]
+    if not missing:
+        return stats
+    cursor = await conn.execute(_SELECT_TERM_DF, (scope_key, missing))
+    found = {**stats.frequencies, **{str(term): int(df) for term, df in await cursor.fetchall()}}
+    return TermStats(documents=stats.documents, frequencies=found)
 
 
 async def _uncount(conn: Connection, scope_key: str, retired: Sequence[TupleRow]) -> None:

@@ -6,19 +6,26 @@ Two rankings:
   no vectors (`memory.engine.rank_records`).
 - `v2` (the default): the same shape over Snowball stems, the keyword match IDF-weighted within the
   scope, and — when the store has an embedder — fused with the record's closeness to the query by a
-  convex combination: relevance = (1 − w)·lexical + w·max(centered cosine, 0). The centered cosine is
+  noisy OR of the two weighted signals: relevance = 1 − (1 − (1 − w)·lexical)·(1 − w·max(centered
+  cosine, 0)), the chance that either says "relevant" if each does so independently (a record strong
+  in both gains less from the second than a plain sum would give it). The centered cosine is
   taken after the scope's centroid (the mean of its record vectors) is subtracted from the record's
   vector and the query's: what every record of the scope shares (the speakers' names, the register of
   the text) then no longer counts as closeness to this query. A record that shares no stem with the
   query enters only when its plain cosine reaches the threshold, so an unrelated record never fills
   the block.
+- `v2` with pseudo-relevance feedback (`Feedback`, an embedder's tuned setting): a second pass in the
+  manner of RM3. The first pass's best records vote for their stems (each with its relevance spread
+  over its stems, times the stem's IDF weight); the heaviest few the query lacks form a feedback query,
+  and the lexical score becomes (1 − β)·lexical + β·(the feedback query's weighted match). The gate
+  still reads the query's own lexical match: feedback reorders admitted records, never admits one.
 
 No I/O: stores hand in the candidates, the scope's term statistics and the cosines they computed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -41,17 +48,22 @@ from memory.types import MemoryRecord, Ranked
 
 __all__ = [
     "DEFAULT_RANKING",
+    "NO_FEEDBACK",
     "SPEC",
     "Centering",
+    "Feedback",
     "Ranked",
     "Ranking",
     "Scored",
     "centered_cosines",
     "closeness",
+    "feedback_weights",
     "merge_score",
     "prefilter_terms",
     "rank",
     "score_arrays",
+    "score_with_feedback",
+    "stats_stems",
 ]
 
 Floats = npt.NDArray[np.float64]
@@ -73,12 +85,37 @@ _CENTERED_EPSILON = 1e-6
 
 
 @dataclass(frozen=True, slots=True)
+class Feedback:
+    """Lexical pseudo-relevance feedback: the first pass's `records` best records give the `stems`
+    heaviest stems the query lacks, weighing `weight` (β) of the lexical score. Off by default (each
+    embedder's measured setting is in memory/embedder.py, TUNED_FEEDBACK)."""
+
+    records: int = 0
+    stems: int = 0
+    weight: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.records < 0 or self.stems < 0:
+            raise ValueError(f"feedback needs counts ≥ 0, got {self.records!r} and {self.stems!r}")
+        if not 0.0 <= self.weight <= 1.0:
+            raise ValueError(f"feedback weight must be in [0, 1], got {self.weight!r}")
+
+    @property
+    def enabled(self) -> bool:
+        return self.records > 0 and self.stems > 0 and self.weight > 0.0
+
+
+NO_FEEDBACK = Feedback()
+
+
+@dataclass(frozen=True, slots=True)
 class Ranking:
     """The ranking settings a store is built with (`memory.ranking`, `memory.semantic_*`)."""
 
     mode: RankingMode = "v2"
     semantic_weight: float = DEFAULT_SEMANTIC_WEIGHT
     semantic_threshold: float = DEFAULT_SEMANTIC_THRESHOLD
+    feedback: Feedback = NO_FEEDBACK
 
     def __post_init__(self) -> None:
         if self.mode not in RANKING_MODES:
@@ -183,29 +220,112 @@ def score_arrays(
     now: float,
     ranking: Ranking,
     centered: Floats | None = None,
+    gate: Floats | None = None,
 ) -> Scored:
     """The v2 formula over many records at once — the one place it is written.
 
     `lexical` is each record's IDF-weighted match, `matched` whether it shares a prefilter stem with
     the query, `cosine` its vector's cosine with the query's (NaN: no vector; None: no embedder), which
     the gate reads, `centered` the same cosine once the scope's centroid is taken from both (None: the
-    plain cosine), which the fusion reads, `seen` its last use (else creation). `rank` scores its
+    plain cosine), which the fusion reads, `seen` its last use (else creation), `gate` the query's own
+    lexical match when `lexical` holds feedback too (None: `lexical` is it). `rank` scores its
     candidates with it and the SQLite store's scope index (memory/scope_index.py) scores a whole scope
     with it, so both order records identically.
     """
+    shares = matched & ((lexical if gate is None else gate) > 0.0)
     if cosine is None:
         relevance = lexical
-        admitted = matched & (lexical > 0.0)
+        admitted = shares
     else:
         has_vector = ~np.isnan(cosine)
         closer = cosine if centered is None else centered
         w = ranking.semantic_weight
-        fused = (1.0 - w) * lexical + w * np.maximum(np.where(has_vector, closer, 0.0), 0.0)
+        semantic = w * np.maximum(np.where(has_vector, closer, 0.0), 0.0)
+        fused = 1.0 - (1.0 - (1.0 - w) * lexical) * (1.0 - semantic)
         relevance = np.where(has_vector, fused, lexical)
         close = has_vector & (np.where(has_vector, cosine, -np.inf) >= ranking.semantic_threshold)
-        admitted = (matched & (lexical > 0.0)) | close
+        admitted = shares | close
     recency = np.exp(-np.maximum(0.0, now - seen) / RECENCY_TAU_SECONDS)
     return Scored(relevance, KEYWORD_WEIGHT * relevance + RECENCY_WEIGHT * recency, admitted)
+
+
+def stats_stems(ranking: Ranking, query: str, records: Iterable[MemoryRecord]) -> list[str]:
+    """The stems whose document frequencies a store hands `rank`: the query's, and with feedback on
+    every stem of the candidates too (a feedback stem is weighed by its IDF in the scope)."""
+    stems = list(query_stems(query))
+    if ranking.feedback.enabled:
+        held = set(stems)
+        for record in records:
+            fresh = record_stems(record) - held
+            held |= fresh
+            stems.extend(sorted(fresh))
+    return stems
+
+
+def feedback_weights(
+    top: Sequence[tuple[frozenset[str], float]],
+    query: Collection[str],
+    stats: TermStats,
+    feedback: Feedback,
+) -> dict[str, float]:
+    """The feedback query (RM3's relevance model, IDF-weighted): each of the `top` records (its stems,
+    its first-pass relevance; best first) spreads its relevance evenly over its stems; a stem weighs
+    that mass times its IDF weight in the scope. The `feedback.stems` heaviest stems the query lacks,
+    ties alphabetical, so every store picks the same ones."""
+    mass: dict[str, float] = {}
+    for stems, relevance in top:
+        if not stems or relevance <= 0.0:
+            continue
+        share = relevance / len(stems)
+        for stem in sorted(stems):
+            if stem not in query:
+                mass[stem] = mass.get(stem, 0.0) + share
+    weights = idf_weights(mass, stats)
+    heavy = {stem: mass[stem] * weights[stem] for stem in mass}
+    chosen = sorted(heavy, key=lambda stem: (-heavy[stem], stem))[: feedback.stems]
+    return {stem: heavy[stem] for stem in chosen}
+
+
+def score_with_feedback(
+    lexical: Floats,
+    matched: Flags,
+    cosine: Floats | None,
+    seen: Floats,
+    now: float,
+    ranking: Ranking,
+    centered: Floats | None,
+    *,
+    query: Collection[str],
+    stats: TermStats,
+    stems_at: Callable[[int], frozenset[str]],
+    match: Callable[[Mapping[str, float]], Floats],
+    eligible: Flags | None = None,
+    ties: npt.NDArray[np.int64] | None = None,
+) -> Scored:
+    """`score_arrays`, then (with `ranking.feedback` on) its second pass: the first pass's best
+    `eligible` admitted records (ties: lower `ties` key first, else lower index) give the feedback
+    query (`feedback_weights`), `match` says each record's weighted match with it (the weighted share
+    it holds, as `weighted_match`), and the records are scored again with the lexical score blended
+    with it. The gate reads the first pass's lexical score. `stems_at(i)` are record i's stems."""
+    first = score_arrays(lexical, matched, cosine, seen, now, ranking, centered)
+    feedback = ranking.feedback
+    if not feedback.enabled:
+        return first
+    admitted = first.admitted if eligible is None else first.admitted & eligible
+    chosen = np.flatnonzero(admitted)
+    if chosen.size == 0:
+        return first
+    if ties is None:
+        best = chosen[np.argsort(-first.score[chosen], kind="stable")][: feedback.records]
+    else:
+        best = chosen[np.lexsort((ties[chosen], -first.score[chosen]))][: feedback.records]
+    top = [(stems_at(i), float(first.relevance[i])) for i in best.tolist()]
+    weights = feedback_weights(top, query, stats, feedback)
+    if not weights:
+        return first
+    beta = feedback.weight
+    blended = (1.0 - beta) * lexical + beta * match(weights)
+    return score_arrays(blended, matched, cosine, seen, now, ranking, centered, gate=lexical)
 
 
 def rank(
@@ -221,7 +341,7 @@ def rank(
 ) -> list[Ranked]:
     """Active records that pass the relevance gate, best score first (ties: input order), ≤ `limit`.
 
-    `stats` are the scope's document frequencies for the query's stems (None: every stem weighs the
+    `stats` are the scope's document frequencies for `stats_stems` (None: every stem weighs the
     same); `cosines` maps a record id to its vector's cosine with the query's (None or a missing id:
     that record ranks lexically), `centered` to that cosine with the whole scope's centroid taken from
     both (`closeness`; None: the plain cosine is fused). Never touches usage.
@@ -247,7 +367,24 @@ def rank(
             closer = np.array([centered.get(record.id, np.nan) for record in active], dtype=np.float64)
     seen = np.array([last_seen(record) for record in active], dtype=np.float64)
     matched = np.ones(len(active), dtype=np.bool_)
-    scored = score_arrays(lexical, matched, cosine, seen, now, ranking, closer)
+    held = [record_stems(record) for record in active]
+
+    def match(feedback: Mapping[str, float]) -> Floats:
+        return np.array([weighted_match(feedback, have) for have in held])
+
+    scored = score_with_feedback(
+        lexical,
+        matched,
+        cosine,
+        seen,
+        now,
+        ranking,
+        closer,
+        query=stems,
+        stats=stats if stats is not None else TermStats(0, {}),
+        stems_at=held.__getitem__,
+        match=match,
+    )
     chosen = np.flatnonzero(scored.admitted)
     # Best score first, ties in input order (a stable sort of the negated scores).
     order = chosen[np.argsort(-scored.score[chosen], kind="stable")][:limit]

@@ -13,7 +13,8 @@ adding and removing a record costs O(its stems), not O(the scope).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+import functools
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,7 +22,7 @@ import numpy.typing as npt
 
 from memory.embedder import Matrix
 from memory.lexical import TermStats, idf_weights
-from memory.ranking import Centering, Ranking, centered_cosines, row_products, score_arrays
+from memory.ranking import Centering, Ranking, centered_cosines, row_products, score_with_feedback
 from memory.scorer import last_seen
 from memory.types import MemoryRecord
 
@@ -181,10 +182,25 @@ class ScopeIndex:
                 has_vector = self._has_vector[:size]
                 cosine = np.where(has_vector, products, np.nan)
                 centered = np.where(has_vector, close, np.nan)
-        scored = score_arrays(lexical, matched, cosine, self._seen[:size], now, ranking, centered)
-        admitted = scored.admitted & self._live[:size]
+        eligible = self._live[:size]
         if created_after is not None:
-            admitted &= self._created[:size] >= created_after
+            eligible = eligible & (self._created[:size] >= created_after)
+        scored = score_with_feedback(
+            lexical,
+            matched,
+            cosine,
+            self._seen[:size],
+            now,
+            ranking,
+            centered,
+            query=stems,
+            stats=TermStats(len(self._slot), self._frequencies),
+            stems_at=self._stems.__getitem__,
+            match=functools.partial(self._match, size),
+            eligible=eligible,
+            ties=self._seqs[:size],
+        )
+        admitted = scored.admitted & eligible
         chosen = np.flatnonzero(admitted)
         if chosen.size > count:
             scores = scored.score[chosen]
@@ -198,6 +214,20 @@ class ScopeIndex:
             assert record is not None  # a live slot always holds its record
             value = None if cosine is None or np.isnan(cosine[slot]) else float(cosine[slot])
             found.append(Candidate(int(self._seqs[slot]), record, float(scored.relevance[slot]), value))
+        return found
+
+    def _match(self, size: int, weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
+        """Each slot's weighted share of `weights` (what `weighted_match` gives its record), summed
+        in the same order from the posting lists."""
+        total = sum(weights.values())
+        found = np.zeros(size, dtype=np.float64)
+        if total <= 0.0:
+            return found
+        for stem, weight in weights.items():
+            slots = self._posting_array(stem)
+            if slots is not None:
+                found[slots] += weight
+        found /= total
         return found
 
     def _centering_of(self, size: int) -> Centering | None:

@@ -31,6 +31,7 @@ from memory.embedder import (
     Embedder,
     EmbedderUnavailable,
     load_embedder,
+    tuned_feedback,
     tuned_weight,
 )
 from memory.ranking import DEFAULT_RANKING, RANKING_MODES, Ranking
@@ -179,7 +180,11 @@ def main(argv: list[str]) -> int:
                     os.environ,
                     database_url=database_url,
                     limits=limits,
-                    ranking=Ranking(mode=args.ranking, semantic_weight=tuned_weight(embedder)),
+                    ranking=Ranking(
+                        mode=args.ranking,
+                        semantic_weight=tuned_weight(embedder),
+                        feedback=tuned_feedback(embedder),
+                    ),
                     embedder=embedder,
                     retention=retention,
                     listener=listener,

@@ -21,8 +21,8 @@ from memory.engine import (
     plan_write,
     prepare_batch,
 )
-from memory.lexical import query_stems, term_stats
-from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, rank
+from memory.lexical import term_stats
+from memory.ranking import DEFAULT_RANKING, Ranked, Ranking, rank, stats_stems
 from memory.retention import NO_RETENTION, Retention
 from memory.types import (
     AuditQuery,
@@ -139,7 +139,7 @@ class InMemoryMemoryStore:
         now = self._clock()
         rows = self._scopes.get(scope_key, [])
         fresh = self._unexpired(scope_key, rows, now)  # expired: never returned, erased on the next write
-        stats = term_stats(fresh, query_stems(query)) if self._ranking.stemmed else None
+        stats = term_stats(fresh, stats_stems(self._ranking, query, fresh)) if self._ranking.stemmed else None
         cosines = centered = None
         if query_vector is not None:
             cosines, centered = self._cosines(rows, query_vector)

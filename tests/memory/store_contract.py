@@ -19,8 +19,8 @@ from typing import Protocol, cast
 import pytest
 
 from memory.embedder import Embedder
-from memory.lexical import query_stems, term_stats
-from memory.ranking import SPEC, Ranking, rank
+from memory.lexical import term_stats
+from memory.ranking import SPEC, Feedback, Ranking, rank, stats_stems
 from memory.retention import NO_RETENTION, Retention
 from memory.types import (
     DEFAULT_SCOPE_CAP,
@@ -704,11 +704,13 @@ class CoreContract:
         assert await store.forget(ORG, rid(ORG, 1))
         assert ids(await store.retrieve(ORG, "alpha beta", 1)) == [rid(ORG, 3)]  # now alpha is
 
-    @pytest.mark.parametrize("mode", ["v2", "spec"])
+    @pytest.mark.parametrize("mode", ["v2", "spec", "feedback"])
     async def test_the_prefilter_agrees_with_the_engine_over_the_whole_scope(
         self, make_store: StoreFactory, mode: str
     ) -> None:
-        ranking = Ranking(mode=mode)  # type: ignore[arg-type]
+        # `feedback`: v2 with pseudo-relevance feedback, whose stems weigh their IDF in the scope too.
+        feedback = Feedback(records=3, stems=5, weight=0.3)
+        ranking = Ranking(feedback=feedback) if mode == "feedback" else Ranking(mode=mode)  # type: ignore[arg-type]
         # A still clock (recency is equal) and a cap the writes go over (eviction uncounts too).
         store = make_store(ranking=ranking, clock=FakeClock(), cap=36)
         words = ["deploy", "deploys", "deployed", "billing", "bills", "cluster", "clusters", "api", "apis"]
@@ -718,7 +720,8 @@ class CoreContract:
         assert await store.forget(ORG, rid(ORG, 15))
         active = sorted((await everything(store)).values(), key=lambda r: int(r.id.rsplit(":", 1)[1]))
         for query in ("deploying the apis", "bill cluster", "who deployed billing?", "item7 api", "clusters"):
-            expected = rank(active, query, 10, START, ranking, stats=term_stats(active, query_stems(query)))
+            stats = term_stats(active, stats_stems(ranking, query, active))
+            expected = rank(active, query, 10, START, ranking, stats=stats)
             found = await store.retrieve(ORG, query, 10)
             assert ids(found) == [item.record.id for item in expected], query
 

@@ -4,8 +4,18 @@ import numpy as np
 import pytest
 
 from memory.engine import rank_records
-from memory.lexical import TermStats
-from memory.ranking import SPEC, Ranked, Ranking, closeness, merge_score, rank
+from memory.lexical import TermStats, term_stats
+from memory.ranking import (
+    SPEC,
+    Feedback,
+    Ranked,
+    Ranking,
+    closeness,
+    feedback_weights,
+    merge_score,
+    rank,
+    stats_stems,
+)
 from memory.scorer import score_record
 from memory.types import MemoryRecord
 from tests.memory.records import DAY, NOW, record
@@ -89,14 +99,70 @@ def test_a_record_without_a_shared_stem_enters_at_the_cosine_threshold() -> None
     assert math.isclose(ranked[0].relevance, V2.semantic_weight * V2.semantic_threshold)
 
 
-def test_fusion_is_a_convex_combination_of_lexical_and_cosine() -> None:
-    ranking = Ranking(semantic_weight=0.4)
+def test_fusion_is_a_noisy_or_of_the_weighted_lexical_score_and_cosine() -> None:
+    ranking = Ranking(semantic_weight=0.5)
     records = [record("deploy api", id="mem:o:1"), record("deploy web", id="mem:o:2")]
     ranked = rank(records, "deploy api", 8, NOW, ranking, cosines={"mem:o:1": -0.3, "mem:o:2": 0.9})
     by_id = {item.record.id: item.relevance for item in ranked}
-    assert math.isclose(by_id["mem:o:1"], 0.6 * 1.0)  # a negative cosine adds nothing
-    assert math.isclose(by_id["mem:o:2"], 0.6 * 0.5 + 0.4 * 0.9)
+    assert math.isclose(by_id["mem:o:1"], 0.5 * 1.0)  # a negative cosine adds nothing
+    assert math.isclose(by_id["mem:o:2"], 1 - (1 - 0.5 * 0.5) * (1 - 0.5 * 0.9))
     assert ids(ranked) == ["mem:o:2", "mem:o:1"]  # the cosine can reorder lexical matches
+
+
+def test_a_record_strong_in_both_signals_gains_less_from_the_second_than_a_sum_gives() -> None:
+    ranking = Ranking(semantic_weight=0.5)
+    ranked = rank(
+        [record("deploy api", id="mem:o:1")], "deploy api", 8, NOW, ranking, cosines={"mem:o:1": 0.8}
+    )
+    assert math.isclose(ranked[0].relevance, 1 - 0.5 * 0.6)  # 0.7, where 0.5 + 0.4 would be 0.9
+
+
+FEEDBACK = Ranking(feedback=Feedback(records=1, stems=2, weight=0.5))
+
+
+def test_feedback_weighs_the_top_records_stems_the_query_lacks_by_relevance_and_idf() -> None:
+    stats = TermStats(10, {"deploy": 5, "api": 1, "web": 9, "cluster": 1})
+    top = [(frozenset({"deploy", "api"}), 1.0), (frozenset({"deploy", "web", "cluster"}), 0.6)]
+    weights = feedback_weights(top, ["deploy"], stats, Feedback(records=2, stems=2, weight=0.2))
+    rare = math.log(1 + 9.5 / 1.5) ** 1.5
+    # api: 1.0 / 2 of the first record's mass; cluster: 0.6 / 3 of the second's; web is common.
+    assert weights == pytest.approx({"api": 0.5 * rare, "cluster": 0.2 * rare})
+
+
+def test_feedback_stems_tied_in_weight_are_taken_in_alphabetical_order() -> None:
+    top = [(frozenset({"deploy", "zeta", "alpha", "mid"}), 1.0)]
+    weights = feedback_weights(top, ["deploy"], TermStats(4, {}), Feedback(records=1, stems=2, weight=0.2))
+    assert list(weights) == ["alpha", "mid"]
+
+
+def test_feedback_lifts_a_match_that_shares_stems_with_the_best_record() -> None:
+    records = [
+        record("deploy cluster staging", id="mem:o:1"),
+        record("deploy menu", id="mem:o:2"),
+        record("deploy staging", id="mem:o:3"),
+        record("rollback staging", id="mem:o:4"),
+    ]
+    stats = term_stats(records, stats_stems(FEEDBACK, "deploy cluster", records))
+    plain = rank(records, "deploy cluster", 8, NOW, V2, stats=stats)
+    assert ids(plain) == ["mem:o:1", "mem:o:2", "mem:o:3"]
+    # The best record's other stem (staging) now counts: deploy staging shares it.
+    lifted = rank(records, "deploy cluster", 8, NOW, FEEDBACK, stats=stats)
+    assert ids(lifted) == ["mem:o:1", "mem:o:3", "mem:o:2"]
+
+
+def test_feedback_never_admits_a_record_that_shares_no_stem_with_the_query() -> None:
+    records = [record("deploy cluster rollback", id="mem:o:1"), record("rollback staging", id="mem:o:2")]
+    stats = term_stats(records, stats_stems(FEEDBACK, "deploy", records))
+    assert ids(rank(records, "deploy", 8, NOW, FEEDBACK, stats=stats)) == ["mem:o:1"]
+    cosines = {"mem:o:1": 0.2, "mem:o:2": 0.1}  # below the threshold: the cosine admits neither
+    assert ids(rank(records, "deploy", 8, NOW, FEEDBACK, stats=stats, cosines=cosines)) == ["mem:o:1"]
+
+
+def test_feedback_is_off_by_default_and_stats_stems_are_then_the_querys() -> None:
+    records = [record("deploy cluster rollback", id="mem:o:1")]
+    assert not V2.feedback.enabled
+    assert stats_stems(V2, "deploy cluster", records) == ["deploy", "cluster"]
+    assert stats_stems(FEEDBACK, "deploy cluster", records) == ["deploy", "cluster", "rollback"]
 
 
 def test_the_fusion_reads_the_centered_cosine_and_the_gate_the_plain_one() -> None:
@@ -113,7 +179,7 @@ def test_the_fusion_reads_the_centered_cosine_and_the_gate_the_plain_one() -> No
     ranked = rank(records, "deploy", 8, NOW, ranking, cosines=cosines, centered=centered)
     assert ids(ranked) == ["mem:o:2", "mem:o:1", "mem:o:4"]  # record 3 stays out, however centered
     by_id = {item.record.id: item.relevance for item in ranked}
-    assert math.isclose(by_id["mem:o:2"], 0.6 * 1.0 + 0.4 * 0.6)
+    assert math.isclose(by_id["mem:o:2"], 1 - (1 - 0.6 * 1.0) * (1 - 0.4 * 0.6))
     assert by_id["mem:o:4"] == 0.0  # admitted by its plain cosine, no closer than average
     assert ids(rank(records, "deploy", 8, NOW, ranking, cosines=cosines))[:2] == ["mem:o:1", "mem:o:2"]
 

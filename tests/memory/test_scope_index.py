@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from memory.engine import longest_terms
 from memory.lexical import query_stems, record_stems, term_stats
-from memory.ranking import Ranked, Ranking, merge_score, rank
+from memory.ranking import Feedback, Ranked, Ranking, merge_score, rank, stats_stems
 from memory.scope_index import ScopeIndex
 from memory.types import MemoryRecord
 
@@ -52,6 +52,7 @@ def expected(
     query: str,
     query_vector: np.ndarray | None,
     limit: int,
+    ranking: Ranking = RANKING,
 ) -> list[Ranked]:
     """`rank` over every record of the scope, with the cosines a store would hand it: plain, and
     centered by the definition (the mean of the scope's vectors taken from each vector and the query)."""
@@ -69,15 +70,19 @@ def expected(
                 centered[record_id] = (
                     0.0 if short else float(off @ away / np.linalg.norm(off) / np.linalg.norm(away))
                 )
-    stats = term_stats(records, query_stems(query))
-    return rank(records, query, limit, NOW, RANKING, stats=stats, cosines=cosines, centered=centered)
+    stats = term_stats(records, stats_stems(ranking, query, records))
+    return rank(records, query, limit, NOW, ranking, stats=stats, cosines=cosines, centered=centered)
 
 
 def selected(
-    index: ScopeIndex, query: str, query_vector: np.ndarray | None, limit: int
+    index: ScopeIndex,
+    query: str,
+    query_vector: np.ndarray | None,
+    limit: int,
+    ranking: Ranking = RANKING,
 ) -> list[tuple[str, float]]:
     stems = query_stems(query)
-    chosen = index.select(stems, frozenset(longest_terms(stems)), query_vector, NOW, RANKING, limit)
+    chosen = index.select(stems, frozenset(longest_terms(stems)), query_vector, NOW, ranking, limit)
     return [(c.record.id, c.relevance) for c in chosen]
 
 
@@ -119,6 +124,50 @@ def test_select_chooses_and_orders_what_rank_would_over_the_whole_scope(
         if record_id != reference.record.id:
             near = pytest.approx(merge_score(reference, NOW), abs=ROUNDING)
             assert merge_score(every[record_id], NOW) == near
+
+
+@given(
+    texts=st.lists(st.lists(st.sampled_from(WORDS), min_size=1, max_size=5), min_size=1, max_size=40),
+    ages=st.lists(st.integers(min_value=0, max_value=30 * 86_400), min_size=40, max_size=40),
+    query=st.lists(st.sampled_from([*WORDS, "the", "unrelated"]), min_size=1, max_size=4),
+    limit=st.integers(min_value=1, max_value=12),
+    top=st.integers(min_value=1, max_value=4),
+    stems=st.integers(min_value=1, max_value=6),
+    replaced=st.integers(min_value=0, max_value=40),
+)
+def test_with_feedback_select_chooses_and_orders_exactly_what_rank_would(
+    texts: list[list[str]],
+    ages: list[int],
+    query: list[str],
+    limit: int,
+    top: int,
+    stems: int,
+    replaced: int,
+) -> None:
+    """Lexical scores are the same floats on both sides, so the feedback records and stems are too."""
+    ranking = Ranking(feedback=Feedback(records=top, stems=stems, weight=0.3))
+    records = [
+        record(n + 1, " ".join(words), last_used_at=NOW - ages[n] if n % 3 else None)
+        for n, words in enumerate(texts)
+    ]
+    index = indexed(records, {})
+    if 1 <= replaced <= len(records):  # re-added: its slot is now last, its seq stays
+        index.add(replaced, records[replaced - 1], record_stems(records[replaced - 1]), None)
+    text = " ".join(query)
+    found = selected(index, text, None, limit, ranking)
+    wanted = expected(records, {}, text, None, limit, ranking)
+    assert found == [(r.record.id, r.relevance) for r in wanted]
+
+
+def test_feedback_breaks_ties_for_its_records_by_seq_even_after_a_record_is_re_added() -> None:
+    ranking = Ranking(feedback=Feedback(records=1, stems=1, weight=0.5))
+    records = [record(1, "deploy alpha"), record(2, "deploy beta"), record(3, "deploy gamma alpha")]
+    index = indexed(records, {})
+    index.add(1, records[0], record_stems(records[0]), None)  # its slot is now last, its seq first
+    # All three tie on "deploy": record 1 (the lowest seq) gives the feedback stem, alpha.
+    found = [record_id for record_id, _ in selected(index, "deploy", None, 3, ranking)]
+    assert found == ["mem:org:acme:1", "mem:org:acme:3", "mem:org:acme:2"]
+    assert found == [r.record.id for r in expected(records, {}, "deploy", None, 3, ranking)]
 
 
 def test_removed_and_replaced_records_leave_the_selection_and_the_frequencies() -> None:
