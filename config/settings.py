@@ -131,7 +131,7 @@ class MemorySettings(_Section):
     ranking: Literal["v2", "spec"] = "v2"
     # The local semantic signal (v2 only): `none` ranks lexically; `minilm` needs `switchboard[minilm]`.
     embedder: Literal["wordllama", "minilm", "none"] = "wordllama"
-    # The cosine's share of the relevance; unset → the embedder's tuned weight (wordllama 0.3, minilm 0.5).
+    # The cosine's share of the relevance; unset → the embedder's tuned weight (wordllama 0.3, minilm 0.45).
     semantic_weight: float | None = Field(default=None, ge=0, le=1)
     semantic_threshold: float = Field(
         default=0.7, ge=-1, le=1
