@@ -748,17 +748,9 @@ class SqliteMemoryStore:
             self._store_vectors(connection, [(c.seq, v) for c, v in zip(unvectored, vectors, strict=True)])
             index = self._synced_index(connection, scope_key)
             chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff)
-        if not chosen:
-            return []
-        self._bump_later(scope_key, [c.record for c in chosen], now)
-        bumped = [
-            Ranked(replace(c.record, last_used_at=now, use_count=c.record.use_count + 1), c.relevance)
-            for c in chosen
-        ]
+        bumped = self._used(connection, scope_key, [Ranked(c.record, c.relevance) for c in chosen], now)
         for c, item in zip(chosen, bumped, strict=True):  # what the database holds once bumps are written
             index.set_record(c.seq, item.record)
-        if self._bumps[scope_key].due(time.monotonic()):
-            self._write_bumps(connection, scope_key)
         return bumped
 
     def _retrieve_spec(
@@ -790,7 +782,13 @@ class SqliteMemoryStore:
         if pending is not None:  # what an immediate bump would have left in the rows
             records = [pending.overlay(record) for record in records]
         records = _unexpired(records, cutoff)  # expired: never returned, erased on the next write
-        ranked = rank(records, query, limit, now, self._ranking)
+        return self._used(connection, scope_key, rank(records, query, limit, now, self._ranking), now)
+
+    def _used(
+        self, connection: sqlite3.Connection, scope_key: str, ranked: Sequence[Ranked], now: float
+    ) -> builtins.list[Ranked]:
+        """A read's results as their usage bumps leave them; the bumps themselves are held back and
+        written in batches (memory/usage_bumps.py). The caller holds the scope lock."""
         if not ranked:
             return []
         self._bump_later(scope_key, [item.record for item in ranked], now)
