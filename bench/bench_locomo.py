@@ -109,8 +109,11 @@ async def evaluate(store: MemoryStore, conversations: list[dict[str, object]], k
         inserted = 0
         for start in range(0, len(records), BATCH):
             chunk = records[start : start + BATCH]
+            # Learned where its readers could see it: every record is public, as a conversation the
+            # asker took part in would be (an `unknown` origin would be shown to its owner only).
             candidates = [
-                MemoryCandidate(kind="fact", text=text, source_thread_key=scope) for text, _ in chunk
+                MemoryCandidate(kind="fact", text=text, source_thread_key=scope, origin="public")
+                for text, _ in chunk
             ]
             inserted += (await store.write(scope, candidates)).inserted
         assert inserted == len(evidence_by_id), "ids are not what the engine mints"

@@ -45,6 +45,7 @@ from memory.scorer import (
     weighted_score,
 )
 from memory.types import MemoryRecord, Ranked
+from memory.visibility import shown_to_anyone
 
 __all__ = [
     "DEFAULT_RANKING",
@@ -306,7 +307,12 @@ def score_with_feedback(
     `eligible` admitted records (ties: lower `ties` key first, else lower index) give the feedback
     query (`feedback_weights`), `match` says each record's weighted match with it (the weighted share
     it holds, as `weighted_match`), and the records are scored again with the lexical score blended
-    with it. The gate reads the first pass's lexical score. `stems_at(i)` are record i's stems."""
+    with it. The gate reads the first pass's lexical score. `stems_at(i)` are record i's stems.
+
+    Stores pass as `eligible` only records every reader may see (`shown_to_anyone`): a store ranks
+    before the read rule filters, and a record some reader may not see must not shape, through its
+    words, the order in which that reader gets the others.
+    """
     first = score_arrays(lexical, matched, cosine, seen, now, ranking, centered)
     feedback = ranking.feedback
     if not feedback.enabled:
@@ -367,6 +373,7 @@ def rank(
             closer = np.array([centered.get(record.id, np.nan) for record in active], dtype=np.float64)
     seen = np.array([last_seen(record) for record in active], dtype=np.float64)
     matched = np.ones(len(active), dtype=np.bool_)
+    voters = np.array([shown_to_anyone(record) for record in active], dtype=np.bool_)
     held = [record_stems(record) for record in active]
 
     def match(feedback: Mapping[str, float]) -> Floats:
@@ -384,6 +391,7 @@ def rank(
         stats=stats if stats is not None else TermStats(0, {}),
         stems_at=held.__getitem__,
         match=match,
+        eligible=voters,
     )
     chosen = np.flatnonzero(scored.admitted)
     # Best score first, ties in input order (a stable sort of the negated scores).

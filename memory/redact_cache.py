@@ -63,12 +63,19 @@ class RedactionCache:
         """What the entries hold now (at most `max_chars`)."""
         return self._chars
 
-    async def redact(self, records: Sequence[MemoryRecord]) -> list[MemoryRecord]:
-        """Every record redacted, in order: from the cache where it has this exact text, else computed."""
+    @property
+    def epoch(self) -> int:
+        """Take it before reading the store: `redact(…, since=epoch)` then stores nothing a drop came
+        after (a forget that committed after the read but finished before the reply)."""
+        return self._epoch
+
+    async def redact(self, records: Sequence[MemoryRecord], since: int | None = None) -> list[MemoryRecord]:
+        """Every record redacted, in order: from the cache where it has this exact text, else computed.
+        What is computed is remembered only if nothing was dropped since `since` (default: now)."""
         out = [self._cached(record) for record in records]
         missing = [index for index, found in enumerate(out) if found is None]
         if missing:
-            epoch = self._epoch
+            epoch = self._epoch if since is None else since
             made = await asyncio.to_thread(_redact_each, [records[index] for index in missing])
             for index, redacted in zip(missing, made, strict=True):
                 out[index] = redacted

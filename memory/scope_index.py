@@ -25,6 +25,7 @@ from memory.lexical import TermStats, idf_weights
 from memory.ranking import Centering, Ranking, centered_cosines, row_products, score_with_feedback
 from memory.scorer import last_seen
 from memory.types import MemoryRecord
+from memory.visibility import shown_to_anyone
 
 _FIRST_CAPACITY = 64
 # A compaction rewrites every array: only once dead slots are a good share of them.
@@ -51,6 +52,7 @@ class ScopeIndex:
         self._created = np.zeros(_FIRST_CAPACITY, dtype=np.float64)
         self._seen = np.zeros(_FIRST_CAPACITY, dtype=np.float64)
         self._has_vector = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)
+        self._open = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)  # shown to anyone (`shown_to_anyone`)
         self._matrix: npt.NDArray[np.float32] | None = None
         self._norms = np.zeros(_FIRST_CAPACITY, dtype=np.float64)  # each vector's squared length
         self._vector_sum: npt.NDArray[np.float64] | None = None  # over the live slots with a vector
@@ -96,6 +98,7 @@ class ScopeIndex:
         self._created[slot] = record.created_at
         self._seen[slot] = last_seen(record)
         self._has_vector[slot] = self._put_vector(slot, vector)
+        self._open[slot] = shown_to_anyone(record)
         self._records.append(record)
         self._stems.append(stems)
         self._slot[seq] = slot
@@ -197,7 +200,7 @@ class ScopeIndex:
             stats=TermStats(len(self._slot), self._frequencies),
             stems_at=self._stems.__getitem__,
             match=functools.partial(self._match, size),
-            eligible=eligible,
+            eligible=eligible & self._open[:size],  # feedback voters: records anyone may see
             ties=self._seqs[:size],
         )
         admitted = scored.admitted & eligible
@@ -279,6 +282,7 @@ class ScopeIndex:
         self._seen = np.resize(self._seen, capacity)
         self._norms = np.resize(self._norms, capacity)
         self._has_vector = _resized(self._has_vector, capacity)
+        self._open = _resized(self._open, capacity)
         if self._matrix is not None:
             grown = np.zeros((capacity, self._matrix.shape[1]), dtype=np.float32)
             grown[: len(self._matrix)] = self._matrix

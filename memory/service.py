@@ -215,9 +215,10 @@ class _Service:
         if not hmac.compare_digest(presented.encode("latin-1"), self._token):
             raise Refusal(401, "unauthorized")
 
-    async def _redacted_wire(self, records: Sequence[MemoryRecord]) -> list[JsonObject]:
-        """Every record redacted on its way out (remembered per record: memory/redact_cache.py)."""
-        return [record_to_wire(record) for record in await self._redaction.redact(records)]
+    async def _redacted_wire(self, records: Sequence[MemoryRecord], since: int) -> list[JsonObject]:
+        """Every record redacted on its way out (remembered per record: memory/redact_cache.py; `since`:
+        the cache's epoch taken before the store was read)."""
+        return [record_to_wire(record) for record in await self._redaction.redact(records, since)]
 
     # --- routes: each validates its body fully before touching the store ---------------------------
 
@@ -226,11 +227,12 @@ class _Service:
         query = _query(body.get("query"), required=True)
         limit = _limit(body.get("limit"))
         assert query is not None
+        since = self._redaction.epoch
         records = await self._store.retrieve(scope_key, query, limit)
         fields["records"] = len(records)
         self._metrics.memory_reads.inc()
         self._metrics.memory_records_read.inc(len(records))
-        return {"records": await self._redacted_wire(records)}
+        return {"records": await self._redacted_wire(records, since)}
 
     async def retrieve_many(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         """Up to four scopes in one round trip (the read path's org + repo + channel + user)."""
@@ -238,12 +240,14 @@ class _Service:
         query = _query(body.get("query"), required=True)
         limit = _limit(body.get("limit"))
         assert query is not None
+        since = self._redaction.epoch
         found = await self._store.retrieve_many(scope_keys, query, limit)
         count = sum(len(ranked) for ranked in found.values())
         fields["records"] = count
         self._metrics.memory_reads.inc()
         self._metrics.memory_records_read.inc(count)
-        redacted = iter(await self._redaction.redact([r.record for ranked in found.values() for r in ranked]))
+        every = [r.record for ranked in found.values() for r in ranked]
+        redacted = iter(await self._redaction.redact(every, since))
         return {
             "scopes": {
                 key: [ranked_to_wire(replace(r, record=next(redacted))) for r in ranked]
@@ -292,9 +296,10 @@ class _Service:
         limit = _limit(body.get("limit"))
         query = _query(body.get("query"), required=False)
         fields["filtered"] = query is not None
+        since = self._redaction.epoch
         records = await self._store.list(scope_key, limit, query)
         fields["records"] = len(records)
-        return {"records": await self._redacted_wire(records)}
+        return {"records": await self._redacted_wire(records, since)}
 
     async def forget(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = _scope_key(body, fields)

@@ -54,7 +54,6 @@ STARTUP_REFUSED = 2  # a worker's exit status when its store or settings cannot 
 CRASH_LIMIT = 5
 CRASH_WINDOW = 60.0
 STOP_TIMEOUT = 30.0
-BACKLOG = 2048  # uvicorn's default
 
 
 def worker_count(value: str) -> int:
@@ -105,7 +104,8 @@ async def supervise(plan: WorkerPlan) -> int:
 
 
 def inherited_listener(args: argparse.Namespace) -> socket.socket | None:
-    """In a worker: the listening socket its supervisor bound, after asking to die with the supervisor."""
+    """In a worker: the socket its supervisor bound (its server listens on it), after asking to die with
+    the supervisor."""
     if args.listen_fd is None:
         return None
     if args.supervisor_pid is not None:
@@ -125,18 +125,32 @@ def _die_with_parent(supervisor_pid: int) -> None:
 
 
 def bind_listener(host: str, port: int) -> socket.socket:
-    """A listening TCP socket in the `SO_REUSEPORT` group of (host, port)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    """A TCP socket bound in the `SO_REUSEPORT` group of (host, port), not yet listening: its worker's
+    server listens once it serves, so the kernel hands a starting (or restarting) worker no connection
+    it cannot answer yet — they go to the workers already serving."""
+    sock = socket.socket(_family(host), socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
-        sock.listen(BACKLOG)
     except BaseException:
         sock.close()
         raise
     return sock
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Raise OSError (EADDRINUSE) when anything already listens on (host, port) — another service's
+    `SO_REUSEPORT` group included, which a socket of our own group would silently join."""
+    if port == 0:
+        return
+    with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a single server binds
+        probe.bind((host, port))
+
+
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
 class _Supervisor:
@@ -161,6 +175,7 @@ class _Supervisor:
                 await self._stop_all(metrics_dir)
 
     async def _supervise(self, env: Mapping[str, str], metrics_dir: str, stop: asyncio.Event) -> int:
+        ensure_port_free(self._plan.host, self._port)
         listeners = [bind_listener(self._plan.host, self._port)]
         self._port = listeners[0].getsockname()[1]  # --port 0: the kernel's choice, for every worker
         listeners += [bind_listener(self._plan.host, self._port) for _ in range(self._plan.workers - 1)]

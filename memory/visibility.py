@@ -89,6 +89,12 @@ def record_owner(scope_key: str) -> str | None:
     return rest if kind == "user" and sep and rest else None
 
 
+def shown_to_anyone(record: MemoryRecord) -> bool:
+    """True when every reader may see the record (a `public` or `machine` origin): only such records
+    may shape the order in which other records reach a reader (the ranking's feedback pass)."""
+    return record.origin in _OPEN_ORIGINS
+
+
 def may_show(record: MemoryRecord, reader: Reader) -> bool:
     """True when every member of the reader's audience could already see where the record was learned."""
     origin = record.origin

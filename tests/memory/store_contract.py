@@ -715,8 +715,17 @@ class CoreContract:
         store = make_store(ranking=ranking, clock=FakeClock(), cap=36)
         words = ["deploy", "deploys", "deployed", "billing", "bills", "cluster", "clusters", "api", "apis"]
         texts = [" ".join(words[(n * k) % len(words)] for k in (1, 2, 5)) + f" item{n}" for n in range(40)]
-        await store.write(ORG, [fact(text) for text in texts])
-        await store.write(ORG, [fact("billing moved", supersedes=rid(ORG, 13))])
+        # Mostly public (they vote in the feedback), every fourth from a private channel (it may not).
+        await store.write(
+            ORG,
+            [
+                fact(text, origin="private", origin_conversation="slack:G1")
+                if n % 4 == 3
+                else fact(text, origin="public")
+                for n, text in enumerate(texts)
+            ],
+        )
+        await store.write(ORG, [fact("billing moved", supersedes=rid(ORG, 13), origin="public")])
         assert await store.forget(ORG, rid(ORG, 15))
         active = sorted((await everything(store)).values(), key=lambda r: int(r.id.rsplit(":", 1)[1]))
         for query in ("deploying the apis", "bill cluster", "who deployed billing?", "item7 api", "clusters"):

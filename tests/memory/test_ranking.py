@@ -1,4 +1,5 @@
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -136,11 +137,11 @@ def test_feedback_stems_tied_in_weight_are_taken_in_alphabetical_order() -> None
 
 
 def test_feedback_lifts_a_match_that_shares_stems_with_the_best_record() -> None:
-    records = [
-        record("deploy cluster staging", id="mem:o:1"),
-        record("deploy menu", id="mem:o:2"),
-        record("deploy staging", id="mem:o:3"),
-        record("rollback staging", id="mem:o:4"),
+    records = [  # public: only records anyone may see vote in the feedback
+        record("deploy cluster staging", id="mem:o:1", origin="public"),
+        record("deploy menu", id="mem:o:2", origin="public"),
+        record("deploy staging", id="mem:o:3", origin="public"),
+        record("rollback staging", id="mem:o:4", origin="public"),
     ]
     stats = term_stats(records, stats_stems(FEEDBACK, "deploy cluster", records))
     plain = rank(records, "deploy cluster", 8, NOW, V2, stats=stats)
@@ -215,3 +216,33 @@ def test_ranking_settings_are_validated() -> None:
         Ranking(mode="bm25")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="semantic weight"):
         Ranking(semantic_weight=1.5)
+
+
+def test_only_records_anyone_may_see_vote_in_the_feedback() -> None:
+    # The store ranks before the read rule filters: with feedback on, a private record's words must not
+    # become feedback stems and reorder the public records a public reader gets (an attacker review).
+    # The document frequencies are held equal here: they count every record of the scope, as the
+    # query's own do (BENCHMARKS.md, "Noisy OR and feedback").
+    ranking = Ranking(feedback=Feedback(records=3, stems=5, weight=0.2))
+    visible = [
+        record("deploy beta checklist", id="mem:o:1", origin="public"),
+        record("deploy acme checklist", id="mem:o:2", origin="public"),
+    ]
+    hidden = {
+        word: record(f"deploy {word} merger", id="mem:o:0", origin="private", origin_conversation="slack:G7")
+        for word in ("acme", "beta")
+    }
+    every = [*visible, *hidden.values()]
+    stats = term_stats(every, stats_stems(ranking, "deploy", every))
+
+    def order(records: list[MemoryRecord]) -> list[str]:
+        return [
+            r.record.id
+            for r in rank(records, "deploy", 8, NOW, ranking, stats=stats)
+            if r.record.origin == "public"
+        ]
+
+    assert order([hidden["acme"], *visible]) == order([hidden["beta"], *visible])
+    # A public record with the same words does vote: feedback is on.
+    voter = replace(hidden["acme"], origin="public", origin_conversation=None)
+    assert order([voter, *visible]) != order([replace(voter, text="deploy beta merger"), *visible])

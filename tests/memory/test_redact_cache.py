@@ -14,6 +14,7 @@ from memory.redact_cache import ENTRY_OVERHEAD, RedactionCache
 from memory.service import create_app
 from memory.sqlite_store import SqliteMemoryStore
 from memory.stores import InMemoryMemoryStore
+from memory.types import MemoryRecord
 from tests.memory.records import record
 from tests.memory.service_support import AUTH, TOKEN, asgi_client, fact
 
@@ -143,3 +144,39 @@ async def test_the_service_redacts_a_row_changed_under_a_cached_id(tmp_path: Pat
                     assert reply.json()["records"][0]["text"] == f"deploy {REDACTED}"
     finally:
         await store.aclose()
+
+
+class _SlowReplyStore(InMemoryMemoryStore):
+    """A store whose retrieve reads at once but answers late (a PostgreSQL round trip): a forget can
+    commit and finish between the read and the reply."""
+
+    def __init__(self) -> None:
+        super().__init__(cap=500)
+        self.read = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+        found = await super().retrieve(scope_key, query, limit)
+        self.read.set()
+        await self.release.wait()
+        return found
+
+
+async def test_a_retrieve_that_read_before_a_forget_leaves_no_forgotten_text_in_the_cache() -> None:
+    cache = RedactionCache()
+    store = _SlowReplyStore()
+    app = create_app(store, TOKEN, redaction=cache)
+    async with asgi_client(app, AUTH) as client:
+        await client.post("/write", json={"scopeKey": SCOPE, "records": [fact("deploy with make ship")]})
+        [stored] = await store.list(SCOPE, 5, None)
+        reading = asyncio.ensure_future(
+            client.post("/retrieve", json={"scopeKey": SCOPE, "query": "deploy", "limit": 5})
+        )
+        await store.read.wait()  # the retrieve has read the record
+        forgot = await client.post("/forget", json={"scopeKey": SCOPE, "id": stored.id})
+        assert forgot.json()["forgotten"] is True
+        store.release.set()
+        answered = await reading
+
+    assert [r["id"] for r in answered.json()["records"]] == [stored.id]  # what it read, as of its read
+    assert len(cache) == 0  # but the forgotten text is not remembered after the forget

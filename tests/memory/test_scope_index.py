@@ -12,7 +12,7 @@ from memory.engine import longest_terms
 from memory.lexical import query_stems, record_stems, term_stats
 from memory.ranking import Feedback, Ranked, Ranking, merge_score, rank, stats_stems
 from memory.scope_index import ScopeIndex
-from memory.types import MemoryRecord
+from memory.types import MemoryRecord, Origin
 
 NOW = 1_800_000_000.0
 WORDS = ["deploy", "deploys", "billing", "bills", "cluster", "api", "apis", "staging", "rollback", "menu"]
@@ -21,7 +21,12 @@ ROUNDING = 1e-4
 
 
 def record(
-    seq: int, text: str, *, created_at: float = NOW - 100, last_used_at: float | None = None
+    seq: int,
+    text: str,
+    *,
+    created_at: float = NOW - 100,
+    last_used_at: float | None = None,
+    origin: Origin = "public",
 ) -> MemoryRecord:
     return MemoryRecord(
         id=f"mem:org:acme:{seq}",
@@ -31,6 +36,8 @@ def record(
         source_thread_key="slack:C1:1",
         created_at=created_at,
         last_used_at=last_used_at,
+        origin=origin,
+        origin_conversation=None if origin == "public" else "slack:G1",
     )
 
 
@@ -146,8 +153,13 @@ def test_with_feedback_select_chooses_and_orders_exactly_what_rank_would(
 ) -> None:
     """Lexical scores are the same floats on both sides, so the feedback records and stems are too."""
     ranking = Ranking(feedback=Feedback(records=top, stems=stems, weight=0.3))
-    records = [
-        record(n + 1, " ".join(words), last_used_at=NOW - ages[n] if n % 3 else None)
+    records = [  # every fifth from a private channel: it may not vote in the feedback
+        record(
+            n + 1,
+            " ".join(words),
+            last_used_at=NOW - ages[n] if n % 3 else None,
+            origin="private" if n % 5 == 4 else "public",
+        )
         for n, words in enumerate(texts)
     ]
     index = indexed(records, {})

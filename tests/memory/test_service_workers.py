@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -19,6 +20,7 @@ import httpx
 import pytest
 
 from memory.service_main import main
+from memory.service_workers import bind_listener, ensure_port_free
 from tests.memory.service_support import AUTH, RunningService, memory_service_process
 
 SCOPE = "org:workers"
@@ -217,3 +219,29 @@ def test_a_bad_workers_value_is_one_line_naming_the_flag_and_default(
 def dict_environ(pid: int) -> dict[str, str]:
     raw = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
     return dict(entry.decode().partition("=")[::2] for entry in raw if entry)
+
+
+def test_a_worker_socket_takes_no_connection_before_its_worker_serves() -> None:
+    # As the supervisor hands it to a worker still loading its embedder and opening its store.
+    bound = bind_listener("127.0.0.1", 0)
+    try:
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection(bound.getsockname(), timeout=1).close()
+    finally:
+        bound.close()
+
+
+def test_a_port_another_service_already_serves_is_refused_not_joined() -> None:
+    for reuse_port in (False, True):  # a single-process server, or another service's worker group
+        serving = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            if reuse_port:
+                serving.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            serving.bind(("127.0.0.1", 0))
+            serving.listen()
+            port = serving.getsockname()[1]
+            with pytest.raises(OSError):
+                ensure_port_free("127.0.0.1", port)
+        finally:
+            serving.close()
+    ensure_port_free("127.0.0.1", port)  # free again once it stopped
