@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -28,6 +29,7 @@ from memory.types import MemoryRecord
 from memory.visibility import shown_to_anyone
 
 _FIRST_CAPACITY = 64
+_Array = TypeVar("_Array", bound=npt.NDArray[Any])
 # A compaction rewrites every array: only once dead slots are a good share of them.
 _MIN_DEAD_TO_COMPACT = 256
 
@@ -46,6 +48,10 @@ class ScopeIndex:
     """The active records of one scope: posting lists per stem, a vector matrix, usage times."""
 
     def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        """Empty, at the first capacity (a new index, or one about to be rebuilt by `_compact`)."""
         self._size = 0  # slots in use, dead ones included
         self._seqs = np.zeros(_FIRST_CAPACITY, dtype=np.int64)
         self._live = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)
@@ -276,17 +282,15 @@ class ScopeIndex:
 
     def _grow(self) -> None:
         capacity = 2 * len(self._seqs)
-        self._seqs = np.resize(self._seqs, capacity)
+        self._seqs = _resized(self._seqs, capacity)
         self._live = _resized(self._live, capacity)
-        self._created = np.resize(self._created, capacity)
-        self._seen = np.resize(self._seen, capacity)
-        self._norms = np.resize(self._norms, capacity)
+        self._created = _resized(self._created, capacity)
+        self._seen = _resized(self._seen, capacity)
+        self._norms = _resized(self._norms, capacity)
         self._has_vector = _resized(self._has_vector, capacity)
         self._open = _resized(self._open, capacity)
         if self._matrix is not None:
-            grown = np.zeros((capacity, self._matrix.shape[1]), dtype=np.float32)
-            grown[: len(self._matrix)] = self._matrix
-            self._matrix = grown
+            self._matrix = _resized(self._matrix, capacity)
 
     def _compact(self) -> None:
         """Rebuild from the live slots only, in the same order."""
@@ -298,12 +302,13 @@ class ScopeIndex:
             assert record is not None
             vector = vectors[slot] if vectors is not None and self._has_vector[slot] else None
             entries.append((int(self._seqs[slot]), record, self._stems[slot], vector))
-        self.__init__()  # type: ignore[misc]
+        self._clear()
         for seq, record, stems, vector in entries:
             self.add(seq, record, stems, vector)
 
 
-def _resized(flags: npt.NDArray[np.bool_], capacity: int) -> npt.NDArray[np.bool_]:
-    grown = np.zeros(capacity, dtype=np.bool_)
-    grown[: len(flags)] = flags
+def _resized(array: _Array, capacity: int) -> _Array:
+    """`array` with `capacity` rows, the new ones zero (False, no vector)."""
+    grown: _Array = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)  # type: ignore[assignment]
+    grown[: len(array)] = array
     return grown

@@ -220,6 +220,12 @@ class _Service:
         the cache's epoch taken before the store was read)."""
         return [record_to_wire(record) for record in await self._redaction.redact(records, since)]
 
+    def _count_read(self, fields: LogFields, records: int) -> None:
+        """One retrieval read: its record count in the request's log line and the metrics."""
+        fields["records"] = records
+        self._metrics.memory_reads.inc()
+        self._metrics.memory_records_read.inc(records)
+
     # --- routes: each validates its body fully before touching the store ---------------------------
 
     async def retrieve(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
@@ -229,9 +235,7 @@ class _Service:
         assert query is not None
         since = self._redaction.epoch
         records = await self._store.retrieve(scope_key, query, limit)
-        fields["records"] = len(records)
-        self._metrics.memory_reads.inc()
-        self._metrics.memory_records_read.inc(len(records))
+        self._count_read(fields, len(records))
         return {"records": await self._redacted_wire(records, since)}
 
     async def retrieve_many(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
@@ -242,11 +246,8 @@ class _Service:
         assert query is not None
         since = self._redaction.epoch
         found = await self._store.retrieve_many(scope_keys, query, limit)
-        count = sum(len(ranked) for ranked in found.values())
-        fields["records"] = count
-        self._metrics.memory_reads.inc()
-        self._metrics.memory_records_read.inc(count)
         every = [r.record for ranked in found.values() for r in ranked]
+        self._count_read(fields, len(every))
         redacted = iter(await self._redaction.redact(every, since))
         return {
             "scopes": {

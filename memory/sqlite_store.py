@@ -86,7 +86,7 @@ StatementHook = Callable[[str, str], None]
 T = TypeVar("T")
 
 DEFAULT_MAX_OPEN = 64
-DECODED_ROWS = 4096  # rows kept decoded for retrieves (memory: a few MB at most)
+DECODED_ROWS = 4096  # rows kept decoded for the spec ranking's retrieves (v2 reads the scope index)
 # Worker threads: SQLite releases the GIL while it runs, so reads of different scopes overlap.
 DEFAULT_WORKERS = 2
 BUSY_TIMEOUT_SECONDS = 5.0
