@@ -8,7 +8,7 @@ Every surface that shows memory (the memory block, `memory list`, the App Home, 
 from __future__ import annotations
 
 from app.incoming import ChannelVisibility, IncomingMessage
-from memory.visibility import Audience, Reader
+from memory.rules.visibility import Audience, Reader
 
 # A conversation's visibility → who sees a reply posted in it. A DM and the terminal chat (machine) are
 # the asker's alone. An unknown visibility is read as the widest audience: it shows the least.

@@ -11,7 +11,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("app.slack.serve", "run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP on $PORT)"),
     "chat": ("app.terminal.chat", 'talk to the bot in this terminal (--thread NAME "message" for one turn)'),
     "memory": ("commands.cli", "memory list|forget … on the configured store, as user:cli:local"),
-    "memory-service": ("memory.service_main", "serve the memory store over HTTP for several bot processes"),
+    "memory-service": ("memory.service.main", "serve the memory store over HTTP for several bot processes"),
 }
 
 

@@ -31,10 +31,10 @@ from app.incoming import IncomingMessage
 from app.surface import Surface
 from config.settings import ConfigError, Settings
 from memory.context import MemoryRead, read_memory
-from memory.scope import RequestScopes, list_scope_keys, request_scope_keys
-from memory.stores import NullMemoryStore
+from memory.rules.scope import RequestScopes, list_scope_keys, request_scope_keys
+from memory.rules.visibility import Reader
+from memory.stores.in_process import NullMemoryStore
 from memory.types import MemoryStore, Origin, ReadAudit
-from memory.visibility import Reader
 from ops.tracing import annotate, span
 
 log = structlog.get_logger("dispatch")

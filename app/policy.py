@@ -12,8 +12,8 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-from memory.scope import RequestScopes, scope_kind
-from memory.write_gate import WRITE_ACTION, MemoryScopeResource
+from memory.rules.scope import RequestScopes, scope_kind
+from memory.rules.write_gate import WRITE_ACTION, MemoryScopeResource
 
 Holder = Literal["principal", "member", "anyone"]
 

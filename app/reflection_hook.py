@@ -28,8 +28,8 @@ from memory.reflection import (
     schedule_reflection,
     should_reflect,
 )
+from memory.rules.write_gate import WRITE_ACTION, MemoryScopeResource
 from memory.types import MemoryStore
-from memory.write_gate import WRITE_ACTION, MemoryScopeResource
 from ops.metrics import Metrics
 
 log = structlog.get_logger("memory")

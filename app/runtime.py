@@ -47,7 +47,7 @@ class Runtime:
     async def start(self) -> None:
         """Verify what can be verified before taking messages; raises ConfigError with one clear line."""
         from app.agent.agents import missing_model_message
-        from memory.build import open_memory_store
+        from memory.stores.build import open_memory_store
         from memory.types import MemoryStoreError
 
         if self.agents.default.model_ref is None:
@@ -113,7 +113,7 @@ def credentials_problem(settings: Settings, environ: Mapping[str, str] | None = 
 
 def build_memory(settings: Settings, environ: Mapping[str, str] | None = None) -> MemoryStore:
     """The one store of this process (memory/build.py decides; disabled → the Null store)."""
-    from memory.build import MemoryConfigError, build_memory_store
+    from memory.stores.build import MemoryConfigError, build_memory_store
 
     try:
         return build_memory_store(settings, environ)

@@ -32,11 +32,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory.embedder import Embedder, load_embedder, tuned_feedback, tuned_weight
-from memory.engine import normalize_text, record_id
-from memory.ranking import Ranking
-from memory.sqlite_store import SqliteMemoryStore
-from memory.stores import InMemoryMemoryStore
+from memory.ranking.embedder import Embedder, load_embedder, tuned_feedback, tuned_weight
+from memory.ranking.fusion import Ranking
+from memory.rules.engine import normalize_text, record_id
+from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryStore
 
 _DATA = Path("shared") / "bench" / "locomo" / "locomo_dev.jsonl"

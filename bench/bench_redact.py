@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory.redact import redact_secrets
+from memory.rules.redact import redact_secrets
 from tests.memory.redact_corpus import BENIGN, SECRET_CASES, SecretCase
 
 

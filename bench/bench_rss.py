@@ -25,10 +25,10 @@ CHILD = r"""
 import asyncio, json, resource, sys
 import app.slack.serve, app.agent  # the bot's own modules, as `switchboard serve` imports them
 from config.settings import load_settings
-from memory.build import build_memory_store
+from memory.stores.build import build_memory_store
 from memory.context import memory_context_block
 from memory.types import MemoryCandidate
-from memory.visibility import Reader
+from memory.rules.visibility import Reader
 
 async def main():
     settings = load_settings()

@@ -1,6 +1,6 @@
 """Load on the memory service's /retrieve: 64 concurrent connections for 30 s from a second process.
 
-The service runs as its own process (`python -m memory.service_main`, uvicorn over the SQLite store) on
+The service runs as its own process (`python -m memory.service`, uvicorn over the SQLite store) on
 127.0.0.1; this script seeds one scope with 500 records, then drives /retrieve from this process with
 aiohttp (one connection per worker, keep-alive) and prints requests/s, latency percentiles and errors.
 
@@ -35,7 +35,7 @@ from pathlib import Path
 
 import aiohttp
 
-from memory.service_workers import add_worker_arguments, worker_count
+from memory.service.workers import add_worker_arguments, worker_count
 
 ROOT = Path(__file__).resolve().parents[1]
 TOKEN = "bench-memory-token"
@@ -107,7 +107,7 @@ def service_process(data_dir: Path, store: str, workers: int = 1) -> Iterator[tu
         command = [
             sys.executable,
             "-m",
-            "memory.service_main",
+            "memory.service",
             "--port",
             str(port),
             "--data-dir",
@@ -135,9 +135,9 @@ def service_process(data_dir: Path, store: str, workers: int = 1) -> Iterator[tu
 def serve_constant(port: int, listener: socket.socket | None = None) -> None:
     """The baseline server: the real app, server stack and logging, over a store that does no work
     (on `listener`: a worker of several, as the service's own workers)."""
-    from memory.service import create_app
-    from memory.service_main import configure_logging, run_event_loop, serve_app, uvicorn_config
-    from memory.stores import InMemoryMemoryStore
+    from memory.service.app import create_app
+    from memory.service.main import configure_logging, run_event_loop, serve_app, uvicorn_config
+    from memory.stores.in_process import InMemoryMemoryStore
     from memory.types import MemoryRecord
     from ops.http_guard import GuardLimits
     from ops.metrics import MULTIPROCESS_DIR_ENV, Metrics
@@ -167,8 +167,8 @@ def serve_constant(port: int, listener: socket.socket | None = None) -> None:
 
 def serve_constant_workers(args: argparse.Namespace) -> int:
     """`--serve-constant PORT [--workers N]`: one baseline server, or N under the service's supervisor."""
-    from memory.service_main import run_event_loop
-    from memory.service_workers import WorkerPlan, inherited_listener, supervise, worker_count
+    from memory.service.main import run_event_loop
+    from memory.service.workers import WorkerPlan, inherited_listener, supervise, worker_count
 
     listener = inherited_listener(args)
     workers = worker_count(args.workers)

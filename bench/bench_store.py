@@ -35,11 +35,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.context import memory_context_block
-from memory.embedder import DEFAULT_EMBEDDER, EMBEDDER_NAMES, Embedder, load_embedder
-from memory.ranking import RANKING_MODES, Ranking
-from memory.sqlite_store import SqliteMemoryStore
+from memory.ranking.embedder import DEFAULT_EMBEDDER, EMBEDDER_NAMES, Embedder, load_embedder
+from memory.ranking.fusion import RANKING_MODES, Ranking
+from memory.rules.visibility import Reader
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryStore
-from memory.visibility import Reader
 
 SCOPE = "org:bench"
 FOUR_SCOPE_SIZE = 500
@@ -83,7 +83,7 @@ async def postgres_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterat
     from psycopg import sql
     from psycopg.conninfo import make_conninfo
 
-    from memory.postgres_store import PostgresMemoryStore
+    from memory.stores.postgres.store import PostgresMemoryStore
 
     base = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/test"
     schema = f"bench_{uuid.uuid4().hex[:12]}"

@@ -15,10 +15,10 @@ import structlog
 
 from commands.memory import MemoryCommands
 from commands.registry import Caller
-from memory.scope import derive_scope_key
-from memory.scorer import query_tokens
+from memory.rules.scope import derive_scope_key
+from memory.rules.scorer import query_tokens
+from memory.rules.visibility import Reader, may_show
 from memory.types import MAX_LIMIT, MemoryRecord, MemoryStore
-from memory.visibility import Reader, may_show
 
 log = structlog.get_logger("memory")
 

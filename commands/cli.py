@@ -17,9 +17,9 @@ import structlog
 from commands.memory import build_registry
 from commands.registry import Caller
 from commands.reindex import run_reindex
-from memory.stores import NullMemoryStore
+from memory.rules.visibility import Reader
+from memory.stores.in_process import NullMemoryStore
 from memory.types import MemoryStore
-from memory.visibility import Reader
 
 CLI_USER_ID = "cli:local"
 CLI_CALLER = Caller(
@@ -95,7 +95,7 @@ def _log_to_stderr() -> None:
 async def _main(argv: list[str]) -> int:
     # Imported here so `--help` works even where the settings cannot load.
     from config.settings import ConfigError, load_settings
-    from memory.build import MemoryConfigError, build_memory_store, open_memory_store
+    from memory.stores.build import MemoryConfigError, build_memory_store, open_memory_store
     from memory.types import MemoryStoreError
 
     try:

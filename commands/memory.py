@@ -32,11 +32,11 @@ from commands.render import code_span as _code
 from commands.render import is_machine_caller as _is_machine
 from commands.render import quoted_text
 from commands.render import store_failure as _failure
-from memory.engine import parse_record_id, record_id
-from memory.scope import ScopeKind, derive_scope_key, scope_kind, validate_scope_key
-from memory.scorer import clean_memory_field, query_tokens
+from memory.rules.engine import parse_record_id, record_id
+from memory.rules.scope import ScopeKind, derive_scope_key, scope_kind, validate_scope_key
+from memory.rules.scorer import clean_memory_field, query_tokens
+from memory.rules.visibility import Reader, may_show
 from memory.types import MAX_LIMIT, MemoryRecord, MemoryStore
-from memory.visibility import Reader, may_show
 
 log = structlog.get_logger("memory")
 

@@ -20,10 +20,10 @@ import structlog
 
 from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from commands.render import UNTRUSTED_NOTE, code_span, is_machine_caller, quoted_text, store_failure
-from memory.engine import parse_record_id
-from memory.scope import validate_scope_key
+from memory.rules.engine import parse_record_id
+from memory.rules.scope import validate_scope_key
+from memory.rules.visibility import Reader, may_show
 from memory.types import MAX_LIMIT, AuditQuery, MemoryRecord, MemoryStore, ReadAudit
-from memory.visibility import Reader, may_show
 
 log = structlog.get_logger("memory")
 

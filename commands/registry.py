@@ -15,7 +15,7 @@ from typing import Any
 
 import structlog
 
-from memory.visibility import Reader
+from memory.rules.visibility import Reader
 
 log = structlog.get_logger("commands")
 

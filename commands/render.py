@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commands.registry import Caller
-from memory.scorer import clean_memory_field, escape_memory_field
+from memory.rules.scorer import clean_memory_field, escape_memory_field
 from memory.types import MemoryStoreError
 
 # Surfaces whose reader may be a program (or a model) rather than a person: record text leaves

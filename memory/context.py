@@ -10,11 +10,17 @@ from dataclasses import dataclass
 
 import structlog
 
-from memory.ranking import merge_score
-from memory.scope import RequestScopes, derive_scope_key, list_scope_keys, request_scope_keys, scope_kind
-from memory.scorer import budget_memory_block
+from memory.ranking.fusion import merge_score
+from memory.rules.scope import (
+    RequestScopes,
+    derive_scope_key,
+    list_scope_keys,
+    request_scope_keys,
+    scope_kind,
+)
+from memory.rules.scorer import budget_memory_block
+from memory.rules.visibility import Reader, may_show
 from memory.types import MemoryRecord, MemoryStore, Ranked
-from memory.visibility import Reader, may_show
 from ops.tracing import span
 
 log = structlog.get_logger("memory")

@@ -26,10 +26,12 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from memory.engine import normalize_text
-from memory.redact import redact_secrets
-from memory.scope import RequestScopes, list_scope_keys, scope_kind
-from memory.scorer import clean_memory_field
+from memory.rules.engine import normalize_text
+from memory.rules.redact import redact_secrets
+from memory.rules.scope import RequestScopes, list_scope_keys, scope_kind
+from memory.rules.scorer import clean_memory_field
+from memory.rules.visibility import Reader, may_show, narrower, origin_from_visibility
+from memory.rules.write_gate import MemoryScopeResource, WriteGate
 from memory.types import (
     MAX_LIMIT,
     MAX_TEXT_CHARS,
@@ -40,8 +42,6 @@ from memory.types import (
     SourceLink,
     WriteResult,
 )
-from memory.visibility import Reader, may_show, narrower, origin_from_visibility
-from memory.write_gate import MemoryScopeResource, WriteGate
 from ops.tracing import span
 
 log = structlog.get_logger("memory")

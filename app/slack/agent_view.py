@@ -15,7 +15,7 @@ import structlog
 from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
-from memory.scorer import clean_memory_field
+from memory.rules.scorer import clean_memory_field
 
 log = structlog.get_logger("slack")
 

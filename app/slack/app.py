@@ -74,8 +74,8 @@ from app.slack.thread_cache import ThreadCache
 from app.surface import Surface
 from commands.browse import MemoryBrowser
 from commands.provenance import Permalinks, explain_run, render_why
+from memory.rules.visibility import Reader
 from memory.types import MemoryStore
-from memory.visibility import Reader
 from ops.http_guard import ConnectionGuard, GuardLimits
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
 from ops.tracing import SpanKind, span

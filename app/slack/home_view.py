@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from commands.browse import BrowsePage, BrowseScope
-from memory.scorer import clean_memory_field
+from memory.rules.scorer import clean_memory_field
 from memory.types import MemoryRecord
 
 FORGET_ACTION = "home_forget"

@@ -6,7 +6,7 @@ import pytest
 
 from app.audience import conversation_reader, reader_for
 from app.incoming import ChannelVisibility, IncomingMessage
-from memory.visibility import Reader
+from memory.rules.visibility import Reader
 
 
 def incoming(visibility: ChannelVisibility | None, channel: str | None = "slack:C1") -> IncomingMessage:

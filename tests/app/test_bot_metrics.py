@@ -11,7 +11,7 @@ from app.agent.providers.base import CompletionRequest, Message
 from app.agent.providers.registry import build_provider_registry
 from app.dispatch import Dispatcher
 from app.reflection_hook import install_reflection
-from memory.stores import InMemoryMemoryStore
+from memory.stores.in_process import InMemoryMemoryStore
 from ops.metrics import Metrics
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer

@@ -23,9 +23,9 @@ from app.dispatch import (
 )
 from app.incoming import IncomingMessage
 from config.settings import Settings
-from memory.stores import InMemoryMemoryStore, NullMemoryStore
+from memory.rules.visibility import Reader
+from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked
-from memory.visibility import Reader
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer, Reply, error_reply, tool_reply
 

@@ -171,8 +171,8 @@ def test_sigterm_waits_for_a_pending_reflection_before_the_process_exits(
 ) -> None:
     """Memory on, a real `switchboard chat` process: the reply has landed, the extractor call is still in
     flight at SIGTERM → the process stays up until the reflection wrote its fact, then exits cleanly."""
-    from memory.build import memory_dir
-    from memory.sqlite_store import SqliteMemoryStore
+    from memory.stores.build import memory_dir
+    from memory.stores.sqlite.store import SqliteMemoryStore
 
     fact = "The api service deploys with make deploy from the main branch"
     data = tmp_path / "data"

@@ -28,14 +28,14 @@ from app.policy import Actor, Decision, authorize
 from app.reflection_hook import ReflectionHook, install_reflection
 from app.runtime import build_runtime
 from config.settings import Settings
-from memory.build import memory_dir
 from memory.reflection import REFLECTION_MAX_TOKENS, REFLECTION_SYSTEM
-from memory.scope import RequestScopes
-from memory.scorer import FENCE_CLOSE, FENCE_OPEN
-from memory.sqlite_store import SqliteMemoryStore
-from memory.stores import InMemoryMemoryStore
+from memory.rules.scope import RequestScopes
+from memory.rules.scorer import FENCE_CLOSE, FENCE_OPEN
+from memory.rules.write_gate import MemoryScopeResource
+from memory.stores.build import memory_dir
+from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
-from memory.write_gate import MemoryScopeResource
 from tests.app.runtime_support import RecordingSurface, app_command, settings_for, subprocess_env
 from tests.fakes.model_server import FakeModelServer, Reply, error_reply, tool_reply
 

@@ -7,8 +7,8 @@ import dataclasses
 import pytest
 
 from app.policy import POLICY_TABLE, Actor, Decision, Rule, authorize, reflection_actor
-from memory.scope import RequestScopes
-from memory.write_gate import WRITE_ACTION, MemoryScopeResource
+from memory.rules.scope import RequestScopes
+from memory.rules.write_gate import WRITE_ACTION, MemoryScopeResource
 
 ORG = "org:acme"
 REPO = "repo:acme/api"

@@ -31,7 +31,7 @@ from app.agent.runner import run_agent
 from app.agent.tools import Tool, tool
 from app.dispatch import Dispatcher
 from app.reflection_hook import install_reflection
-from memory.http_store import HttpMemoryStore
+from memory.stores.http import HttpMemoryStore
 from memory.types import MemoryCandidate
 from tests.app.runtime_support import settings_for
 from tests.app.slack.harness import running_bot
@@ -64,7 +64,7 @@ def traced_service(data_dir: Path, stderr_path: Path) -> Iterator[str]:
         command = [
             sys.executable,
             "-m",
-            "memory.service_main",
+            "memory.service",
             "--port",
             str(port),
             "--data-dir",

@@ -15,8 +15,8 @@ from commands.cli import CLI_CALLER, main, run_memory_cli
 from commands.memory import LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
 from commands.registry import Caller
 from commands.reindex import run_reindex
-from memory.sqlite_store import SqliteMemoryStore
-from memory.stores import InMemoryMemoryStore
+from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
 
 ROOT = Path(__file__).resolve().parents[2]

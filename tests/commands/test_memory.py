@@ -23,8 +23,9 @@ from commands.memory import (
 )
 from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from memory.context import memory_context_block
-from memory.http_store import HttpMemoryStore
-from memory.stores import InMemoryMemoryStore, NullMemoryStore
+from memory.rules.visibility import Reader
+from memory.stores.http import HttpMemoryStore
+from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.types import (
     MemoryCandidate,
     MemoryRecord,
@@ -34,7 +35,6 @@ from memory.types import (
     Ranked,
     WriteResult,
 )
-from memory.visibility import Reader
 
 ORG = "org:acme"
 ME = "user:slack:U1"

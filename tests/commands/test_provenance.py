@@ -19,10 +19,10 @@ from app.dispatch import Dispatcher
 from commands.memory import build_registry
 from commands.provenance import explain_run, parse_audit_args, parse_user_scope, reader_for, render_why
 from commands.registry import Caller, UsageError
-from memory.retention import Retention
-from memory.sqlite_store import SqliteMemoryStore
+from memory.rules.retention import Retention
+from memory.rules.visibility import Audience, Reader
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import AuditQuery, MemoryCandidate, Origin
-from memory.visibility import Audience, Reader
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer
 from tests.memory.store_contract import DAY, FakeClock

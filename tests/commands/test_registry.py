@@ -14,7 +14,7 @@ from commands.registry import (
     CommandReply,
     UsageError,
 )
-from memory.stores import InMemoryMemoryStore
+from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate
 
 SLACK = Caller(

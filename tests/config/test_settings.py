@@ -8,7 +8,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from config.settings import ConfigError, Settings, load_settings
-from memory.build import ScopeCap, validate_scope_cap
+from memory.stores.build import ScopeCap, validate_scope_cap
 from memory.types import DEFAULT_SCOPE_CAP
 
 REPO_ROOT = Path(__file__).resolve().parents[2]

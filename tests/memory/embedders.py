@@ -11,8 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memory.embedder import Matrix, normalize
-from memory.scorer import query_terms
+from memory.ranking.embedder import Matrix, normalize
+from memory.rules.scorer import query_terms
 
 DIMENSIONS = 32
 CONCEPTS = {

@@ -10,10 +10,10 @@ from typing import Any
 
 from app.agent.providers.base import Completion, CompletionRequest
 from app.policy import authorize, reflection_actor
-from memory.scope import RequestScopes
-from memory.stores import InMemoryMemoryStore, NullMemoryStore
+from memory.rules.scope import RequestScopes
+from memory.rules.write_gate import WRITE_ACTION, WriteGate
+from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
-from memory.write_gate import WRITE_ACTION, WriteGate
 
 SCOPES = RequestScopes(org="org:acme", repo="repo:acme/api", channel="channel:slack:C1", user="user:slack:UA")
 THREAD = "slack:C1:1700000000.000100"

@@ -127,7 +127,7 @@ def memory_service_process(
     env: Mapping[str, str] | None = None,
     log_path: Path | None = None,
 ) -> Iterator[RunningService]:
-    """`python -m memory.service_main` (or `python -m app memory-service`, the `switchboard` CLI) on a
+    """`python -m memory.service` (or `python -m app memory-service`, the `switchboard` CLI) on a
     free loopback port with extra `args` and `env`; always stopped afterwards. `log_path`: its stdout
     (the JSON log lines) goes there."""
     env = {**{k: v for k, v in os.environ.items() if k != "MEMORY_TOKEN"}, **(env or {})}
@@ -137,7 +137,7 @@ def memory_service_process(
     errors: list[str] = []
     for _ in range(3):  # a free port can be taken between probing and binding: retry on a fresh one
         port = free_port()
-        entry = ["-m", "app", "memory-service"] if via_cli else ["-m", "memory.service_main"]
+        entry = ["-m", "app", "memory-service"] if via_cli else ["-m", "memory.service"]
         stdout = log_path.open("ab") if log_path is not None else subprocess.DEVNULL
         process = subprocess.Popen(
             [sys.executable, *entry, "--port", str(port), "--data-dir", str(data_dir), *args],

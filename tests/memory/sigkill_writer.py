@@ -18,7 +18,7 @@ import os
 import signal
 import sys
 
-from memory.sqlite_store import SqliteMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MAX_SCOPE_CAP, MemoryCandidate
 
 SCOPE = "org:stream"

@@ -18,10 +18,10 @@ from typing import Protocol, cast
 
 import pytest
 
-from memory.embedder import Embedder
-from memory.lexical import term_stats
-from memory.ranking import SPEC, Feedback, Ranking, rank, stats_stems
-from memory.retention import NO_RETENTION, Retention
+from memory.ranking.embedder import Embedder
+from memory.ranking.fusion import SPEC, Feedback, Ranking, rank, stats_stems
+from memory.ranking.lexical import term_stats
+from memory.rules.retention import NO_RETENTION, Retention
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_TEXT_CHARS,

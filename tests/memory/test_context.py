@@ -5,10 +5,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from memory.context import memory_context_block, read_memory
-from memory.ranking import SPEC
-from memory.stores import InMemoryMemoryStore, NullMemoryStore
+from memory.ranking.fusion import SPEC
+from memory.rules.visibility import Reader
+from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
-from memory.visibility import Reader
 from tests.memory import records
 from tests.memory.records import NOW
 

@@ -30,9 +30,9 @@ from memory.reflection import (
     schedule_reflection,
     should_reflect,
 )
-from memory.scope import RequestScopes
+from memory.rules.scope import RequestScopes
+from memory.rules.write_gate import MemoryScopeResource
 from memory.types import MemoryCandidate
-from memory.write_gate import MemoryScopeResource
 from tests.memory.records import record
 from tests.memory.redact_corpus import SECRET_CASES
 from tests.memory.reflection_fakes import (

@@ -23,9 +23,9 @@ from app.policy import authorize, reflection_actor
 from app.reflection_hook import provider_extractor
 from config.settings import ChannelSettings, MemorySettings, ProviderSettings, Secrets, Settings
 from memory.reflection import ReflectionRun, ReflectionTracker, schedule_reflection, should_reflect
-from memory.stores import InMemoryMemoryStore, NullMemoryStore
+from memory.rules.write_gate import WRITE_ACTION
+from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
-from memory.write_gate import WRITE_ACTION
 
 CHANNEL = "slack:C0REPO"
 USER = "slack:U0DEV"

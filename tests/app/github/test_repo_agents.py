@@ -288,7 +288,7 @@ async def test_build_runtime_with_github_wires_the_resolver_tools_and_review_fro
     tmp_path: Path, fake_anthropic: FakeModelServer, github_api: FakeGitHub
 ) -> None:
     from app.runtime import build_runtime
-    from memory.stores import InMemoryMemoryStore
+    from memory.stores.in_process import InMemoryMemoryStore
 
     github_api.add_repo("acme/widgets")
     github_api.require_token = "ghp_env"

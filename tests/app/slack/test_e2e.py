@@ -22,10 +22,10 @@ from app.slack.app import registry_caller
 from app.slack.format import markdown_to_mrkdwn
 from commands.memory import UNTRUSTED_NOTE
 from config.settings import load_settings
-from memory.build import memory_dir
 from memory.reflection import REFLECTION_SYSTEM
-from memory.sqlite_store import SqliteMemoryStore
-from memory.stores import InMemoryMemoryStore
+from memory.stores.build import memory_dir
+from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryStore
 from tests.app.slack.harness import RunningBot, running_bot
 from tests.fakes.model_server import FakeModelServer

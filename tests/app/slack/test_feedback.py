@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from app.slack.app import registry_caller
 from app.slack.feedback import FEEDBACK_ACTION
-from memory.stores import InMemoryMemoryStore
+from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate
 from tests.app.slack.harness import running_bot
 from tests.app.slack.test_e2e import runtime

@@ -17,9 +17,9 @@ from app.slack.events import SlackIdentity
 from app.slack.home_view import FORGET_ACTION, PAGE_ACTION, SCOPE_ACTION, SEARCH_ACTION
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
-from memory.stores import InMemoryMemoryStore
+from memory.rules.visibility import Reader
+from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate, Origin
-from memory.visibility import Reader
 from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
 from tests.fakes.slack_api import FakeSlackApi, block_action
 

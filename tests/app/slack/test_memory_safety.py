@@ -21,10 +21,10 @@ import pytest
 
 from app.runtime import Runtime
 from app.slack.app import registry_caller
-from memory.build import memory_dir
-from memory.engine import normalize_text
 from memory.reflection import REFLECTION_SYSTEM
-from memory.sqlite_store import SqliteMemoryStore
+from memory.rules.engine import normalize_text
+from memory.stores.build import memory_dir
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryRecord
 from tests.app.slack.harness import RunningBot, running_bot
 from tests.app.slack.test_e2e import _system, _turns, full_runtime

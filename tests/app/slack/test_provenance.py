@@ -23,7 +23,7 @@ from app.runtime import Runtime
 from app.slack.app import registry_caller
 from app.slack.provenance import WHY_ACTION
 from commands.browse import MemoryBrowser
-from memory.sqlite_store import SqliteMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, SourceLink
 from tests.app.slack.harness import RunningBot, running_bot
 from tests.app.slack.test_e2e import full_runtime

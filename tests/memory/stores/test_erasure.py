@@ -1,0 +1,213 @@
+"""Forgetting that erases: the forgotten text is gone from the bytes on disk, not just hidden.
+
+SQLite: the scope's main database file and its WAL are read as raw bytes and grepped, after `memory
+forget`, after a source message's deletion and after expiry. PostgreSQL: after the erase and a VACUUM,
+no tuple of the table's heap pages (read with pageinspect) holds the text.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from memory.rules.retention import Retention
+from memory.stores.postgres.store import PostgresMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
+from memory.types import MemoryCandidate, SourceLink
+from tests.memory.postgres_support import admin_connect, temp_schema, unique_application_name
+from tests.memory.store_contract import DAY, FakeClock
+
+ORG = "org:acme"
+SECRET = "Quokkaflight"  # the distinctive word of the text that must leave the disk
+SECRET_TEXT = f"The vault door code is {SECRET} seven seven three one"
+
+
+def candidate(text: str, run: str = "run-1") -> MemoryCandidate:
+    return MemoryCandidate(
+        kind="fact",
+        text=text,
+        source_thread_key="slack:C1:1700000000.000100",
+        keywords=(SECRET.lower(), "vault") if SECRET in text else ("deploy",),
+        source_run_id=run,
+        confidence=0.9,
+    )
+
+
+def filler(n: int, start: int = 0) -> list[MemoryCandidate]:
+    return [
+        candidate(f"deploys happen from the release branch number {i}", run="run-other")
+        for i in range(start, start + n)
+    ]
+
+
+def disk_bytes(store: SqliteMemoryStore, scope_key: str) -> bytes:
+    """The scope's main file and its WAL (when there is one), lower-cased for a case-blind grep."""
+    main = store.database_path(scope_key)
+    data = main.read_bytes()
+    wal = Path(f"{main}-wal")
+    if wal.exists():
+        data += wal.read_bytes()
+    return data.lower()
+
+
+def assert_gone(store: SqliteMemoryStore, scope_key: str) -> None:
+    assert SECRET.lower().encode() not in disk_bytes(store, scope_key)
+
+
+async def written(store: SqliteMemoryStore) -> None:
+    await store.write(ORG, filler(30))
+    await store.write(ORG, [candidate(SECRET_TEXT)])
+    await store.write(ORG, filler(5, start=30))
+    assert await store.retrieve(ORG, SECRET, 5)  # it is really there, and matched through FTS
+    assert SECRET.lower().encode() in disk_bytes(store, ORG)  # the check can see it
+
+
+async def test_after_forget_neither_the_main_file_nor_the_wal_holds_the_text(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path)
+    try:
+        await written(store)
+        assert await store.forget(ORG, "mem:org:acme:31") is True
+        assert_gone(store, ORG)
+        assert len(await store.list(ORG, 50)) == 35
+    finally:
+        await store.aclose()
+    assert_gone(SqliteMemoryStore(tmp_path), ORG)  # and after close (the last checkpoint) as well
+
+
+async def test_after_a_source_deletion_the_files_do_not_hold_the_text(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path)
+    try:
+        await store.link_sources(SourceLink("run-1", (ORG,), ("slack:C1:1700000000.000100",)))
+        await written(store)
+        assert await store.erase_sources(["slack:C1:1700000000.000100"], "source_deleted") == 1
+        assert_gone(store, ORG)
+    finally:
+        await store.aclose()
+
+
+async def test_after_expiry_the_files_do_not_hold_the_text(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = SqliteMemoryStore(tmp_path, clock=clock, retention=Retention(ttl_days=10))
+    try:
+        await written(store)
+        clock.advance(11 * DAY)
+        assert await store.erase_expired() == 36
+        assert_gone(store, ORG)
+    finally:
+        await store.aclose()
+
+
+async def test_expiry_on_the_scopes_next_write_leaves_nothing_on_disk(tmp_path: Path) -> None:
+    clock = FakeClock()
+    store = SqliteMemoryStore(tmp_path, clock=clock, retention=Retention(ttl_days=10))
+    try:
+        await store.write(ORG, [candidate(SECRET_TEXT)])
+        clock.advance(11 * DAY)
+        await store.write(ORG, filler(1))
+        assert_gone(store, ORG)
+    finally:
+        await store.aclose()
+
+
+async def test_an_erased_row_keeps_its_identity_provenance_dates_status_and_reason(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = SqliteMemoryStore(tmp_path)
+    try:
+        await store.write(ORG, [candidate(SECRET_TEXT)])
+        await store.forget(ORG, "mem:org:acme:1")
+        path = store.database_path(ORG)
+    finally:
+        await store.aclose()
+    with contextlib.closing(sqlite3.connect(path)) as connection:
+        row = connection.execute(
+            "SELECT id, scope_key, text, norm, keywords, source_thread_key, source_run_id, status,"
+            " erased_reason, erased_at IS NOT NULL, created_at IS NOT NULL FROM records"
+        ).fetchone()
+        fts = connection.execute("SELECT COUNT(*) FROM records_fts").fetchone()[0]
+    assert row == (
+        "mem:org:acme:1",
+        ORG,
+        "",
+        "",
+        "[]",
+        "slack:C1:1700000000.000100",
+        "run-1",
+        "forgotten",
+        "forgotten",
+        1,
+        1,
+    )
+    assert fts == 0
+
+
+async def test_an_existing_database_without_the_erasure_columns_migrates_in_place(tmp_path: Path) -> None:
+    import sqlite3
+
+    store = SqliteMemoryStore(tmp_path)
+    await store.write(ORG, [candidate("deploys freeze on fridays")])
+    path = store.database_path(ORG)
+    await store.aclose()
+    with contextlib.closing(sqlite3.connect(path)) as connection:  # as today's main wrote it
+        connection.execute("ALTER TABLE records DROP COLUMN erased_reason")
+        connection.execute("ALTER TABLE records DROP COLUMN erased_at")
+        connection.commit()
+    again = SqliteMemoryStore(tmp_path)
+    try:
+        assert [r.id for r in await again.list(ORG, 10)] == ["mem:org:acme:1"]
+        assert await again.forget(ORG, "mem:org:acme:1") is True
+        assert await again.list(ORG, 10) == []
+    finally:
+        await again.aclose()
+
+
+# --- PostgreSQL: updated in place; after a VACUUM no heap tuple holds the text -----------------------
+
+
+def _heap_tuples(conn: psycopg.Connection[tuple[object, ...]], table: str) -> list[bytes]:
+    """The live tuples of every heap page (never updated or deleted: `t_xmax` 0), raw, lower-cased."""
+    pages = conn.execute(
+        "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int", (table,)
+    ).fetchone()
+    assert pages is not None
+    found: list[bytes] = []
+    for page in range(int(str(pages[0]))):
+        for (data,) in conn.execute(
+            "SELECT t_data FROM heap_page_items(get_raw_page(%s, %s)) WHERE t_xmax = '0'", (table, page)
+        ).fetchall():
+            if data is not None:
+                assert isinstance(data, bytes)
+                found.append(data.lower())
+    return found
+
+
+@pytest.fixture
+def pageinspect() -> None:
+    with admin_connect() as conn, contextlib.suppress(psycopg.errors.UniqueViolation):
+        conn.execute("CREATE EXTENSION IF NOT EXISTS pageinspect")
+
+
+async def test_postgres_forget_updates_in_place_and_a_vacuum_leaves_no_copy_in_the_heap(
+    pageinspect: None,
+) -> None:
+    with temp_schema() as schema:
+        store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
+        try:
+            await store.write(ORG, [candidate("deploys happen on tuesdays")])
+            await store.write(ORG, [candidate(SECRET_TEXT)])
+            table = f"{schema.name}.memory_records"
+            with admin_connect() as conn:
+                assert any(SECRET.lower().encode() in t for t in _heap_tuples(conn, table))
+            assert await store.forget(ORG, "mem:org:acme:2") is True
+            with admin_connect() as conn:
+                conn.execute(f"VACUUM {table}")
+                tuples = _heap_tuples(conn, table)
+                live = conn.execute(f"SELECT count(*) FROM {table}").fetchone()
+            assert live == (2,)  # the row stayed (id, scope, provenance, status, reason)
+            assert not any(SECRET.lower().encode() in t for t in tuples)
+            assert any(b"tuesdays" in t for t in tuples)  # the check can see live text
+        finally:
+            await store.aclose()

@@ -1,0 +1,90 @@
+"""Every store runs the one contract suite (tests/memory/store_contract.py): they cannot drift apart."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+
+import httpx
+import pytest
+
+from memory.ranking.embedder import Embedder
+from memory.ranking.fusion import DEFAULT_RANKING, Ranking
+from memory.rules.retention import NO_RETENTION, Retention
+from memory.service.app import create_app
+from memory.stores.http import HttpMemoryStore
+from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
+from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
+from tests.memory.service_support import TOKEN
+from tests.memory.store_contract import ProvenanceContract, StoreContract, StoreFactory
+
+
+@pytest.fixture(params=["in_memory", "sqlite"])
+async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """A factory of fresh, empty stores of one kind; every store it made is closed afterwards."""
+    made: list[MemoryStore] = []
+
+    def factory(
+        *,
+        cap: int = DEFAULT_SCOPE_CAP,
+        clock: Callable[[], float] = time.time,
+        ranking: Ranking = DEFAULT_RANKING,
+        embedder: Embedder | None = None,
+        retention: Retention = NO_RETENTION,
+    ) -> MemoryStore:
+        store: MemoryStore
+        if request.param == "in_memory":
+            store = InMemoryMemoryStore(
+                cap=cap, clock=clock, ranking=ranking, embedder=embedder, retention=retention
+            )
+        else:
+            path = tmp_path / f"memory-{len(made)}"
+            store = SqliteMemoryStore(
+                path, cap=cap, clock=clock, ranking=ranking, embedder=embedder, retention=retention
+            )
+        made.append(store)
+        return store
+
+    yield factory
+    for store in made:
+        await store.aclose()
+
+
+class TestStoreContract(StoreContract):
+    """In-process and SQLite today; a later backend adds a param to `make_store`."""
+
+
+@pytest.fixture(name="make_service_store")
+async def _make_service_store(tmp_path: Path) -> AsyncIterator[StoreFactory]:
+    """HttpMemoryStore → the memory service (in-process ASGI) → a fresh SQLite store."""
+    made: list[MemoryStore] = []
+
+    def factory(
+        *,
+        cap: int = DEFAULT_SCOPE_CAP,
+        clock: Callable[[], float] = time.time,
+        retention: Retention = NO_RETENTION,
+        ranking: Ranking = DEFAULT_RANKING,
+        embedder: Embedder | None = None,
+    ) -> MemoryStore:
+        path = tmp_path / f"service-{len(made)}"
+        inner = SqliteMemoryStore(
+            path, cap=cap, clock=clock, retention=retention, ranking=ranking, embedder=embedder
+        )
+        transport = httpx.ASGITransport(app=create_app(inner, TOKEN))
+        made.extend([inner, HttpMemoryStore("http://memory.test", TOKEN, cap=cap, transport=transport)])
+        return made[-1]
+
+    yield factory
+    for store in made:
+        await store.aclose()
+
+
+class TestServiceProvenanceContract(ProvenanceContract):
+    """The provenance behaviours through the service's routes and the bot's HTTP client."""
+
+    @pytest.fixture
+    def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
+        return make_service_store
