@@ -35,3 +35,15 @@ def test_step_one_names_every_event_the_manifest_subscribes_to() -> None:
     assert "app_mention" in events and "channel_deleted" in events
     step = readme_step(1)
     assert [event for event in events if f"`{event}`" not in step] == []
+
+
+def test_every_span_the_tracing_paragraph_names_is_one_the_code_starts() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    paragraph = text[text.index("**Tracing.**") : text.index("**Metrics.**")]
+    named = set(re.findall(r"`([a-z]+(?:\.[a-z_]+)+|dispatch)`", paragraph)) - {"opentelemetry-api"}
+    code = "\n".join(
+        path.read_text(encoding="utf-8") for package in ("app", "memory") for path in (ROOT / package).rglob("*.py")
+    )
+    started = set(re.findall(r'\bspan\(\s*"([^"]+)"', code))
+    assert named >= {"slack.event", "chat.turn", "memory.retrieve"}
+    assert sorted(named - started) == []
