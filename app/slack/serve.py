@@ -21,7 +21,7 @@ import structlog
 
 from app.lifecycle import Lifecycle
 from app.logging_setup import configure_logging
-from app.slack.app import (
+from app.slack.bot import (
     EVENTS_PATH,
     ChannelRepo,
     SlackBot,

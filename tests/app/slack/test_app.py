@@ -7,7 +7,7 @@ import asyncio
 import json
 import time
 
-from app.slack.app import WARNING_REPLY, SlackOptions
+from app.slack.bot import WARNING_REPLY, SlackOptions
 from app.slack.format import POST_TEXT_LIMIT
 from app.slack.surface import WORKING_REACTION
 from tests.app.slack.harness import RecordingDispatcher, RecordingRegistry, running_bot

@@ -12,7 +12,7 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from app.slack.app import SlackOptions, registry_caller
+from app.slack.bot import SlackOptions, registry_caller
 from app.slack.events import SlackIdentity
 from app.slack.home_view import FORGET_ACTION, PAGE_ACTION, SCOPE_ACTION, SEARCH_ACTION
 from commands.browse import MemoryBrowser
