@@ -21,20 +21,21 @@ from typing import Any, Literal, Protocol
 
 import structlog
 
-from app.agent.agents import Agent, AgentRegistry, missing_model_message
+from app.agent.agents import Agent, AgentRegistry, Selection, missing_model_message
 from app.agent.providers.base import Message, Provider, ProviderError, Usage
 from app.agent.providers.registry import ProviderRegistry
 from app.agent.runner import RunEvent, RunResult, run_agent
 from app.agent.tools import ToolContext
 from app.audience import reader_for
 from app.incoming import IncomingMessage
+from app.run_memory import audit_read, read_for_run, run_scopes
 from app.surface import Surface
+from commands.registry import Caller
 from config.settings import ConfigError, Settings
-from memory.context import MemoryRead, read_memory
-from memory.rules.scope import RequestScopes, list_scope_keys, request_scope_keys
-from memory.rules.visibility import Reader
+from memory.context import MemoryRead
+from memory.rules.scope import RequestScopes
 from memory.stores.in_process import NullMemoryStore
-from memory.types import MemoryStore, Origin, ReadAudit
+from memory.types import MemoryStore, Origin
 from ops.tracing import annotate, span
 
 log = structlog.get_logger("dispatch")
@@ -72,20 +73,6 @@ class CommandHandler(Protocol):
 
 
 RepoResolver = Callable[[IncomingMessage, Agent | None], Awaitable[str | None]]
-ThreadRepo = Callable[[], Awaitable[str | None]]
-
-
-@dataclass(frozen=True, slots=True)
-class CommandCaller:
-    """Field-for-field the command registry's Caller (pass `make_caller` to build that type itself)."""
-
-    user_id: str | None
-    channel_id: str | None
-    channel_visibility: str | None
-    thread_key: str
-    surface: str
-    thread_repo: ThreadRepo | None = None
-    reader: Reader | None = None
 
 
 CallerFactory = Callable[..., Any]
@@ -144,6 +131,22 @@ class DispatchOutcome:
     receipt: Any = None  # an inline run's audit record (a command that changed state)
 
 
+@dataclass(frozen=True, slots=True)
+class _Run:
+    """One agent run once planned: the selection, its run id, and the model that answers."""
+
+    message: IncomingMessage
+    selection: Selection
+    run_id: str
+    model_ref: str
+    provider: Provider
+    model: str
+
+    @property
+    def agent(self) -> Agent:
+        return self.selection.agent
+
+
 def fold_memory_block(block: str | None, instructions: str) -> str:
     """The block leads the system prompt; without a block the prompt is exactly the instructions."""
     return f"{block}\n\n{instructions}" if block else instructions
@@ -187,7 +190,7 @@ class Dispatcher:
         self._commands = commands
         self._repo_resolver: RepoResolver = repo_resolver or self._channel_repo
         self._post_run: list[PostRunStep] = list(post_run)
-        self._make_caller: CallerFactory = make_caller or CommandCaller
+        self._make_caller: CallerFactory = make_caller or Caller
         self._new_run_id = new_run_id
         self._agent_runners = dict(agent_runners or {})
         self._clock = clock
@@ -260,6 +263,15 @@ class Dispatcher:
             handled = await self._command(message, surface)
             if handled is not None:
                 return handled
+        planned = await self._plan(message, surface)
+        if isinstance(planned, DispatchOutcome):
+            return planned
+        return await self._run(planned, surface)
+
+    # -- steps --
+
+    async def _plan(self, message: IncomingMessage, surface: Surface) -> _Run | DispatchOutcome:
+        """Which agent answers, under which run id, on which model; a missing model fails here."""
         selection = self._agents.select(message)
         agent = selection.agent
         run_id = self._new_run_id()
@@ -274,88 +286,107 @@ class Dispatcher:
         )
         if agent.model_ref is None:
             detail = missing_model_message(agent)
-            return await self._fail(surface, run_id, agent, f"⚠️ {detail[:1].upper()}{detail[1:]}.")
+            return await _fail(surface, run_id, agent, f"⚠️ {detail[:1].upper()}{detail[1:]}.")
         try:
             provider, model = self._providers.resolve(agent.model_ref)
         except (ValueError, LookupError, ProviderError) as error:
-            return await self._fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
+            return await _fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
+        return _Run(message, selection, run_id, agent.model_ref, provider, model)
 
-        repo_task = asyncio.create_task(self._run_repo(message, agent))
+    async def _run(self, run: _Run, surface: Surface) -> DispatchOutcome:
+        """The repo and the memory read start together; the agent runs once both are in."""
+        agent = run.agent
+        repo_task = asyncio.create_task(self._run_repo(run.message, agent))
         memory_task = (
-            asyncio.create_task(self._read_memory(message, selection.text, repo_task))
+            asyncio.create_task(
+                read_for_run(self.memory_store, self._settings, run.message, run.selection.text, repo_task)
+            )
             if self._memory_enabled
             else None
         )
         started = time.monotonic()
         try:
             await _status(surface, "Thinking…")
-            try:
-                repo = await repo_task
-            except RepoUnavailable as error:
-                if agent.repo_bound:
-                    return await self._refuse(surface, run_id, agent, str(error))
-                repo = None
-            if agent.repo_bound and repo is None:
-                return await self._refuse(surface, run_id, agent, NO_REPO_REPLY.format(agent=agent.name))
+            repo, refusal = await _bound_repo(repo_task, agent)
+            if refusal is not None:
+                return await _refuse(surface, run.run_id, agent, refusal)
             read = await memory_task if memory_task is not None else None
             if read is not None:
-                self.track(self._audit_read(run_id, message, read))
-            block = read.block if read is not None else None
-            system = fold_memory_block(block, agent.instructions)
-            if repo is not None and agent.repo_bound:
-                system = f"{system}\n\nThe repository for this run: {repo}"
-            custom = self._agent_runners.get(agent.name)
-            if custom is not None:
-                run = AgentRun(message, agent, provider, model, system, selection.text, repo, run_id)
-                result = await custom(run)
-            else:
-                tools = agent.tools_for(ToolContext(message=message, run_id=run_id, repo=repo))
-                result = await run_agent(
-                    provider,
-                    model=model,
-                    system=system,
-                    messages=_conversation(message, selection.text),
-                    tools=tools,
-                    max_tokens=agent.max_tokens,
-                    max_turns=agent.max_turns,
-                )
+                self.track(audit_read(self.memory_store, run.run_id, run.message, read, self._clock))
+            result = await self._agent_loop(run, repo, read)
         except ProviderError as error:
-            log.warning("dispatch.model_failed", run_id=run_id, status=error.status, provider=error.provider)
-            return await self._fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
+            log.warning(
+                "dispatch.model_failed", run_id=run.run_id, status=error.status, provider=error.provider
+            )
+            return await _fail(surface, run.run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
         except Exception as error:
-            log.exception("dispatch.failed", run_id=run_id, error=type(error).__name__)
-            return await self._fail(
-                surface, run_id, agent, INTERNAL_ERROR_REPLY.format(detail=type(error).__name__)
+            log.exception("dispatch.failed", run_id=run.run_id, error=type(error).__name__)
+            return await _fail(
+                surface, run.run_id, agent, INTERNAL_ERROR_REPLY.format(detail=type(error).__name__)
             )
         finally:
             await _settle(memory_task, repo_task)
+        return await self._deliver(run, surface, repo, read, result, started)
 
+    async def _agent_loop(self, run: _Run, repo: str | None, read: MemoryRead | None) -> RunResult:
+        """The agent's own runner when it has one (e.g. `review`), else the tool loop."""
+        agent = run.agent
+        system = fold_memory_block(read.block if read is not None else None, agent.instructions)
+        if repo is not None and agent.repo_bound:
+            system = f"{system}\n\nThe repository for this run: {repo}"
+        custom = self._agent_runners.get(agent.name)
+        if custom is not None:
+            text = run.selection.text
+            return await custom(
+                AgentRun(run.message, agent, run.provider, run.model, system, text, repo, run.run_id)
+            )
+        tools = agent.tools_for(ToolContext(message=run.message, run_id=run.run_id, repo=repo))
+        return await run_agent(
+            run.provider,
+            model=run.model,
+            system=system,
+            messages=_conversation(run.message, run.selection.text),
+            tools=tools,
+            max_tokens=agent.max_tokens,
+            max_turns=agent.max_turns,
+        )
+
+    async def _deliver(
+        self,
+        run: _Run,
+        surface: Surface,
+        repo: str | None,
+        read: MemoryRead | None,
+        result: RunResult,
+        started: float,
+    ) -> DispatchOutcome:
+        """The answer goes out, then the post-run steps; an empty answer is a failure."""
+        message, run_id, agent = run.message, run.run_id, run.agent
         completed = CompletedRun(
             message=message,
             agent=agent.name,
-            model_ref=agent.model_ref,
+            model_ref=run.model_ref,
             repo=repo,
-            scopes=self._scopes(message, read, repo),
+            scopes=run_scopes(self._settings, message, read, repo),
             run_id=run_id,
             tool_calls=result.tool_call_count,
             history_turns=len(message.history),
-            request_text=selection.text,
+            request_text=run.selection.text,
             answer=result.answer,
             usage=result.usage,
             events=result.events,
             memory_records=len(read.records) if read is not None else 0,
             memory_labels=tuple((r.origin, r.origin_conversation) for r in read.records) if read else (),
         )
-        _log_run(completed, result, time.monotonic() - started, block is not None)
+        has_block = read is not None and read.block is not None
+        _log_run(completed, result, time.monotonic() - started, has_block)
         if not result.answer.strip():
-            return await self._fail(surface, run_id, agent, EMPTY_ANSWER_REPLY)
+            return await _fail(surface, run_id, agent, EMPTY_ANSWER_REPLY)
         _note_run(surface, run_id, read)
         if not await _send(surface, result.answer, run_id=run_id):
             return DispatchOutcome("failed", result.answer, run_id, agent.name, completed)
-        await self._after_reply(completed)
+        await _after_reply(self._post_run, completed)
         return DispatchOutcome("answered", result.answer, run_id, agent.name, completed)
-
-    # -- steps --
 
     async def _command(self, message: IncomingMessage, surface: Surface) -> DispatchOutcome | None:
         assert self._commands is not None
@@ -386,7 +417,7 @@ class Dispatcher:
         return DispatchOutcome("command", reply.text, run_id=run_id, receipt=reply.receipt)
 
     async def _run_repo(self, message: IncomingMessage, agent: Agent) -> str | None:
-        """Only a repo-bound agent has a repo (§21): a general run neither reads nor writes `repo:`
+        """Only a repo-bound agent has a repo: a general run neither reads nor writes `repo:`
         records, and never asks the resolver (which would bind the thread to a repository)."""
         if not agent.repo_bound:
             return None
@@ -412,86 +443,32 @@ class Dispatcher:
         channel = self._settings.channel(message.channel_id)
         return channel.repo if channel is not None else None
 
-    async def _read_memory(
-        self, message: IncomingMessage, query: str, repo: Awaitable[str | None]
-    ) -> MemoryRead | None:
-        """Advisory: a read that fails leaves the run without a block, never without an answer."""
-        organization = self._settings.organization
-        assert organization is not None
-        with span("memory.read") as read_span:
-            try:
-                read = await read_memory(
-                    self.memory_store,
-                    query,
-                    reader=reader_for(message),
-                    organization=organization,
-                    user_id=message.user_id,
-                    channel_id=message.channel_id,
-                    repo=repo,
-                    limit=self._settings.memory.limit,
-                    max_tokens=self._settings.memory.max_tokens,
-                )
-            except Exception as error:
-                log.warning("memory.read_failed", error=type(error).__name__)
-                read_span.set_attribute("error.type", type(error).__name__)
-                return None
-            read_span.set_attributes(
-                {"memory.scopes": len(list_scope_keys(read.scopes)), "memory.records": len(read.records)}
-            )
-            return read
 
-    async def _audit_read(self, run_id: str, message: IncomingMessage, read: MemoryRead) -> None:
-        """The durable read audit: which records this run read (ids and ranks, never text)."""
-        entry = ReadAudit(
-            run_id=run_id,
-            thread_key=message.thread_key,
-            asker=message.user_id,
-            scope_keys=tuple(list_scope_keys(read.scopes)),
-            records=tuple((record.id, rank) for rank, record in enumerate(read.records, start=1)),
-            at=self._clock(),
-        )
+async def _after_reply(steps: Sequence[PostRunStep], completed: CompletedRun) -> None:
+    """Post-run steps run while the slot is still held; each is isolated from the others."""
+    for step in steps:
         try:
-            await self.memory_store.record_read(entry)
+            result = step(completed)
+            if inspect.isawaitable(result):
+                await result
         except Exception as error:
-            log.warning("memory.audit_failed", run_id=run_id, error=type(error).__name__)
-
-    def _scopes(
-        self, message: IncomingMessage, read: MemoryRead | None, repo: str | None
-    ) -> RequestScopes | None:
-        if read is not None:
-            return read.scopes
-        if not self._settings.organization:
-            return None
-        try:
-            return request_scope_keys(
-                self._settings.organization, user_id=message.user_id, channel_id=message.channel_id, repo=repo
+            log.warning(
+                "dispatch.post_run_failed",
+                run_id=completed.run_id,
+                step=getattr(step, "__name__", type(step).__name__),
+                error=type(error).__name__,
             )
-        except ValueError:
-            return None
 
-    async def _after_reply(self, completed: CompletedRun) -> None:
-        """Post-run steps run while the slot is still held; each is isolated from the others."""
-        for step in self._post_run:
-            try:
-                result = step(completed)
-                if inspect.isawaitable(result):
-                    await result
-            except Exception as error:
-                log.warning(
-                    "dispatch.post_run_failed",
-                    run_id=completed.run_id,
-                    step=getattr(step, "__name__", type(step).__name__),
-                    error=type(error).__name__,
-                )
 
-    async def _fail(self, surface: Surface, run_id: str, agent: Agent, text: str) -> DispatchOutcome:
-        await _send(surface, text, run_id=run_id)
-        return DispatchOutcome("failed", text, run_id, agent.name)
+async def _fail(surface: Surface, run_id: str, agent: Agent, text: str) -> DispatchOutcome:
+    await _send(surface, text, run_id=run_id)
+    return DispatchOutcome("failed", text, run_id, agent.name)
 
-    async def _refuse(self, surface: Surface, run_id: str, agent: Agent, text: str) -> DispatchOutcome:
-        log.info("dispatch.refused", run_id=run_id, agent=agent.name, reason="repo_unavailable")
-        await _send(surface, text, run_id=run_id)
-        return DispatchOutcome("refused", text, run_id, agent.name)
+
+async def _refuse(surface: Surface, run_id: str, agent: Agent, text: str) -> DispatchOutcome:
+    log.info("dispatch.refused", run_id=run_id, agent=agent.name, reason="repo_unavailable")
+    await _send(surface, text, run_id=run_id)
+    return DispatchOutcome("refused", text, run_id, agent.name)
 
 
 def _conversation(message: IncomingMessage, text: str) -> tuple[Message, ...]:
@@ -522,6 +499,19 @@ async def _send(surface: Surface, text: str, *, run_id: str | None = None) -> bo
         log.error("dispatch.reply_failed", run_id=run_id, error=type(error).__name__)
         return False
     return True
+
+
+async def _bound_repo(repo_task: Awaitable[str | None], agent: Agent) -> tuple[str | None, str | None]:
+    """The run's repo, and why a repo-bound agent cannot run (the refusal's text) or None."""
+    try:
+        repo = await repo_task
+    except RepoUnavailable as error:
+        if agent.repo_bound:
+            return None, str(error)
+        repo = None
+    if agent.repo_bound and repo is None:
+        return None, NO_REPO_REPLY.format(agent=agent.name)
+    return repo, None
 
 
 async def _settle(*tasks: asyncio.Task[Any] | None) -> None:

@@ -26,6 +26,7 @@ from ops.metrics import Metrics
 
 if TYPE_CHECKING:
     from app.github.setup import GitHubSetup
+    from commands.registry import CommandRegistry
 
 NO_CREDENTIALS = (
     "no model credentials: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or point the OpenAI-compatible "
@@ -123,7 +124,7 @@ def build_memory(settings: Settings, environ: Mapping[str, str] | None = None) -
 
 def build_commands(
     settings: Settings, store: MemoryStore, *, permalinks: Any = None
-) -> tuple[CommandHandler, CallerFactory]:
+) -> tuple[CommandRegistry, CallerFactory]:
     """The registry every surface shares; `permalinks` (Slack's, cached) links `memory why` sources."""
     from commands.memory import build_registry
     from commands.registry import Caller

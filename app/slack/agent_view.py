@@ -15,6 +15,7 @@ import structlog
 from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from app.slack.tasks import Spawn
 from memory.rules.scorer import clean_memory_field
 
 log = structlog.get_logger("slack")
@@ -65,3 +66,14 @@ def legacy_thread(event: Mapping[str, Any]) -> tuple[str, str] | None:
         return None
     channel, ts = thread.get("channel_id"), thread.get("thread_ts")
     return (channel, ts) if isinstance(channel, str) and isinstance(ts, str) and channel and ts else None
+
+
+def on_thread_started(
+    client: AsyncWebClient, body: Mapping[str, Any], event: Mapping[str, Any], spawn: Spawn
+) -> None:
+    """`assistant_thread_started` (the Assistant experience): the new thread gets the prompts."""
+    thread = legacy_thread(event)
+    log.info("slack.event", event_id=body.get("event_id"), event_type="assistant_thread_started")
+    if thread is not None:
+        channel, thread_ts = thread
+        spawn(set_suggested_prompts(client, channel, thread_ts), name="slack-prompts")

@@ -1,6 +1,7 @@
 """Slack event payloads → the bot's own terms: identities, visibility, addressing, thread history.
 
-Pure functions over the JSON Slack sends; the Slack adapter (app/slack/app.py) does the I/O around them.
+Pure functions over the JSON Slack sends; the Slack adapter (app/slack/routing.py and the
+listeners) does the I/O around them.
 """
 
 from __future__ import annotations

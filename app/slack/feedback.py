@@ -11,6 +11,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import structlog
+
+from app.slack.state import TtlCache
+
+log = structlog.get_logger("slack")
+
 FEEDBACK_ACTION = "answer_feedback"
 Verdict = Literal["positive", "negative"]
 _VALUE = re.compile(r"^(positive|negative):(run_[A-Za-z0-9]{1,64})$")
@@ -53,3 +59,21 @@ def parse_feedback(action: Mapping[str, Any]) -> FeedbackClick | None:
         return None
     verdict: Verdict = "positive" if match.group(1) == "positive" else "negative"
     return FeedbackClick(run_id=match.group(2), verdict=verdict)
+
+
+def log_feedback(body: Mapping[str, Any], action: Mapping[str, Any], runs: TtlCache[tuple[str, ...]]) -> None:
+    """One click, logged with the records its run read as this side remembers them (ids only)."""
+    click = parse_feedback(action)
+    user = str((body.get("user") or {}).get("id") or "")
+    if click is None:
+        log.warning("slack.feedback_refused", user=user, reason="unknown_value")
+        return
+    records = runs.get(click.run_id)
+    log.info(
+        "answer.feedback",
+        run_id=click.run_id,
+        value=click.verdict,
+        memory_record_ids=list(records) if records is not None else None,
+        user=user,
+        channel=str((body.get("channel") or {}).get("id") or "") or None,
+    )

@@ -17,6 +17,7 @@ import structlog
 from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
+from app.slack.agent_view import set_suggested_prompts
 from app.slack.events import SURFACE, SlackIdentity, user_team
 from app.slack.home_view import (
     CHANNEL_ACTION,
@@ -31,6 +32,7 @@ from app.slack.home_view import (
     memory_off_view,
 )
 from app.slack.state import TtlCache
+from app.slack.tasks import Spawn
 from commands.browse import BrowsePage, BrowseRequest, MemoryBrowser
 
 log = structlog.get_logger("slack")
@@ -111,6 +113,23 @@ class HomeTab:
         self._caller_factory = caller_factory
         self._identity = identity
         self._permalinks = Permalinks(client)
+
+    def opened(
+        self, body: Mapping[str, Any], event: Mapping[str, Any], team_id: str | None, spawn: Spawn
+    ) -> None:
+        """`app_home_opened`: the Home tab gets its page, the Messages tab (the Agent messaging
+        experience's DM) gets the suggested prompts."""
+        user = str(event.get("user") or "")
+        team_id = body.get("team_id") or team_id
+        tab = event.get("tab")
+        log.info("slack.event", event_id=body.get("event_id"), event_type="app_home_opened", tab=tab)
+        if not user:
+            return
+        if tab == "home":
+            home = self.publish(team_id, user, HomeState(), user_team=user_team(event, team_id))
+            spawn(home, name="slack-home-publish")
+        elif tab == "messages" and event.get("channel"):
+            spawn(set_suggested_prompts(self._client, str(event["channel"])), name="slack-prompts")
 
     async def publish(
         self,

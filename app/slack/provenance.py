@@ -2,7 +2,7 @@
 under an answer, its *Why?* button, and permalinks to source threads.
 
 Pure helpers over Slack's JSON plus three small I/O pieces (the citation post, the permalink cache, the
-Why? reply); the Bolt wiring in app/slack/app.py only routes events here.
+Why? reply); app/slack/memory_events.py does the I/O around them.
 
 Edits: an edited source message erases the records its run was distilled from (reason `source_edited`);
 the thread is distilled again on its next qualifying run — reflection reads the whole thread, so it

@@ -21,17 +21,11 @@ import structlog
 
 from app.lifecycle import Lifecycle
 from app.logging_setup import configure_logging
-from app.slack.app import (
-    EVENTS_PATH,
-    ChannelRepo,
-    SlackBot,
-    SlackOptions,
-    bound_port,
-    build_slack_app,
-    make_web_client,
-    start_http,
-)
+from app.slack.bot import SlackBot, build_slack_app, make_web_client
 from app.slack.home import Permalinks as SlackPermalinks
+from app.slack.http_site import EVENTS_PATH, bound_port, start_http
+from app.slack.options import SlackOptions
+from app.slack.slash import ChannelRepo
 from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings

@@ -15,13 +15,13 @@ from app.agent.providers.registry import build_provider_registry
 from app.agent.tools import Tool, ToolContext, tool
 from app.dispatch import (
     CLOSED_REPLY,
-    CommandCaller,
     CompletedRun,
     Dispatcher,
     RepoUnavailable,
     fold_memory_block,
 )
 from app.incoming import IncomingMessage
+from commands.registry import Caller as CommandCaller
 from config.settings import Settings
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore

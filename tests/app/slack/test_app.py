@@ -7,8 +7,9 @@ import asyncio
 import json
 import time
 
-from app.slack.app import WARNING_REPLY, SlackOptions
 from app.slack.format import POST_TEXT_LIMIT
+from app.slack.messages import WARNING_REPLY
+from app.slack.options import SlackOptions
 from app.slack.surface import WORKING_REACTION
 from tests.app.slack.harness import RecordingDispatcher, RecordingRegistry, running_bot
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi, as_app_mention, signed_headers

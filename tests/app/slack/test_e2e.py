@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 from app.dispatch import Dispatcher
 from app.runtime import Runtime, build_commands, build_runtime
-from app.slack.app import registry_caller
+from app.slack.bot import registry_caller
 from app.slack.format import markdown_to_mrkdwn
 from commands.memory import UNTRUSTED_NOTE
 from config.settings import load_settings

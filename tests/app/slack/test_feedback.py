@@ -9,7 +9,7 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from app.slack.app import registry_caller
+from app.slack.bot import registry_caller
 from app.slack.feedback import FEEDBACK_ACTION
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate

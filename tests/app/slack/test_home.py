@@ -12,9 +12,10 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from app.slack.app import SlackOptions, registry_caller
+from app.slack.bot import registry_caller
 from app.slack.events import SlackIdentity
 from app.slack.home_view import FORGET_ACTION, PAGE_ACTION, SCOPE_ACTION, SEARCH_ACTION
+from app.slack.options import SlackOptions
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
 from memory.rules.visibility import Reader

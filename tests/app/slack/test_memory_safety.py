@@ -20,7 +20,7 @@ from typing import Any
 import pytest
 
 from app.runtime import Runtime
-from app.slack.app import registry_caller
+from app.slack.bot import registry_caller
 from memory.reflection import REFLECTION_SYSTEM
 from memory.rules.engine import normalize_text
 from memory.stores.build import memory_dir

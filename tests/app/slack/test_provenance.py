@@ -20,7 +20,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from app.runtime import Runtime
-from app.slack.app import registry_caller
+from app.slack.bot import registry_caller
 from app.slack.provenance import WHY_ACTION
 from commands.browse import MemoryBrowser
 from memory.stores.sqlite.store import SqliteMemoryStore

@@ -225,7 +225,7 @@ def _manifest_list(text: str, key: str) -> list[str]:
 
 
 def test_the_manifest_subscribes_to_what_the_adapter_handles_with_the_scopes_it_needs() -> None:
-    from app.slack.app import SlackOptions
+    from app.slack.options import SlackOptions
 
     text = (ROOT / "manifest.yml").read_text(encoding="utf-8")
     assert _manifest_list(text, "bot_events") == [

@@ -1,0 +1,86 @@
+"""The dispatcher's memory steps for one run: the read that builds the block, its durable audit, and
+the scopes a post-run step writes under. Every step is advisory: a failure costs the run its block or
+its audit line, never its answer."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from app.audience import reader_for
+from app.incoming import IncomingMessage
+from config.settings import Settings
+from memory.context import MemoryRead, read_memory
+from memory.rules.scope import RequestScopes, list_scope_keys, request_scope_keys
+from memory.types import MemoryStore, ReadAudit
+from ops.tracing import span
+
+log = structlog.get_logger("dispatch")
+
+
+async def read_for_run(
+    store: MemoryStore, settings: Settings, message: IncomingMessage, query: str, repo: Awaitable[str | None]
+) -> MemoryRead | None:
+    """The run's memory block; a read that fails leaves the run without one."""
+    organization = settings.organization
+    assert organization is not None
+    with span("memory.read") as read_span:
+        try:
+            read = await read_memory(
+                store,
+                query,
+                reader=reader_for(message),
+                organization=organization,
+                user_id=message.user_id,
+                channel_id=message.channel_id,
+                repo=repo,
+                limit=settings.memory.limit,
+                max_tokens=settings.memory.max_tokens,
+            )
+        except Exception as error:
+            log.warning("memory.read_failed", error=type(error).__name__)
+            read_span.set_attribute("error.type", type(error).__name__)
+            return None
+        read_span.set_attributes(
+            {"memory.scopes": len(list_scope_keys(read.scopes)), "memory.records": len(read.records)}
+        )
+        return read
+
+
+async def audit_read(
+    store: MemoryStore,
+    run_id: str,
+    message: IncomingMessage,
+    read: MemoryRead,
+    clock: Callable[[], float],
+) -> None:
+    """The durable read audit: which records this run read (ids and ranks, never text)."""
+    entry = ReadAudit(
+        run_id=run_id,
+        thread_key=message.thread_key,
+        asker=message.user_id,
+        scope_keys=tuple(list_scope_keys(read.scopes)),
+        records=tuple((record.id, rank) for rank, record in enumerate(read.records, start=1)),
+        at=clock(),
+    )
+    try:
+        await store.record_read(entry)
+    except Exception as error:
+        log.warning("memory.audit_failed", run_id=run_id, error=type(error).__name__)
+
+
+def run_scopes(
+    settings: Settings, message: IncomingMessage, read: MemoryRead | None, repo: str | None
+) -> RequestScopes | None:
+    """The read's scopes; with memory off, the ones the message would have read (None without an org)."""
+    if read is not None:
+        return read.scopes
+    if not settings.organization:
+        return None
+    try:
+        return request_scope_keys(
+            settings.organization, user_id=message.user_id, channel_id=message.channel_id, repo=repo
+        )
+    except ValueError:
+        return None
