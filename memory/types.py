@@ -33,7 +33,7 @@ MAX_SCOPE_CAP = 10_000
 MAX_LIMIT = 50
 # Field caps of a candidate (§16): the wire refuses more, and so does every store's write.
 MAX_TEXT_CHARS = 4000
-MAX_KEYWORDS = 20
+MAX_RECORD_KEYWORDS = 20
 MAX_KEYWORD_CHARS = 64
 MAX_REF_CHARS = 200  # source thread key, source run id, supersedes, origin conversation
 

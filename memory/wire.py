@@ -14,8 +14,8 @@ from typing import Any, TypeGuard, cast, get_args
 from memory.types import (
     ERASE_REASONS,
     MAX_KEYWORD_CHARS,
-    MAX_KEYWORDS,
     MAX_LIMIT,
+    MAX_RECORD_KEYWORDS,
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
     ORIGINS,
@@ -173,7 +173,7 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
         kind=cast(RecordKind, kind),
         text=text,
         source_thread_key=thread,
-        keywords=_keywords(obj.get("keywords"), f"{at}.keywords", limit=MAX_KEYWORDS),
+        keywords=_keywords(obj.get("keywords"), f"{at}.keywords", limit=MAX_RECORD_KEYWORDS),
         source_run_id=_ref(obj.get("sourceRunId"), f"{at}.sourceRunId"),
         confidence=float(confidence) if confidence is not None else None,
         supersedes=_ref(obj.get("supersedes"), f"{at}.supersedes"),

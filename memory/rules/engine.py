@@ -14,7 +14,7 @@ from memory.rules.redact import redact_candidate
 from memory.rules.scorer import query_terms, query_tokens, recency_score, record_tokens, weighted_score
 from memory.types import (
     MAX_KEYWORD_CHARS,
-    MAX_KEYWORDS,
+    MAX_RECORD_KEYWORDS,
     MAX_REF_CHARS,
     MAX_SCOPE_CAP,
     MAX_TEXT_CHARS,
@@ -144,8 +144,8 @@ def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
         if len(value) > limit or (required and blank):
             shape = "a non-empty string" if required else "a string"
             raise ValueError(f"{at}.{name} must be {shape} of at most {limit} characters")
-    if len(candidate.keywords) > MAX_KEYWORDS:
-        raise ValueError(f"{at}.keywords must hold at most {MAX_KEYWORDS} strings")
+    if len(candidate.keywords) > MAX_RECORD_KEYWORDS:
+        raise ValueError(f"{at}.keywords must hold at most {MAX_RECORD_KEYWORDS} strings")
     confidence = candidate.confidence
     if confidence is not None and (
         isinstance(confidence, bool)
