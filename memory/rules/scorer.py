@@ -175,10 +175,6 @@ def weighted_score(keyword: float, recency: float) -> float:
     return KEYWORD_WEIGHT * keyword + RECENCY_WEIGHT * recency
 
 
-def score_record(record: MemoryRecord, query: str | Collection[str], now: float) -> float:
-    return weighted_score(keyword_match(query, record), recency_score(record, now))
-
-
 # Fields cleaned lately: every read renders the scope's hot records again, and two redaction passes
 # per field cost more than the whole retrieve (the function is pure; the cache is bounded).
 CLEANED_FIELDS = 4096
@@ -201,10 +197,6 @@ def escape_memory_field(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def unescape_memory_field(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
-
-
 def sanitize_memory_field(text: str) -> str:
     """What a record field may contribute to a prompt: one line, no raw tag characters."""
     return escape_memory_field(clean_memory_field(text))
@@ -221,12 +213,8 @@ def render_prefix(scope_keys: Iterable[str]) -> str:
     return f"Background memory for {names} (may be outdated — verify before acting):"
 
 
-def render_memory_block(records: Sequence[MemoryRecord], scope_keys: Sequence[str]) -> str:
-    """The advisory block: the prefix, the fence, one sanitized bullet per record (no budget)."""
-    return _frame(scope_keys, [render_bullet(record) for record in records])
-
-
-def _frame(scope_keys: Sequence[str], bullets: Sequence[str]) -> str:
+def frame_bullets(scope_keys: Sequence[str], bullets: Sequence[str]) -> str:
+    """The advisory block around rendered bullets: the prefix, then the fence holding them."""
     return "\n".join([render_prefix(scope_keys), FENCE_OPEN, *bullets, FENCE_CLOSE])
 
 
@@ -248,7 +236,7 @@ def budget_memory_block(
     alone is too long it is cut at a character boundary (never inside an escape such as `&lt;`) and
     ends with "…". A budget too small for the frame and a cut first bullet gives no block.
     """
-    room = max_tokens * CHARS_PER_TOKEN - len(_frame(scope_keys, ()))
+    room = max_tokens * CHARS_PER_TOKEN - len(frame_bullets(scope_keys, ()))
     kept: list[MemoryRecord] = []
     bullets: list[str] = []
     for record in records[: max(0, limit)]:
@@ -263,7 +251,7 @@ def budget_memory_block(
         room -= len(bullet) + 1
     if not kept:
         return BudgetedBlock((), None)
-    return BudgetedBlock(tuple(kept), _frame(scope_keys, bullets))
+    return BudgetedBlock(tuple(kept), frame_bullets(scope_keys, bullets))
 
 
 def _cut_bullet(record: MemoryRecord, width: int) -> str | None:
