@@ -58,9 +58,10 @@ async def read_memory(
 
     Each hop is a `memory.retrieve` span started from the caller's context (the caller's
     `memory.read`), naming the kinds of scope it read. The pool is merged by each record's relevance
-    (as its store ranked it) with its recency, as §22 re-scores the union.
+    (as its store ranked it) with its recency, since each store ranked only its own scopes and the
+    usage bump of this very read changes what is recent.
 
-    Only records the reply's `reader` may see (memory/visibility.py) enter the pool: what the read rule
+    Only records the reply's `reader` may see (memory/rules/visibility.py) enter the pool: what the read rule
     refuses never takes a slot of the limit or the budget.
     """
     try:

@@ -32,7 +32,7 @@ from memory.types import (
     SourceLink,
 )
 
-# Field caps of a write batch (§16); the per-field caps live in memory.types, shared with every store.
+# Field caps of a write batch; the per-field caps live in memory.types, shared with every store.
 # The scope key and record id caps live with their own rules.
 MAX_BATCH = 50
 MAX_QUERY_CHARS = 4000
@@ -148,7 +148,7 @@ def candidate_to_wire(candidate: MemoryCandidate) -> JsonObject:
 
 
 def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
-    """One `records[i]` of a /write body, validated with the §16 caps (WireError names the field)."""
+    """One `records[i]` of a /write body, validated with the seam's field caps (WireError names the field)."""
     at = f"records[{index}]"
     obj = _object(value, at)
     kind = obj.get("kind")

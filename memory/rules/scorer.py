@@ -171,7 +171,8 @@ def recency_score(record: MemoryRecord, now: float) -> float:
 
 
 def weighted_score(keyword: float, recency: float) -> float:
-    """α·keyword + β·recency: keyword dominates, recency breaks ties (§5)."""
+    """α·keyword + β·recency: keyword dominates, so a stale exact match beats a fresh loose one, and
+    recency breaks ties."""
     return KEYWORD_WEIGHT * keyword + RECENCY_WEIGHT * recency
 
 
@@ -185,7 +186,7 @@ def clean_memory_field(text: str) -> str:
     """What a record field may show anywhere: redacted, one line with whitespace collapsed, and
     redacted again.
 
-    Redaction normalizes first (memory/redact.py drops every invisible character before it matches),
+    Redaction normalizes first (memory/rules/redact.py drops every invisible character before it matches),
     so no token a split hid can reassemble here; and the second pass sees what the collapse joined (a
     name and its value that stood on two lines), so the sanitizer never reassembles a secret either.
     """
@@ -229,8 +230,9 @@ class BudgetedBlock:
 def budget_memory_block(
     records: Sequence[MemoryRecord], scope_keys: Sequence[str], limit: int, max_tokens: int
 ) -> BudgetedBlock:
-    """The block under its hard budget (§6): at most `limit` records and `max_tokens` × 4 characters
-    for the whole block — prefix, fences, line breaks and every escape included.
+    """The block under its hard budget, so memory never crowds the request out of the prompt: at
+    most `limit` records and `max_tokens` × 4 characters for the whole block — prefix, fences, line
+    breaks and every escape included.
 
     Records are kept in order while their rendered bullets fit. The first is always shown: when it
     alone is too long it is cut at a character boundary (never inside an escape such as `&lt;`) and
