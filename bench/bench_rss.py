@@ -26,9 +26,9 @@ import asyncio, json, resource, sys
 import app.slack.serve, app.agent  # the bot's own modules, as `switchboard serve` imports them
 from config.settings import load_settings
 from memory.stores.build import build_memory_store
-from memory.context import memory_context_block
 from memory.types import MemoryCandidate
 from memory.rules.visibility import Reader
+from tests.memory.reads import memory_context_block
 
 async def main():
     settings = load_settings()

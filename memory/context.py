@@ -25,8 +25,8 @@ from ops.tracing import span
 
 log = structlog.get_logger("memory")
 
-DEFAULT_LIMIT = 8
-DEFAULT_MAX_TOKENS = 800
+DEFAULT_BLOCK_RECORDS = 8
+DEFAULT_BLOCK_TOKENS = 800
 
 RepoSource = Awaitable[str | None] | str | None
 
@@ -49,8 +49,8 @@ async def read_memory(
     user_id: str | None = None,
     channel_id: str | None = None,
     repo: RepoSource = None,
-    limit: int = DEFAULT_LIMIT,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
+    limit: int = DEFAULT_BLOCK_RECORDS,
+    max_tokens: int = DEFAULT_BLOCK_TOKENS,
     clock: Callable[[], float] = time.time,
 ) -> MemoryRead:
     """Every scope in one hop to the store (`retrieve_many`: one query embedding); when the repo is
@@ -58,9 +58,10 @@ async def read_memory(
 
     Each hop is a `memory.retrieve` span started from the caller's context (the caller's
     `memory.read`), naming the kinds of scope it read. The pool is merged by each record's relevance
-    (as its store ranked it) with its recency, as §22 re-scores the union.
+    (as its store ranked it) with its recency, since each store ranked only its own scopes and the
+    usage bump of this very read changes what is recent.
 
-    Only records the reply's `reader` may see (memory/visibility.py) enter the pool: what the read rule
+    Only records the reply's `reader` may see (memory/rules/visibility.py) enter the pool: what the read rule
     refuses never takes a slot of the limit or the budget.
     """
     try:
@@ -92,35 +93,6 @@ async def read_memory(
     ranked = sorted(pool, key=lambda item: -merge_score(item, now))  # stable: org first on ties
     block = budget_memory_block([item.record for item in ranked], order, limit, max_tokens)
     return MemoryRead(block=block.text, scopes=scopes, records=block.records)
-
-
-async def memory_context_block(
-    store: MemoryStore,
-    query: str,
-    *,
-    reader: Reader,
-    organization: str,
-    user_id: str | None = None,
-    channel_id: str | None = None,
-    repo: RepoSource = None,
-    limit: int = DEFAULT_LIMIT,
-    max_tokens: int = DEFAULT_MAX_TOKENS,
-    clock: Callable[[], float] = time.time,
-) -> str | None:
-    """The Background memory block for one request, or None when nothing matched."""
-    read = await read_memory(
-        store,
-        query,
-        reader=reader,
-        organization=organization,
-        user_id=user_id,
-        channel_id=channel_id,
-        repo=repo,
-        limit=limit,
-        max_tokens=max_tokens,
-        clock=clock,
-    )
-    return read.block
 
 
 async def _resolve_repo(repo: RepoSource) -> str | None:

@@ -13,8 +13,9 @@ RecordStatus = Literal["active", "superseded", "forgotten", "evicted"]
 RECORD_KINDS: frozenset[str] = frozenset({"fact", "summary"})
 
 # Where a record was learned: the visibility of that conversation (`machine` = the terminal chat and
-# other machine surfaces, routed as the spec routes a machine origin and readable like `public`).
-# `unknown` is read as `dm`. See memory/visibility.py for where each may go.
+# other machine surfaces: written where its audience asks, like a public origin, and readable like
+# `public`). `unknown` is read as `dm`, the narrowest: a record whose origin was lost never lands wider
+# than it might have been learned. See memory/rules/visibility.py for where each may go.
 Origin = Literal["public", "private", "mpim", "dm", "machine", "unknown"]
 ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine", "unknown"})
 
@@ -26,14 +27,16 @@ ERASE_REASONS: frozenset[str] = frozenset(
     {"forgotten", "source_deleted", "source_edited", "expired", "channel_deleted", "user_request"}
 )
 
-# The per-scope cap when nothing is configured (§27), and its valid range (§29).
+# The per-scope cap when nothing is configured (decay keeps stale records out of the ranking; the cap
+# keeps them out of storage), and the most one may be (the config, the wire and every store agree).
 DEFAULT_SCOPE_CAP = 500
 MAX_SCOPE_CAP = 10_000
-# The most records one retrieve or list may return (the service's cap, §16/§24).
+# The most records one retrieve or list may return, in every store and on the wire alike.
 MAX_LIMIT = 50
-# Field caps of a candidate (§16): the wire refuses more, and so does every store's write.
+# Field caps of a candidate: the wire refuses more, and so does every store's write, so a direct
+# write cannot store what the service would not.
 MAX_TEXT_CHARS = 4000
-MAX_KEYWORDS = 20
+MAX_RECORD_KEYWORDS = 20
 MAX_KEYWORD_CHARS = 64
 MAX_REF_CHARS = 200  # source thread key, source run id, supersedes, origin conversation
 
@@ -85,7 +88,7 @@ class WriteResult:
 @dataclass(frozen=True, slots=True)
 class Ranked:
     """A retrieved record with its relevance (its score without recency): the cross-scope merge
-    re-scores the union with each record's recency after the usage bump (§22)."""
+    re-scores the union with each record's recency after the usage bump."""
 
     record: MemoryRecord
     relevance: float

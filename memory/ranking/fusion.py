@@ -2,8 +2,8 @@
 
 Two rankings:
 
-- `spec`: the seed's exact scorer (§5): α·keywordMatch + β·recency over whole tokens, no stems, no IDF,
-  no vectors (`memory.engine.rank_records`).
+- `spec`: the original scorer, exactly: α·keywordMatch + β·recency over whole tokens, no stems, no IDF,
+  no vectors (`memory.rules.engine.rank_records`).
 - `v2` (the default): the same shape over Snowball stems, the keyword match IDF-weighted within the
   scope, and — when the store has an embedder — fused with the record's closeness to the query by a
   noisy OR of the two weighted signals: relevance = 1 − (1 − (1 − w)·lexical)·(1 − w·max(centered
@@ -76,7 +76,7 @@ RankingMode = Literal["spec", "v2"]
 RANKING_MODES: tuple[str, ...] = ("v2", "spec")
 
 # The cosine's share of the relevance when none is given (each embedder's own tuned weight is in
-# memory/embedder.py, TUNED_WEIGHTS; measured on the LoCoMo dev split, BENCHMARKS.md "Tuning").
+# memory/ranking/embedder.py, TUNED_WEIGHTS; measured on the LoCoMo dev split, BENCHMARKS.md "Tuning").
 DEFAULT_SEMANTIC_WEIGHT = 0.3
 # A record with no lexical match enters only at or above this cosine (measured, same section).
 DEFAULT_SEMANTIC_THRESHOLD = 0.7
@@ -89,7 +89,7 @@ _CENTERED_EPSILON = 1e-6
 class Feedback:
     """Lexical pseudo-relevance feedback: the first pass's `records` best records give the `stems`
     heaviest stems the query lacks, weighing `weight` (β) of the lexical score. Off by default (each
-    embedder's measured setting is in memory/embedder.py, TUNED_FEEDBACK)."""
+    embedder's measured setting is in memory/ranking/embedder.py, TUNED_FEEDBACK)."""
 
     records: int = 0
     stems: int = 0
@@ -136,9 +136,9 @@ DEFAULT_RANKING = Ranking()
 
 
 def prefilter_terms(ranking: Ranking, query: str) -> list[str]:
-    """The terms a store's prefilter ORs together (§17's ≤ 24 longest): stems for v2, tokens for spec.
+    """The terms a store's prefilter ORs together (at most the 24 longest): stems for v2, tokens for spec.
 
-    A store's index holds the same stems (`memory.lexical.stems_of`), so a record is a candidate
+    A store's index holds the same stems (`memory.ranking.lexical.stems_of`), so a record is a candidate
     exactly when it shares a whole stem with the query — the gate `rank` applies.
     """
     if ranking.stemmed:
@@ -194,7 +194,7 @@ def centered_cosines(products: Floats, centering: Centering, query: Vectors) -> 
 
 def row_products(matrix: Vectors, query: Vectors) -> Floats:
     """Each row's dot product with `query`, in numpy's own loop rather than BLAS: on a busy 2-core host
-    BLAS's worker threads made one 10,000 × 256 product cost 10–30 times its single-threaded time
+    BLAS's worker threads made one scope's product many times slower than one thread alone
     (BENCHMARKS.md, "The scope index"), and a store's reads already run beside other threads."""
     products: Floats = np.einsum("ij,j->i", matrix, query).astype(np.float64)
     return products
@@ -400,5 +400,6 @@ def rank(
 
 
 def merge_score(ranked: Ranked, now: float) -> float:
-    """The cross-scope order (§22): each record's relevance with its recency as the pool sees it."""
+    """The cross-scope order: each record's relevance with its recency as the pool sees it (each
+    store ranked only its own scopes)."""
     return weighted_score(ranked.relevance, recency_score(ranked.record, now))

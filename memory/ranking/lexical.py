@@ -60,9 +60,9 @@ def record_stems(record: MemoryRecord) -> frozenset[str]:
 
 
 # Words that frame a question rather than name what it is about ("what kind of", "how many", "how
-# long", "did he mention", "what did she say about", "what other"). On top of the spec's stopwords they
+# long", "did he mention", "what did she say about", "what other"). On top of the scorer's stopwords they
 # select nothing in v2: a record that shares only "kind" or "mention" with a question is not about it.
-# Measured on the LoCoMo dev split (BENCHMARKS.md, "Tuning"). The spec ranking never sees this list.
+# Measured on the LoCoMo dev split (BENCHMARKS.md, "Tuning"). The `spec` ranking never sees this list.
 QUESTION_WORDS: frozenset[str] = frozenset(
     {
         *("kind", "kinds", "type", "types", "sort", "many", "much", "long", "often", "ever", "other"),

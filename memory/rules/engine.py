@@ -14,7 +14,7 @@ from memory.rules.redact import redact_candidate
 from memory.rules.scorer import query_terms, query_tokens, recency_score, record_tokens, weighted_score
 from memory.types import (
     MAX_KEYWORD_CHARS,
-    MAX_KEYWORDS,
+    MAX_RECORD_KEYWORDS,
     MAX_REF_CHARS,
     MAX_SCOPE_CAP,
     MAX_TEXT_CHARS,
@@ -24,9 +24,12 @@ from memory.types import (
     MemoryRecord,
 )
 
-# The FTS prefilter takes at most this many of the query's tokens: the longest distinct ones (§17).
+# The FTS prefilter takes at most this many of the query's tokens, the longest distinct ones: a long
+# pasted message would otherwise OR hundreds of terms together and match nearly every row.
 MAX_MATCH_TOKENS = 24
-# Candidates a store hands to rank_records: at least this many, else 5 × limit (§17).
+# Candidates a store hands to rank_records: at least this many, else 5 × limit. The floor hands a small
+# scope's every match over, so it ranks exactly as rank_records alone would; the prefilter's order only
+# chooses which candidates reach the ranking, never the final order.
 MIN_CANDIDATES = 50
 CANDIDATES_PER_RESULT = 5
 
@@ -34,9 +37,9 @@ _WHITESPACE = re.compile(r"\s+")
 _RECORD_ID = re.compile(r"^mem:(?P<scope>.+):(?P<seq>[0-9]+)$")
 
 
-# What an erase keeps of a row (issue 17): identity, scope, provenance ids, dates, status, origin and
-# the reason. Every other column — text, norm, keywords, tokens, stems, a vector, whatever a later
-# migration adds — is scrubbed by every durable store.
+# What an erase keeps of a row, so provenance and audits still resolve: identity, scope, provenance
+# ids, dates, status, origin and the reason. Every other column — text, norm, keywords, tokens,
+# stems, a vector, whatever a later migration adds — is scrubbed by every durable store.
 ERASE_KEEPS: frozenset[str] = frozenset(
     {
         "seq",
@@ -80,7 +83,7 @@ def match_tokens(query: str) -> list[str]:
     """The query's distinct tokens for a store's prefilter: longest first (ties by first appearance), ≤ 24.
 
     Longer tokens are the selective ones; a record matched only by a dropped short token is not a
-    candidate (the accepted trade of §17).
+    candidate (an accepted trade: the prefilter stays bounded on any query).
     """
     return longest_terms(query_terms(query))
 
@@ -99,7 +102,8 @@ def candidate_cap(limit: int) -> int:
 
 
 def is_valid_cap(value: object) -> TypeGuard[int]:
-    """A per-scope cap is an integer from 1 to 10,000 (§29): the config, the wire and every store agree."""
+    """A per-scope cap is an integer from 1 to MAX_SCOPE_CAP: the config, the wire and every store
+    agree."""
     return not isinstance(value, bool) and isinstance(value, int) and 1 <= value <= MAX_SCOPE_CAP
 
 
@@ -110,8 +114,8 @@ def validate_cap(value: object) -> int:
 
 
 def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
-    """What every store refuses before anything is written — exactly what the service's wire refuses
-    (§16), so a direct write cannot store what the service would not: an unknown kind or origin, a
+    """What every store refuses before anything is written — exactly what the service's wire
+    refuses, so a direct write cannot store what the service would not: an unknown kind or origin, a
     non-string field, empty or over-long text, too many or too long keywords, an over-long reference,
     a confidence outside [0, 1], text a database cannot hold (NUL, lone surrogates). The message names
     the field."""
@@ -144,8 +148,8 @@ def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
         if len(value) > limit or (required and blank):
             shape = "a non-empty string" if required else "a string"
             raise ValueError(f"{at}.{name} must be {shape} of at most {limit} characters")
-    if len(candidate.keywords) > MAX_KEYWORDS:
-        raise ValueError(f"{at}.keywords must hold at most {MAX_KEYWORDS} strings")
+    if len(candidate.keywords) > MAX_RECORD_KEYWORDS:
+        raise ValueError(f"{at}.keywords must hold at most {MAX_RECORD_KEYWORDS} strings")
     confidence = candidate.confidence
     if confidence is not None and (
         isinstance(confidence, bool)
@@ -156,7 +160,7 @@ def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
 
 
 _OPTIONAL_REFS = frozenset({"source_run_id", "supersedes", "origin_conversation"})
-# Per field: the most characters, and whether it must be non-empty (the wire's §16 rules).
+# Per field: the most characters, and whether it must be non-empty (the wire's rules).
 _FIELD_CAPS: dict[str, tuple[int, bool]] = {
     "text": (MAX_TEXT_CHARS, True),
     "source_thread_key": (MAX_REF_CHARS, True),
@@ -214,7 +218,7 @@ class WritePlan:
 
 
 def plan_write(scope_key: str, candidate: MemoryCandidate, pool: Sequence[MemoryRecord]) -> WritePlan:
-    """Decide one candidate against the rows that can matter to it (§8, §18).
+    """Decide one candidate against the rows that can matter to it: a dedup, a supersede or an insert.
 
     `pool` needs only the scope's active rows whose normalized text equals the candidate's (in seq
     order) and the active row the candidate supersedes; anything else in it is ignored.

@@ -171,12 +171,9 @@ def recency_score(record: MemoryRecord, now: float) -> float:
 
 
 def weighted_score(keyword: float, recency: float) -> float:
-    """α·keyword + β·recency: keyword dominates, recency breaks ties (§5)."""
+    """α·keyword + β·recency: keyword dominates, so a stale exact match beats a fresh loose one, and
+    recency breaks ties."""
     return KEYWORD_WEIGHT * keyword + RECENCY_WEIGHT * recency
-
-
-def score_record(record: MemoryRecord, query: str | Collection[str], now: float) -> float:
-    return weighted_score(keyword_match(query, record), recency_score(record, now))
 
 
 # Fields cleaned lately: every read renders the scope's hot records again, and two redaction passes
@@ -189,7 +186,7 @@ def clean_memory_field(text: str) -> str:
     """What a record field may show anywhere: redacted, one line with whitespace collapsed, and
     redacted again.
 
-    Redaction normalizes first (memory/redact.py drops every invisible character before it matches),
+    Redaction normalizes first (memory/rules/redact.py drops every invisible character before it matches),
     so no token a split hid can reassemble here; and the second pass sees what the collapse joined (a
     name and its value that stood on two lines), so the sanitizer never reassembles a secret either.
     """
@@ -199,10 +196,6 @@ def clean_memory_field(text: str) -> str:
 def escape_memory_field(text: str) -> str:
     """`&` first, so the escaping is unambiguous and can be undone exactly."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def unescape_memory_field(text: str) -> str:
-    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
 
 
 def sanitize_memory_field(text: str) -> str:
@@ -221,12 +214,8 @@ def render_prefix(scope_keys: Iterable[str]) -> str:
     return f"Background memory for {names} (may be outdated — verify before acting):"
 
 
-def render_memory_block(records: Sequence[MemoryRecord], scope_keys: Sequence[str]) -> str:
-    """The advisory block: the prefix, the fence, one sanitized bullet per record (no budget)."""
-    return _frame(scope_keys, [render_bullet(record) for record in records])
-
-
-def _frame(scope_keys: Sequence[str], bullets: Sequence[str]) -> str:
+def frame_bullets(scope_keys: Sequence[str], bullets: Sequence[str]) -> str:
+    """The advisory block around rendered bullets: the prefix, then the fence holding them."""
     return "\n".join([render_prefix(scope_keys), FENCE_OPEN, *bullets, FENCE_CLOSE])
 
 
@@ -241,14 +230,15 @@ class BudgetedBlock:
 def budget_memory_block(
     records: Sequence[MemoryRecord], scope_keys: Sequence[str], limit: int, max_tokens: int
 ) -> BudgetedBlock:
-    """The block under its hard budget (§6): at most `limit` records and `max_tokens` × 4 characters
-    for the whole block — prefix, fences, line breaks and every escape included.
+    """The block under its hard budget, so memory never crowds the request out of the prompt: at
+    most `limit` records and `max_tokens` × 4 characters for the whole block — prefix, fences, line
+    breaks and every escape included.
 
     Records are kept in order while their rendered bullets fit. The first is always shown: when it
     alone is too long it is cut at a character boundary (never inside an escape such as `&lt;`) and
     ends with "…". A budget too small for the frame and a cut first bullet gives no block.
     """
-    room = max_tokens * CHARS_PER_TOKEN - len(_frame(scope_keys, ()))
+    room = max_tokens * CHARS_PER_TOKEN - len(frame_bullets(scope_keys, ()))
     kept: list[MemoryRecord] = []
     bullets: list[str] = []
     for record in records[: max(0, limit)]:
@@ -263,7 +253,7 @@ def budget_memory_block(
         room -= len(bullet) + 1
     if not kept:
         return BudgetedBlock((), None)
-    return BudgetedBlock(tuple(kept), _frame(scope_keys, bullets))
+    return BudgetedBlock(tuple(kept), frame_bullets(scope_keys, bullets))
 
 
 def _cut_bullet(record: MemoryRecord, width: int) -> str | None:

@@ -22,7 +22,6 @@ from commands.memory import (
     parse_list_args,
 )
 from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
-from memory.context import memory_context_block
 from memory.rules.visibility import Reader
 from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
@@ -35,6 +34,7 @@ from memory.types import (
     Ranked,
     WriteResult,
 )
+from tests.memory.reads import memory_context_block
 
 ORG = "org:acme"
 ME = "user:slack:U1"

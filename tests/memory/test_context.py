@@ -4,12 +4,13 @@ from collections.abc import Sequence
 import pytest
 from structlog.testing import capture_logs
 
-from memory.context import memory_context_block, read_memory
+from memory.context import read_memory
 from memory.ranking.fusion import SPEC
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 from tests.memory import records
+from tests.memory.reads import memory_context_block
 from tests.memory.records import NOW
 
 # Most tests here are about scopes, ranking and the budget, in a public channel's reply: their records

@@ -17,9 +17,9 @@ from memory.ranking.fusion import (
 )
 from memory.ranking.lexical import TermStats, term_stats
 from memory.rules.engine import rank_records
-from memory.rules.scorer import score_record
 from memory.types import MemoryRecord
 from tests.memory.records import DAY, NOW, record
+from tests.memory.rules.scoring import score_record
 
 V2 = Ranking()
 

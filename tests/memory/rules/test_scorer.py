@@ -17,13 +17,11 @@ from memory.rules.scorer import (
     query_tokens,
     recency_score,
     render_bullet,
-    render_memory_block,
     sanitize_memory_field,
-    score_record,
     tokenize,
-    unescape_memory_field,
 )
 from tests.memory.records import DAY, NOW, record
+from tests.memory.rules.scoring import render_memory_block, score_record, unescape_memory_field
 
 PREFIX = "Background memory for org:acme (may be outdated — verify before acting):"
 
