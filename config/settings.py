@@ -369,6 +369,11 @@ def _config_path(environ: Mapping[str, str], config_path: str | Path | None) -> 
     return Path(DEFAULT_CONFIG_FILE), None
 
 
+def check_config_file(path: str | Path, named_by: str) -> None:
+    """Raise ConfigError (one line) unless `path` is a readable TOML config file."""
+    _read_config(Path(path), named_by)
+
+
 def _read_config(path: Path, named_by: str | None) -> dict[str, Any]:
     named = f" (named by {named_by})" if named_by is not None else ""
     if path.is_dir():

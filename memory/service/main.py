@@ -73,10 +73,47 @@ DATABASE_URL_ENV = "DATABASE_URL"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The flags; with `--config FILE`, that file's settings are the defaults the flags override."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.config is not None:
+        parser.set_defaults(**_config_defaults(args.config))
+        args = parser.parse_args(argv)
+    return args
+
+
+def _config_defaults(path: str) -> dict[str, object]:
+    """The flags' defaults from the bots' own config file: one data directory, ranking, embedder and
+    retention for the service and the bots. A bad file is one line, exit 2, as for every command."""
+    from config.settings import ConfigError, load_settings
+
+    try:
+        settings = load_settings(config_path=path)
+    except ConfigError as error:
+        print(f"switchboard memory-service: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    memory = settings.memory
+    return {
+        "data_dir": settings.data_dir,
+        "ranking": memory.ranking,
+        "embedder": memory.embedder,
+        "ttl_days": memory.ttl_days,
+        "audit_retention_days": memory.audit_retention_days,
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="switchboard memory-service",
         description="Serve the memory store over HTTP so several bot processes share one memory. "
         f"The bearer token is read from ${TOKEN_ENV}.",
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="take data_dir and memory.ranking, .embedder, .ttl_days, .audit_retention_days from this "
+        "switchboard.toml (the flags below still win)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8787, help="TCP port (default 8787)")
@@ -144,7 +181,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"keep read-audit rows DAYS days (default {DEFAULT_AUDIT_DAYS:g})",
     )
     add_worker_arguments(parser)
-    return parser.parse_args(argv)
+    return parser
 
 
 def guard_limits(args: argparse.Namespace) -> GuardLimits:
