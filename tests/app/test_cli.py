@@ -14,12 +14,7 @@ from memory.service.main import parse_args
 from tests.app.runtime_support import app_command, subprocess_env
 
 TIMEOUT = 60
-MEMORY_ON = (
-    'organization = "acme"\n'
-    "[memory]\n"
-    "enabled = true\n"
-    'embedder = "none"\n'
-)
+MEMORY_ON = 'organization = "acme"\n[memory]\nenabled = true\nembedder = "none"\n'
 
 
 def run(tmp_path: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
