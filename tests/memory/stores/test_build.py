@@ -262,48 +262,33 @@ async def test_a_bad_cap_sends_the_default_to_the_service(tmp_path: Path, built:
     assert store.cap == 500
 
 
-async def test_an_unset_cap_is_not_sent_to_the_service(tmp_path: Path, built: list[MemoryStore]) -> None:
-    # The service applies its own default; a bot that sent 500 on every write would override it.
-    env = {
-        "SWITCHBOARD_ORGANIZATION": "acme",
-        "SWITCHBOARD_MEMORY__ENABLED": "true",
-        "SWITCHBOARD_MEMORY__SERVICE_URL": "http://memory:8787",
-        "MEMORY_TOKEN": "t",
-    }
-    store = build_memory_store(load_settings(env=env, config_path=write_empty(tmp_path)), env=env)
-    built.append(store)
-    assert isinstance(store, HttpMemoryStore)
-    assert store.cap is None  # and with no cap, no `cap` on a write (tests/memory/stores/test_http_store)
-
-
-def write_empty(tmp_path: Path) -> Path:
-    config = tmp_path / "switchboard.toml"
-    config.write_text("")
-    return config
-
-
 def test_cap_validation_accepts_the_full_range() -> None:
     assert validate_scope_cap(1).value == 1
     assert validate_scope_cap(10_000).value == 10_000
     assert validate_scope_cap(None).configured is False
 
 
-async def test_real_settings_drive_the_selection(tmp_path: Path, built: list[MemoryStore]) -> None:
+@pytest.mark.parametrize(("configured", "sent"), [("42", 42), (None, None)], ids=["set", "unset"])
+async def test_real_settings_drive_the_selection_and_an_unset_cap_is_not_sent(
+    tmp_path: Path, built: list[MemoryStore], configured: str | None, sent: int | None
+) -> None:
+    # Unset, the service applies its own default: a bot that sent 500 on every write would override it.
     env = {
         "SWITCHBOARD_ORGANIZATION": "acme",
         "SWITCHBOARD_MEMORY__ENABLED": "true",
         "SWITCHBOARD_MEMORY__SERVICE_URL": "http://memory:8787",
-        "SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE": "42",
         "SWITCHBOARD_DATA_DIR": str(tmp_path),
         "MEMORY_TOKEN": "t",
     }
+    if configured is not None:
+        env["SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE"] = configured
     config = tmp_path / "switchboard.toml"
     config.write_text("")
     settings = load_settings(env=env, config_path=config)
     store = build_memory_store(settings, env=env)
     built.append(store)
     assert isinstance(store, HttpMemoryStore)
-    assert store.cap == 42
+    assert store.cap == sent  # with no cap, no `cap` on a write (tests/memory/stores/test_http_store.py)
 
 
 # --- the start-up check ------------------------------------------------------------------------------------
