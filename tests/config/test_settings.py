@@ -220,6 +220,7 @@ def test_the_commented_example_config_is_valid_and_keeps_memory_off() -> None:
     assert settings.memory.enabled is False
     assert settings.data_dir == Path("./data")
     assert settings.slack.port == 3000
+    assert settings.memory.max_records_per_scope is None  # copying it sends no cap: the store's own applies
 
 
 def test_a_missing_config_file_says_what_named_it(tmp_path: Path) -> None:
