@@ -11,11 +11,13 @@ a subprocess's `env=`), after this fixture has run.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import structlog
 from hypothesis import HealthCheck, settings
 
 from config.settings import SECRET_ENV
@@ -54,3 +56,9 @@ def hermetic_environment(
     cwd = tmp_path_factory.mktemp("cwd", numbered=True)
     monkeypatch.chdir(cwd)
     yield cwd
+    # An entry point run in-process (`main([...])`) configures logging for the process: undo it, so
+    # the next test logs (and captures logs) as if it ran first.
+    structlog.reset_defaults()
+    root = logging.getLogger()
+    for handler in [h for h in root.handlers if getattr(h, "_switchboard", False)]:
+        root.removeHandler(handler)

@@ -86,14 +86,14 @@ async def test_cli_forget_of_an_org_record_needs_user_cli_local_among_the_admins
     assert code == 1 and out.startswith("🚫")
     assert store.records("org:acme")[0].status == "active"
     code, out, _ = await cli(["forget", "mem:org:acme:1"], store, admins=("user:cli:local",))
-    assert code == 0 and out.strip() == "🧹 Forgot `mem:org:acme:1`."
+    assert code == 0 and out.strip() == "🧹 Forgot mem:org:acme:1."  # the receipt, plain text
     assert store.records("org:acme")[0].status == "forgotten"
 
 
-async def test_cli_usage_errors_exit_1_and_non_commands_exit_2() -> None:
+async def test_cli_usage_errors_and_non_commands_exit_2() -> None:
     store = InMemoryMemoryStore()
     code, out, _ = await cli(["list", "--limit", "0"], store)
-    assert code == 1 and out.strip().endswith(f"Usage: `{LIST_USAGE}`")
+    assert code == 2 and out.strip().endswith(f"Usage: {LIST_USAGE}")
     code, out, err = await cli(["is", "great"], store)
     assert code == 2 and out == ""
     assert "not a memory command" in err and LIST_USAGE in err
@@ -162,8 +162,10 @@ async def test_switchboard_memory_lists_and_forgets_on_the_configured_store(tmp_
 
     forgot = run_switchboard(["forget", "mem:org:acme:1"], tmp_path, **env)
     assert forgot.returncode == 0, forgot.stderr
-    assert forgot.stdout.strip() == "🧹 Forgot `mem:org:acme:1`."
-    assert "memory.forget" in forgot.stderr and "release train" not in forgot.stderr
+    assert forgot.stdout.strip() == "🧹 Forgot mem:org:acme:1."
+    assert forgot.stderr == ""  # no log line unless asked: the receipt says what happened
+    verbose = run_switchboard(["--verbose", "forget", "mem:org:acme:1"], tmp_path, **env)
+    assert "memory.forget" in verbose.stderr and "release train" not in verbose.stderr
 
     again = run_switchboard(["list", "org"], tmp_path, **env)
     assert "no active records" in again.stdout and "mem:org:acme:1" not in again.stdout

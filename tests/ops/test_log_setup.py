@@ -8,7 +8,7 @@ import logging
 
 import structlog
 
-from app.logging_setup import configure_logging
+from ops.log_setup import configure_logging
 
 
 def test_sdk_log_records_and_our_events_come_out_in_one_format() -> None:
