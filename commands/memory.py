@@ -16,6 +16,7 @@ from typing import Literal
 
 import structlog
 
+from commands.list_filter import widened_filter
 from commands.plain import TERMINAL_SURFACES, terminal_text
 from commands.provenance import (
     Permalinks,
@@ -232,13 +233,14 @@ class MemoryCommands:
         if request.filter is not None and not query_tokens(request.filter):
             return CommandReply(
                 f"Nothing listed: the filter {_code(request.filter)} has no words to match "
-                "(records match on whole words of letters and digits)."
+                "(records match on words of letters and digits, in any of their forms)."
             )
         sections = await self._sections(request, caller)
         if isinstance(sections, CommandReply):
             return sections
+        query = widened_filter(request.filter) if request.filter is not None else None
         results = await asyncio.gather(
-            *(self._store.list(s.key, request.limit, query=request.filter) for s in sections),
+            *(self._store.list(s.key, request.limit, query=query) for s in sections),
             return_exceptions=True,
         )
         for section, result in zip(sections, results, strict=True):
