@@ -17,14 +17,8 @@ from commands.render import UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate, ReadAudit
+from tests.commands.test_registry import SLACK
 
-SLACK = Caller(
-    user_id="slack:U1",
-    channel_id="slack:C1",
-    channel_visibility="public",
-    thread_key="slack:C1:1700000000.000100",
-    surface="slack",
-)
 VERBS = {"list", "forget", "why", "audit", "help"}
 
 
