@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from app.lifecycle import Lifecycle
-from app.logging_setup import configure_logging
 from app.slack.bot import SlackBot, build_slack_app, make_web_client
 from app.slack.home import Permalinks as SlackPermalinks
 from app.slack.http_site import EVENTS_PATH, bound_port, start_http
@@ -30,6 +29,7 @@ from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_s
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
 from ops.heap import settle_heap
+from ops.log_setup import configure_logging
 from ops.metrics import Metrics
 from ops.tracing import configure_tracing
 
