@@ -120,7 +120,7 @@ async def _main(argv: list[str]) -> int:
         store = build_memory_store(settings) if enabled else NullMemoryStore()
     except (MemoryConfigError, ValueError, OSError) as error:
         print(f"⚠️ switchboard memory: cannot open the memory store: {error}", file=sys.stderr)
-        return 1
+        return 2  # a refusal at start-up, as in every other mode
     try:
         await open_memory_store(store)
     except MemoryStoreError as error:
