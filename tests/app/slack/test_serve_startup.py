@@ -7,7 +7,9 @@ import pytest
 from app.slack.serve import main
 
 
-def test_a_first_start_names_the_slack_token_and_the_model_at_once(capsys: pytest.CaptureFixture[str]) -> None:
+def test_a_first_start_names_the_slack_token_and_the_model_at_once(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     assert main([]) == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1
