@@ -3,7 +3,7 @@
 A stored row becomes a `MemoryRecord` by one rule (an unknown origin reads as `unknown`, never wider);
 an erase scrubs every column but the ones `ERASE_KEEPS` names by one rule; a read's results are handed
 back as their usage bump leaves them; and the small bookkeeping of ids, scope lists, source links and
-audit filters is the same in both. Pure: no SQL runs here.
+audit filters is the same in both. No SQL runs here.
 """
 
 from __future__ import annotations
@@ -12,10 +12,23 @@ from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any, Literal, get_args
 
+import structlog
+
 from memory.ranking.fusion import Ranked
 from memory.rules.engine import ERASE_KEEPS
 from memory.rules.scope import validate_scope_key
-from memory.types import MAX_LIMIT, AuditQuery, MemoryRecord, Origin, RecordKind, RecordStatus, SourceLink
+from memory.types import (
+    MAX_LIMIT,
+    AuditQuery,
+    MemoryRecord,
+    Origin,
+    RecordKind,
+    RecordStatus,
+    SourceLink,
+    WriteResult,
+)
+
+log = structlog.get_logger("memory")
 
 _STATUSES: dict[str, RecordStatus] = {
     "active": "active",
@@ -68,6 +81,21 @@ def record_of(
     )
 
 
+def stored_values(record: MemoryRecord) -> tuple[object, ...]:
+    """The record's provenance, dates, usage and status, in the order both schemas' INSERTs name
+    them (after its identity, text and keywords)."""
+    return (
+        record.source_thread_key,
+        record.source_run_id,
+        record.created_at,
+        record.last_used_at,
+        record.use_count,
+        record.confidence,
+        record.supersedes,
+        record.status,
+    )
+
+
 def scrub_assignments(columns: Iterable[tuple[str, bool, str | None]]) -> str:
     """The erase's SET list from the live table's (name, nullable, default) columns: every column but
     the kept ones scrubbed to NULL where it may be, else its default, else ''. Read from the table, so
@@ -105,6 +133,21 @@ def fetch_ids(record_ids: Sequence[str]) -> list[str]:
 def source_rows(link: SourceLink, now: float) -> list[tuple[str, str, str, float]]:
     """(message, run_id, scope_key, linked_at) for every message and scope a run was linked to."""
     return [(message, link.run_id, key, now) for message in link.messages for key in link.scope_keys]
+
+
+def linkable(link: SourceLink) -> bool:
+    """Whether a source link has anything to store (a message and a scope); a malformed key is refused."""
+    if not link.messages or not link.scope_keys:
+        return False
+    for key in link.scope_keys:
+        validate_scope_key(key)
+    return True
+
+
+def log_evictions(scope_key: str, candidates: int, result: WriteResult) -> None:
+    """A write that evicted records over the scope's cap says so (ids and counts only)."""
+    if result.evicted:
+        log.info("memory.store.evicted", scope_key=scope_key, candidates=candidates, evicted=result.evicted)
 
 
 def audit_key(query: AuditQuery) -> tuple[AuditKey, str | None]:

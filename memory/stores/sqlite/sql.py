@@ -17,8 +17,6 @@ from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, TypeVar
 
-import structlog
-
 from memory.ranking.embedder import Matrix
 from memory.ranking.lexical import stems_of
 from memory.ranking.vectors import to_blob
@@ -31,7 +29,6 @@ from memory.types import (
     MemoryRecord,
 )
 
-log = structlog.get_logger("memory")
 T = TypeVar("T")
 
 # Stay far below SQLite's bound-variable limit when an id list is long (eviction after a cap change).

@@ -33,7 +33,7 @@ from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
-from memory.stores.sql_common import distinct_scopes, fetch_ids
+from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
 from memory.stores.sqlite import erasure, ledger, reads
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
 from memory.stores.sqlite.index_sync import OpenScopes, SyncedIndex
@@ -202,10 +202,7 @@ class SqliteMemoryStore:
             return result
 
         result = await self._run(scope_key, work, WriteResult(), create=True)
-        if result.evicted:
-            log.info(
-                "memory.store.evicted", scope_key=scope_key, candidates=len(batch), evicted=result.evicted
-            )
+        log_evictions(scope_key, len(batch), result)
         return result
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
@@ -274,10 +271,8 @@ class SqliteMemoryStore:
         return total
 
     async def link_sources(self, link: SourceLink) -> None:
-        if not link.messages or not link.scope_keys:
+        if not linkable(link):
             return
-        for key in link.scope_keys:
-            validate_scope_key(key)
         await self._run_ledger(lambda c: ledger.link_sources(c, link, self._clock()))
 
     async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:

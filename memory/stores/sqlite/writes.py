@@ -19,6 +19,7 @@ from memory.rules.engine import (
     plan_write,
 )
 from memory.rules.engine import record_id as make_record_id
+from memory.stores.sql_common import stored_values
 from memory.stores.sqlite.erasure import erase_rows
 from memory.stores.sqlite.sql import (
     COLUMNS,
@@ -138,14 +139,7 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
             record.text,
             normalize_text(record.text),
             json.dumps(builtins.list(record.keywords)),
-            record.source_thread_key,
-            record.source_run_id,
-            record.created_at,
-            record.last_used_at,
-            record.use_count,
-            record.confidence,
-            record.supersedes,
-            record.status,
+            *stored_values(record),
             record.origin,
             record.origin_conversation,
         ),
