@@ -99,7 +99,7 @@ class SqliteMemoryStore:
         self._scopes = OpenScopes(embedder)
         self._indexes: dict[str, SyncedIndex] = self._scopes.indexes
         self._connections = ScopeConnections(self._data_dir, max_open, self._scopes, on_statement)
-        self._retriever = Retriever(self._scopes, ranking, embedder, clock, retention)
+        self._retriever = Retriever(self._scopes, self._connections, ranking, embedder, clock, retention)
         self._flushes = FlushTimers(self._flush)
         self._ledger = ledger.Ledger(self._data_dir)
 
@@ -136,11 +136,9 @@ class SqliteMemoryStore:
         terms = prefilter_terms(self._ranking, query)
         if limit <= 0 or not terms:
             return []
-        nothing: builtins.list[Ranked] = []
         cutoff = self._retention.cutoff(scope_key, self._clock())
-        retrieve = functools.partial(self._retriever.retrieve, scope_key=scope_key, query=query, terms=terms)
-        work = functools.partial(retrieve, limit=limit, query_vector=None, cutoff=cutoff)
-        ranked = await self._run(scope_key, work, nothing, flush=False)
+        read = functools.partial(self._retriever.read, scope_key, query, terms, limit, None, cutoff)
+        ranked = await self._on_pool(read, f"sqlite memory store failed for scope {scope_key}")
         self._flushes.soon(scope_key, self._scopes.has_bumps(scope_key))
         return [item.record for item in ranked]
 
@@ -154,28 +152,10 @@ class SqliteMemoryStore:
         terms = prefilter_terms(self._ranking, query)
         if limit <= 0 or not terms or not keys:
             return {}
-        job = functools.partial(self._retrieve_each, keys, query, terms, limit)
+        job = functools.partial(self._retriever.read_each, keys, query, terms, limit)
         found = await self._on_pool(job, f"sqlite memory store failed for scopes {', '.join(keys)}")
         for key in found:
             self._flushes.soon(key, self._scopes.has_bumps(key))
-        return found
-
-    def _retrieve_each(
-        self, keys: Sequence[str], query: str, terms: Sequence[str], limit: int
-    ) -> dict[str, builtins.list[Ranked]]:
-        found: dict[str, builtins.list[Ranked]] = {}
-        nothing: builtins.list[Ranked] = []
-        embed = self._embedder is not None and self._ranking.stemmed
-        query_vector = self._embedder.embed_query(query) if embed and self._embedder is not None else None
-        for key in keys:
-            work = functools.partial(self._retriever.retrieve_now, key, query, terms, limit, query_vector)
-            try:
-                ranked = self._connections.run(key, work, nothing, False, False)
-            except sqlite3.Error as error:  # one scope's database failing costs that scope only
-                log.warning("memory.retrieve_failed", scope_key=key, error=type(error).__name__)
-                continue
-            if ranked:
-                found[key] = ranked
         return found
 
     async def write(
