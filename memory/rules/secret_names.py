@@ -61,15 +61,17 @@ _CLI_FLAG = re.compile(
     r"(?i)(?<![A-Za-z0-9_-])--?(?:password|passwd|pass|pwd|token|secret|api-key|apikey|auth-token"
     r"|access-token)[ \t]+(?=[^\s-])" + _VALUE
 )
-_MYSQL_PASSWORD = re.compile(r"(?i:\b(?:mysql|mysqldump|mysqladmin|mariadb)\b)[^\n]*?[ \t]-p(?=\S)" + _VALUE)
 _USER_PASSWORD = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:\"']*:(?=\S)" + _VALUE)
 _NAME_THEN_VALUE = re.compile(r"(?i)\b(?:password|passwd|passphrase|pwd)[ \t]+(?=[^\s-])" + _VALUE)
-# Programs that take a password after a short flag: sshpass and docker/podman/helm login `-p`,
-# redis-cli `-a`.
-_PROGRAM_PASSWORD = re.compile(
-    r"(?i:\b(?:sshpass|(?:docker|podman|nerdctl)[ \t]+login|helm[ \t]+registry[ \t]+login|redis-cli)\b)"
-    r"[^\n]*?[ \t]-[pa](?:[ \t]+)?(?=[^\s-])" + _VALUE
+# Programs that take a password in a short flag after their name: mysql's `-pVALUE` (attached, as
+# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm login's `-p`, redis-cli's `-a`.
+_PASSWORD_PROGRAM = re.compile(
+    r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|sshpass"
+    r"|(?:docker|podman|nerdctl)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
 )
+_ATTACHED_P = re.compile(r"(?<=[ \t])-p(?=\S)" + _VALUE)
+_FLAG_P = re.compile(r"(?<=[ \t])-p[ \t]*(?=[^\s-])" + _VALUE)
+_FLAG_A = re.compile(r"(?<=[ \t])-a[ \t]+(?=[^\s-])" + _VALUE)
 # netrc(5): `machine HOST login USER password VALUE` (or `default login …`), on one line.
 _NETRC = re.compile(
     r"(?i)\b(?:machine[ \t]+\S+|default(?=[ \t]+login))(?:[ \t]+(?:login|account|port)[ \t]+\S+)*"
@@ -231,6 +233,16 @@ def _keyed(match: re.Match[str]) -> str:
     return match.group(0)[:start] + REDACTED + match.group(0)[start + len(value) :]
 
 
+def _program_password(line: str) -> str:
+    """The flag's value after the first program name on the line (searched from there once, so a
+    line full of program names costs its length)."""
+    program = _PASSWORD_PROGRAM.search(line)
+    if program is None:
+        return line
+    flag = _ATTACHED_P if program.group("mysql") else _FLAG_A if program.group("redis") else _FLAG_P
+    return line[: program.end()] + flag.sub(_attached, line[program.end() :])
+
+
 def _attached(match: re.Match[str]) -> str:
     """mysql's `-pVALUE`, curl's `-u user:VALUE`: the value whatever it is, but a reference."""
     value, _, _ = _value_of(match)
@@ -313,9 +325,8 @@ def _redact_line(line: str) -> str:
         return line
     line = _ASSIGNMENT.sub(_assignment, line)
     line = _CLI_FLAG.sub(_flag, line)
-    line = _MYSQL_PASSWORD.sub(_attached, line)
     line = _USER_PASSWORD.sub(_attached, line)
-    line = _PROGRAM_PASSWORD.sub(_attached, line)
+    line = _program_password(line)
     line = _NETRC.sub(_attached, line)
     line = _PROSE.sub(_prose, line)
     line = _LONE_PASSWORD.sub(_lone, line)

@@ -10,6 +10,25 @@ from typing import Any
 
 from memory.rules.token_shape import REDACTED, keyed_value, secretlike
 
+# PEM / OpenSSH / PGP private key blocks, whole, across lines. A header that ends its line (or a
+# JSON-escaped `\n`) starts a block, redacted to its END line or, unterminated, to the end; a header
+# inside a sentence only with an END marker after it, so prose naming the header is left alone.
+_PEM_BEGIN = r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_END = r"-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
+_PEM_OPEN = _PEM_BEGIN + r"(?=[ \t]*(?:\n|\\r\\n|\\n)|[ \t]+[A-Za-z0-9+/=]{16}).*?(?:" + _PEM_END + r"|\Z)"
+_PEM = re.compile(f"{_PEM_OPEN}|{_PEM_BEGIN}.*?{_PEM_END}", re.DOTALL)
+# After the last END marker only an open block can match: searched without the END alternative,
+# which would otherwise scan to the end of the text from every header (quadratic).
+_PEM_AFTER_LAST_END = re.compile(_PEM_OPEN, re.DOTALL)
+_PEM_END_MARKER = re.compile(_PEM_END)
+
+
+def _redact_pem(text: str) -> str:
+    if "-----BEGIN" not in text:
+        return text
+    cut = max((end.end() for end in _PEM_END_MARKER.finditer(text)), default=0)
+    return _PEM.sub(REDACTED, text[:cut]) + _PEM_AFTER_LAST_END.sub(REDACTED, text[cut:])
+
 
 @dataclass(frozen=True, slots=True)
 class _Shape:
@@ -52,18 +71,8 @@ def _shape(pattern: str, *triggers: str, **options: Any) -> _Shape:
     return _Shape(re.compile(pattern), triggers, **options)
 
 
-# In order: a PEM block goes before anything inside it is looked at, Anthropic before OpenAI (`sk-`).
+# In order (after the PEM blocks, before anything inside them is looked at): Anthropic before OpenAI.
 _SHAPES: tuple[_Shape, ...] = (
-    # PEM / OpenSSH / PGP private key blocks, whole, across lines. A header that ends its line (or a
-    # JSON-escaped `\n`) starts a block, redacted to its END line or, unterminated, to the end; a header
-    # inside a sentence only with an END marker after it, so prose naming the header is left alone.
-    _shape(
-        r"(?s)-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-        r"(?:(?=[ \t]*(?:\n|\\r\\n|\\n)|[ \t]+[A-Za-z0-9+/=]{16})"
-        r".*?(?:-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----|\Z)"
-        r"|.*?-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)",
-        bounded=False,
-    ),
     # Slack webhooks (incoming, workflow, trigger), any case, with or without the scheme, `/` or
     # JSON's `\/`: keep the host.
     _shape(
@@ -153,6 +162,7 @@ _SHAPES: tuple[_Shape, ...] = (
 
 def redact_shapes(text: str) -> str:
     """Every named shape in `text` → the marker (a shape with triggers only where one is in the text)."""
+    text = _redact_pem(text)
     lowered = text.lower()
     for shape in _SHAPES:
         if not shape.triggers or any(trigger in lowered for trigger in shape.triggers):

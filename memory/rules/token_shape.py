@@ -37,7 +37,7 @@ _DIGEST_PREFIX = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|xx
 _UUID = re.compile(r"(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _VERSION = re.compile(r"(?i)v?[0-9]+(?:\.[0-9]+)+")
 _SEPARATORS = re.compile(r"[_.~+/=-]+")
-_WORD = re.compile(r"[A-Z]?[a-z]{3,}|[A-Z]{4,}")
+_WORD = re.compile(r"[A-Z]?[a-z]{4,}")
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
 
 
@@ -72,8 +72,9 @@ def _switch_ratio(value: str) -> float:
 
 
 def _wordy(value: str) -> bool:
-    """Half the characters or more in words (≥ 3 lowercase letters, or ≥ 4 capitals among mixed
-    case): identifiers, paths, sentences run together. Without capitals the words must also read as
+    """Half the characters or more in words (≥ 4 lowercase letters, capitalized or not):
+    identifiers, paths, sentences run together; random base62 of 20 characters is that wordy about
+    once in fifty. Without capitals the words must also read as
     words (a vowel in every 3.5 letters, as in English; random lowercase has one in five)."""
     if not any(c.islower() for c in value):
         return False  # capitals and digits alone (bech32, base32) are judged by their mix
@@ -99,25 +100,27 @@ def _plain_base64(value: str) -> bool:
 
 
 def _random(value: str, min_classes: int) -> bool:
-    if len(value) < 16 or (_classes(value) < min_classes and not _long_alnum(value)):
+    if len(value) < 16 or (_classes(value) < min_classes and not _two_class_random(value)):
         return False
     if _UUID.fullmatch(value) or _VERSION.fullmatch(value) or _wordy(value):
         return False
-    if _switch_ratio(value) < 0.3 or entropy(value) < (3.0 if min_classes < 3 else 3.3):
+    # Behind a vendor prefix the bar is lower: hex bodies switch class less often than base62.
+    prefixed = min_classes < 3
+    if _switch_ratio(value) < (0.2 if prefixed else 0.3) or entropy(value) < (2.8 if prefixed else 3.3):
         return False
     return not _plain_base64(value)
 
 
-def _long_alnum(value: str) -> bool:
-    """One case of letters and digits, long, with letters past `f` and more entropy than hex can
-    have: base36 keys (NuGet's `oy2…`), which the three-class rule would miss."""
-    return (
-        len(value) >= 32
-        and _classes(value) == 2
-        and any(c.isdigit() for c in value)
-        and any(c.isalpha() and c.lower() > "f" for c in value)
-        and entropy(value) >= 4.2
-    )
+def _two_class_random(value: str) -> bool:
+    """Two classes where three are the rule, but plainly random: mixed-case letters switching case
+    at every other character (one random base62 run of 20 in thirty has no digit), or one case of
+    letters and digits, long, with letters past `f` and more entropy than hex can have (base36 keys
+    like NuGet's `oy2…`)."""
+    if _classes(value) != 2:
+        return False
+    if not any(c.isdigit() for c in value):
+        return len(value) >= 20 and _switch_ratio(value) >= 0.4
+    return len(value) >= 32 and any(c.isalpha() and c.lower() > "f" for c in value) and entropy(value) >= 4.2
 
 
 def is_random_token(run: str) -> bool:
