@@ -71,6 +71,8 @@ OUTSIDE_ESCAPES = [
     ("sshpass -p 'correct horse' ssh ops@bastion", "correct horse"),
     (f"token: {GLPAT[:14]}\n{GLPAT[14:]}Ab12", GLPAT[14:]),
     ("ghp_A1b2C3d4E5F6&#8203;g7H8i9J0k1L2m3N4o5P6q7R8", "g7H8i9J0k1L2m3N4o5P6q7R8"),
+    ("glpat-Zk3pQ9rT&#8203;2vX7yB4nM8wL", "2vX7yB4nM8wL"),  # neither half long enough alone
+    ("user=ops&password%3Dhunter2&next=1", "hunter2"),
     ('{\\"api_key\\": \\"Zk3pQ9rT2vX7yB4nM8wL\\"}', "Zk3pQ9rT2vX7yB4nM8wL"),
     ('{\\"password\\": \\"swordfish\\"}', "swordfish"),
 ]
