@@ -28,10 +28,12 @@ _EDGE = "._~-/"
 # The first word of a run and its separator: a vendor's prefix when the rest is random.
 _PREFIX = re.compile(r"[A-Za-z]{1,12}[0-9]{0,2}[_.-]")
 # Identifiers vendors document as public, random-looking as they are: Stripe object ids, AWS resource
-# ids.
+# ids, the model APIs' message, request, tool-call and batch ids, and this project's own run ids.
 _PUBLIC_ID = re.compile(
     r"(?:cus|ch|pi|pm|price|prod|sub|si|in|ii|evt|acct|txn|re|po|py|src|card|ba|seti|cs|plink|tr|prc)_"
     r"|(?:subnet|sg|vpc|i|ami|vol|snap|eni|rtb|igw|nat|acl|eipalloc|lt|tgw|pcx|vpce|fs|db)-"
+    r"|(?:msg|req|toolu|srvtoolu|msgbatch|batch|file|call|resp|asst|thread|run|step|vs|ftjob)_"
+    r"|chatcmpl-"
 )
 _DIGEST_PREFIX = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|xxh\d*|crc32)[_.:-]")
 _UUID = re.compile(r"(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
@@ -129,7 +131,7 @@ def is_random_token(run: str) -> bool:
     if len(run) < 20 or _DIGEST_PREFIX.match(run) or _PUBLIC_ID.match(run) or _UUID.fullmatch(run):
         return False
     prefix = _PREFIX.match(run)
-    if prefix is not None and len(run) - prefix.end() >= 16 and _random(run[prefix.end() :], 2):
+    if prefix is not None and len(run) - prefix.end() >= 20 and _random(run[prefix.end() :], 2):
         return True
     return _random(run, 3)
 
