@@ -35,12 +35,27 @@ from memory.types import MemoryCandidate, MemoryRecord
 __all__ = ["REDACTED", "normalize_untrusted", "redact_candidate", "redact_record", "redact_secrets"]
 
 
+# Passes until nothing changes: a match can hide another that overlapped it (`-p token: token: …`),
+# which the next pass finds. Text without a secret takes one pass; text with one, usually two.
+_MAX_PASSES = 4
+
+
 def redact_secrets(text: str) -> str:
     """`text` normalized (see `normalize_untrusted`), every recognizable credential → [REDACTED].
 
     Idempotent: redacting twice changes nothing more.
     """
-    text = _redact(normalize_untrusted(text))
+    text = normalize_untrusted(text)
+    for _ in range(_MAX_PASSES):
+        redacted = _pass(text)
+        if redacted == text:
+            break
+        text = redacted
+    return text
+
+
+def _pass(text: str) -> str:
+    text = _redact(text)
     if ESCAPE.search(text):
         text = "\n".join(_redact_decoded(line) for line in text.split("\n"))
     if "\n" in text:

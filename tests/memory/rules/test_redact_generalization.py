@@ -8,6 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memory.rules.redact import REDACTED, normalize_untrusted, redact_secrets
 from tests.memory.rules.vendor_corpus import VENDOR_CASES
@@ -177,3 +179,19 @@ def test_random_tokens_of_any_vendor_are_redacted_by_shape_alone() -> None:
     ]
     print(f"random tokens: {len(missed)} of 4000 missed")
     assert len(missed) <= 80, missed[:10]
+
+
+# Pieces the new steps react to (escapes, wrapped lines, flags, .pgpass fields, escaped quotes),
+# glued in any order: overlapping matches must still settle in one call.
+PIECES = [
+    "&#8203;", "&amp;", "%3D", "%41", "\n", " ", "password", "=", ":", "key ", "glpat-",
+    "Zk3pQ9rT2vX7yB4nM8wL", "1cD6fG5h", "hvs.", "token: ", '\\"', "ab", "A1", REDACTED, "sshpass -p ",
+    "h:5432:d:u:",
+]  # fmt: skip
+
+
+@settings(max_examples=2000, deadline=None)
+@given(text=st.lists(st.sampled_from(PIECES), max_size=25).map("".join))
+def test_redaction_settles_in_one_call_whatever_the_pieces_overlap(text: str) -> None:
+    once = redact_secrets(text)
+    assert redact_secrets(once) == once
