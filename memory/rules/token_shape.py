@@ -30,7 +30,7 @@ _PREFIX = re.compile(r"[A-Za-z]{1,12}[0-9]{0,2}[_.-]")
 # Identifiers vendors document as public, random-looking as they are: Stripe object ids, AWS resource
 # ids, the model APIs' message, request, tool-call and batch ids, and this project's own run ids.
 _PUBLIC_ID = re.compile(
-    r"(?:cus|ch|pi|pm|price|prod|sub|si|in|ii|evt|acct|txn|re|po|py|src|card|ba|seti|cs|plink|tr|prc)_"
+    r"(?:cus|ch|pi|pm|price|prod|sub|in|evt|acct|txn|po|src|card|ba|seti|cs|plink)_"
     r"|(?:subnet|sg|vpc|i|ami|vol|snap|eni|rtb|igw|nat|acl|eipalloc|lt|tgw|pcx|vpce|fs|db)-"
     r"|(?:msg|req|toolu|srvtoolu|msgbatch|batch|file|call|resp|asst|thread|run|step|vs|ftjob)_"
     r"|chatcmpl-"
