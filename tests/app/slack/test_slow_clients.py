@@ -28,9 +28,11 @@ LIMITS = GuardLimits(header_timeout=HEAD_DEADLINE, body_timeout=BODY_DEADLINE, m
 
 
 @asynccontextmanager
-async def guarded_bot(slack_api: FakeSlackApi, metrics: Metrics | None = None) -> AsyncIterator[RunningBot]:
+async def guarded_bot(
+    slack_api: FakeSlackApi, metrics: Metrics | None = None, limits: GuardLimits = LIMITS
+) -> AsyncIterator[RunningBot]:
     slack_api.add_conversation("C1", "public")
-    http = {"limits": LIMITS, "metrics": metrics or Metrics(), "metrics_token": METRICS_TOKEN}
+    http = {"limits": limits, "metrics": metrics or Metrics(), "metrics_token": METRICS_TOKEN}
     async with running_bot(slack_api, RecordingDispatcher(), http=http) as bot:
         yield bot
 
@@ -73,6 +75,19 @@ async def test_a_half_sent_request_gets_a_408_at_the_head_deadline_and_a_signed_
         await bot.settle()
     assert received.startswith(b"HTTP/1.1 408 ")
     assert HEAD_DEADLINE * 0.8 <= elapsed < HEAD_DEADLINE + 1.0
+
+
+async def test_a_head_still_arriving_gets_its_408_though_the_keep_alive_is_shorter(
+    slack_api: FakeSlackApi,
+) -> None:
+    # As the defaults are (a 5 s keep-alive, a 10 s head deadline), shortened: aiohttp's keep-alive
+    # closed such a connection silently before the head deadline came.
+    limits = GuardLimits(header_timeout=HEAD_DEADLINE * 2, keep_alive=HEAD_DEADLINE)
+    async with guarded_bot(slack_api, limits=limits) as bot:
+        received, elapsed, writer = await until_closed(bot, b"POST /slack/events HTTP/1.1\r\nHost: bot\r\n")
+        writer.close()
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert HEAD_DEADLINE * 1.6 <= elapsed < HEAD_DEADLINE * 2 + 1.0
 
 
 async def test_a_body_that_stops_short_is_closed_at_the_body_deadline(slack_api: FakeSlackApi) -> None:
