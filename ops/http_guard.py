@@ -209,7 +209,7 @@ class _GuardedProtocol(asyncio.Protocol):
         self.head_begun()
         self._inner.data_received(data)
         self._progress.after_data()
-        if self._phase != "head" or self._heads != heads:  # a head ended in `data`: its bytes were a head's
+        if self._phase != "head" or self._heads != heads:  # a head ended inside `data`
             return
         self._head_bytes += len(data)
         if self._head_bytes > MAX_HEAD_BYTES and self._transport is not None:

@@ -1,10 +1,10 @@
 """How each HTTP server tells the slow-client guard (ops/http_guard.py) where its requests are.
 
 The guard never reads the bytes: the server's own parser decides where a request head and a request
-end, and these adapters pass that on. uvicorn's C parser calls back its protocol
-(`WatchedHttpToolsProtocol` forwards those callbacks); aiohttp's protocol has no callbacks, so its
-adapter reads, after each read, how many request heads its parser has produced and whether the current
-body is complete.
+end, and these adapters pass that on. uvicorn's C parser calls back its protocol, and
+`WatchedHttpToolsProtocol` (ops/uvicorn_progress.py) forwards those callbacks; aiohttp's protocol has
+no callbacks, so its adapter reads, after each read, how many request heads its parser has produced and
+whether the current body is complete. Each server's library is imported only by the process running it.
 
 aiohttp also closes a connection whose head is still arriving once its keep-alive timeout (shorter than
 the head deadline) passes, silently; its adapter holds that timer back while a head is owed, so the
@@ -14,11 +14,10 @@ client gets the guard's 408 at the head deadline instead.
 from __future__ import annotations
 
 import asyncio
-from typing import Literal, Protocol
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
-from aiohttp import web_protocol
-from aiohttp.streams import StreamReader
-from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+if TYPE_CHECKING:
+    from aiohttp.streams import StreamReader
 
 
 class Watch(Protocol):
@@ -42,34 +41,14 @@ class Progress(Protocol):
         """The server has had the connection or a read: pass on what its parser made of it."""
 
 
-class WatchedHttpToolsProtocol(HttpToolsProtocol):
-    """uvicorn's httptools protocol, reporting its parser's callbacks to the guard."""
-
-    watch: Watch | None = None
-
-    def on_message_begin(self) -> None:
-        super().on_message_begin()
-        if self.watch is not None:
-            self.watch.head_begun()
-
-    def on_headers_complete(self) -> None:
-        if self.watch is not None:
-            self.watch.head_complete()
-        super().on_headers_complete()
-
-    def on_message_complete(self) -> None:
-        # Reported even when the app answered before reading the body (uvicorn then ignores the rest).
-        if self.watch is not None:
-            self.watch.message_complete()
-        super().on_message_complete()
-
-
 class _Callbacks:
-    """uvicorn: the callbacks have already said everything."""
+    """A server whose parser calls back (uvicorn): the callbacks have already said everything."""
 
     def after_data(self) -> None:
         return None
 
+
+_CALLBACKS = _Callbacks()
 
 # What aiohttp's RequestHandler is read for (its parser's output); checked per connection, so an
 # aiohttp that renames them fails the first request loudly instead of leaving connections unwatched.
@@ -77,7 +56,7 @@ _AIOHTTP_STATE = ("_request_count", "_messages", "_next_keepalive_close_time")
 
 
 class _AiohttpProgress:
-    def __init__(self, handler: web_protocol.RequestHandler, watch: Watch) -> None:
+    def __init__(self, handler: Any, watch: Watch) -> None:  # aiohttp's web_protocol.RequestHandler
         missing = [name for name in _AIOHTTP_STATE if not hasattr(handler, name)]
         if missing:
             names = ", ".join(missing)
@@ -106,9 +85,12 @@ class _AiohttpProgress:
 
 def progress_of(protocol: asyncio.Protocol, watch: Watch) -> Progress:
     """The adapter for a server's protocol; a server the guard does not know is refused."""
-    if isinstance(protocol, WatchedHttpToolsProtocol):
-        protocol.watch = watch
-        return _Callbacks()
+    attach = getattr(protocol, "attach_watch", None)
+    if attach is not None:  # ops/uvicorn_progress.py
+        attach(watch)
+        return _CALLBACKS
+    from aiohttp import web_protocol  # a process serving aiohttp has it imported already
+
     if isinstance(protocol, web_protocol.RequestHandler):
         return _AiohttpProgress(protocol, watch)
     raise TypeError(f"the slow-client guard cannot watch {type(protocol).__name__}: no adapter for it")

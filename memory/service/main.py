@@ -55,8 +55,8 @@ from ops.http_guard import (
     serving_limits,
 )
 from ops.metrics import METRICS_TOKEN_ENV, MULTIPROCESS_DIR_ENV, Metrics
-from ops.server_progress import WatchedHttpToolsProtocol
 from ops.tracing import configure_tracing
+from ops.uvicorn_progress import WatchedHttpToolsProtocol
 
 log = structlog.get_logger("memory.service")
 

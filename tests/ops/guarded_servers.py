@@ -17,7 +17,7 @@ import uvicorn
 from aiohttp import web
 
 from ops.http_guard import ConnectionGuard, GuardLimits
-from ops.server_progress import WatchedHttpToolsProtocol
+from ops.uvicorn_progress import WatchedHttpToolsProtocol
 
 SERVERS = ("uvicorn", "aiohttp")
 

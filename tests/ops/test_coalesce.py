@@ -9,7 +9,7 @@ from typing import Any, ClassVar
 
 from ops.coalesce import CoalescingTransport
 from ops.http_guard import GuardLimits
-from ops.server_progress import WatchedHttpToolsProtocol
+from ops.uvicorn_progress import WatchedHttpToolsProtocol
 from tests.ops.guarded_servers import exchange, guarded
 
 
