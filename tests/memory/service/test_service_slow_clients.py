@@ -95,6 +95,24 @@ def test_a_kept_alive_connection_after_a_chunked_body_outlives_the_body_deadline
     assert received.startswith(b"HTTP/1.1 200 ")
 
 
+@pytest.mark.parametrize(
+    ("chunks", "status"),
+    [(b"ffffffffffffffff\r\nab", b"411"), (b"5\r\nhello\r\n", b"411"), (b"zz\r\n", b"400")],
+    ids=["largest-chunk-size", "unterminated", "malformed-chunk-size"],
+)
+def test_a_chunked_body_is_answered_at_once_and_a_malformed_one_with_a_400(
+    quick: RunningService, chunks: bytes, status: bytes
+) -> None:
+    head = (
+        "POST /write HTTP/1.1\r\nHost: memory\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).format(token=AUTH["Authorization"].split()[1])
+    with half_open(quick.host, quick.port, head.encode() + chunks) as sock:
+        sock.settimeout(BODY_DEADLINE / 2)  # well before any deadline could have answered it
+        status_line = sock.makefile("rb").readline()
+    assert status_line.split(b" ")[1] == status
+
+
 def test_a_head_sent_slowly_but_within_the_deadline_is_served(quick: RunningService) -> None:
     with half_open(quick.host, quick.port, b"GET /healthz HTTP/1.1\r\n") as sock:
         time.sleep(HEAD_DEADLINE / 3)
