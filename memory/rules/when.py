@@ -54,6 +54,8 @@ _COUNT = r"\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True))
 _UNIT = "|".join(_UNITS)
 _YEAR = r"(?:19|20)\d{2}"
 _ORDINAL = r"(?:st|nd|rd|th)?"
+# "since March", "before 2025": right after an opening word a month or year needs no "in".
+_AFTER_OPENING = r"(?:(?<=since\s)|(?<=after\s)|(?<=before\s)|(?<=until\s))"
 # A point or span of the calendar, each alternative its own named groups.
 _SPAN = "|".join(
     (
@@ -63,7 +65,7 @@ _SPAN = "|".join(
         rf"(?P<ago_count>{_COUNT})\s+(?P<ago_unit>{_UNIT})\s+ago",
         rf"(?P<rel>last|this|past|previous)\s+(?P<rel_unit>week|month|year|weekend|{_WEEKDAY})",
         r"(?P<day_word>today|tonight|this\s+morning|this\s+afternoon|the\s+day\s+before\s+yesterday|yesterday)",
-        rf"(?:in|during)\s+(?:(?P<m_month>{_MONTH})(?:\s+(?P<m_year>{_YEAR}))?|(?P<year>{_YEAR}))",
+        rf"(?:(?:in|during)\s+|{_AFTER_OPENING})(?:(?P<m_month>{_MONTH})(?:\s+(?P<m_year>{_YEAR}))?|(?P<year>{_YEAR}))",
         rf"on\s+(?P<weekday>{_WEEKDAY})",
         rf"(?P<ym_month>{_MONTH})\s+(?P<ym_year>{_YEAR})",
     )
@@ -73,7 +75,7 @@ _LAST_N = (
     rf"(?P<last_n>(?:last|past)\s+(?P<n>{_COUNT})\s+(?P<n_unit>{_UNIT}))"
 )
 _PATTERN = re.compile(
-    rf"\b(?:(?P<open>since|after|from|before|until)\s+(?:the\s+)?)?(?:{_LAST_N}|{_SPAN})\b", re.IGNORECASE
+    rf"\b(?:(?P<open>since|after|before|until)\s+(?:the\s+)?)?(?:{_LAST_N}|{_SPAN})\b", re.IGNORECASE
 )
 
 
@@ -108,7 +110,7 @@ def _window(groups: dict[str, str], today: date, now: float) -> TimeWindow | Non
         return None
     start, end = _epoch(span[0]), _epoch(span[1] + timedelta(days=1))
     opening = groups.get("open")
-    if opening in ("since", "after", "from"):
+    if opening in ("since", "after"):
         start, end = (end if opening == "after" else start), max(now, end)
     elif opening in ("before", "until"):
         start, end = 0.0, (start if opening == "before" else end)
