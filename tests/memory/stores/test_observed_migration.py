@@ -4,7 +4,7 @@ takes its `created_at`, once, and new writes keep their own time."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, MutableMapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ class StepClock:
         return self.now
 
 
-def _migrated(logs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def _migrated(logs: Sequence[MutableMapping[str, Any]]) -> list[MutableMapping[str, Any]]:
     return [entry for entry in logs if entry["event"] == "memory.store.observed_migrated"]
 
 
