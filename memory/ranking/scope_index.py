@@ -170,8 +170,7 @@ class ScopeIndex:
         """The `count` best records by the v2 score over the whole scope, best first (ties: lower seq
         first, as `rank` breaks them over seq-ordered candidates). A record must share one of `terms`
         (the prefilter's stems) with the query or be close enough in meaning; one created before
-        `created_after` (expired) is never chosen. `window`: the query's time phrase, if any
-        (`memory.ranking.time_window`)."""
+        `created_after` (expired) is never chosen; `window` is the query's time phrase, if any."""
         size = self._size
         if size == 0 or count <= 0 or not stems:
             return []
