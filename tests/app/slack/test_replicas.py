@@ -61,7 +61,7 @@ async def test_two_serve_processes_on_one_postgres_store_answer_an_event_deliver
         await slack_api.wait_until(lambda: any("claimed_elsewhere" in line for line in lines), within=20)
         codes = await asyncio.gather(first.stop(), second.stop())
 
-    assert codes == [0, 0], "".join(first.lines + second.lines)
+    assert list(codes) == [0, 0], "".join(first.lines + second.lines)
     [reply] = slack_api.bot_replies("C1", posted["ts"])
     assert reply.text == "Deploys run nightly."
     assert len(fake_anthropic.requests) == 1
