@@ -14,15 +14,22 @@ from config.settings import Settings
 from memory.context import MemoryRead, read_memory
 from memory.rules.scope import RequestScopes, list_scope_keys, request_scope_keys
 from memory.types import MemoryStore, ReadAudit
+from ops.metrics import Metrics
 from ops.tracing import span
 
 log = structlog.get_logger("dispatch")
 
 
 async def read_for_run(
-    store: MemoryStore, settings: Settings, message: IncomingMessage, query: str, repo: Awaitable[str | None]
+    store: MemoryStore,
+    settings: Settings,
+    message: IncomingMessage,
+    query: str,
+    repo: Awaitable[str | None],
+    metrics: Metrics | None = None,
 ) -> MemoryRead | None:
-    """The run's memory block; a read that fails leaves the run without one."""
+    """The run's memory block; a read that fails leaves the run without one. `metrics` (the bot's
+    /metrics) counts the read and its records, or its failure."""
     organization = settings.organization
     assert organization is not None
     with span("memory.read") as read_span:
@@ -41,7 +48,12 @@ async def read_for_run(
         except Exception as error:
             log.warning("memory.read_failed", error=type(error).__name__)
             read_span.set_attribute("error.type", type(error).__name__)
+            if metrics is not None:
+                metrics.memory_read_failures.inc()
             return None
+        if metrics is not None:
+            metrics.memory_reads.inc()
+            metrics.memory_records_read.inc(len(read.records))
         read_span.set_attributes(
             {"memory.scopes": len(list_scope_keys(read.scopes)), "memory.records": len(read.records)}
         )

@@ -77,9 +77,16 @@ class Metrics:
             ["server", "phase"],
             registry=r,
         )
-        self.memory_reads = Counter("switchboard_memory_reads", "Scope retrieves served", registry=r)
+        # The service counts the retrieves it serves; the bot counts its runs' reads (one per run that
+        # reads memory, whichever store answers it), so each process's /metrics shows its own.
+        self.memory_reads = Counter("switchboard_memory_reads", "Memory retrieval reads", registry=r)
         self.memory_records_read = Counter(
-            "switchboard_memory_records_read", "Records returned by retrieves", registry=r
+            "switchboard_memory_records_read", "Records returned by retrieval reads", registry=r
+        )
+        self.memory_read_failures = Counter(
+            "switchboard_memory_read_failures",
+            "Memory reads that failed (the run went on without memory)",
+            registry=r,
         )
         self.memory_writes = Counter(
             "switchboard_memory_writes", "Written candidates by what the store did", ["result"], registry=r
