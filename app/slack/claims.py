@@ -6,8 +6,11 @@ type — is only recognised by a store the replicas share (memory/rules/claims.p
 of one data directory, PostgreSQL, or the memory service. The claim names the message, not the
 event id, so a retry and a twin are the same claim.
 
-A claim the store cannot answer (down, slow, refused) never costs the message its answer: the event
-is answered, and the failure is logged. Answering twice is better than answering nobody.
+The claim is taken after the ack, in the answer's task: a round trip to the store must not hold
+Slack's 3-second ack, and it need not, because the store's atomic claim — not which replica is
+faster — decides who answers. A claim the store cannot answer (down, slow, refused) never costs the
+message its answer: the event is answered, and the failure is logged. Answering twice is better than
+answering nobody.
 """
 
 from __future__ import annotations
