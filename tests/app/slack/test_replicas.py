@@ -1,6 +1,7 @@
 """Several bot replicas behind one Slack app: two real `switchboard serve` processes (HTTP mode) sharing
 one PostgreSQL store are each handed the same event — a retry that reached the other replica — and the
-message is answered once. A shared claim the store cannot answer never silences the message."""
+message is answered once; so are two bots behind one memory service. A shared claim the store cannot
+answer never silences the message."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import asyncio
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 from structlog.testing import capture_logs
 
+from memory.service.app import create_app
 from memory.stores.http import HttpMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, running_bot
 from tests.app.slack.test_serve import _bot_env, _free_port, serve
 from tests.fakes.model_server import FakeModelServer
@@ -89,3 +93,35 @@ async def test_a_shared_claim_that_cannot_be_reached_is_logged_and_the_message_a
     assert reply.text == "answer to: still there?"
     [failed] = [entry for entry in logs if entry["event"] == "slack.claim_failed"]
     assert failed["answered"] is True and failed["event_id"] and failed["error"] == "MemoryStoreError"
+
+
+async def test_two_bots_behind_one_memory_service_answer_an_event_delivered_to_both_once(
+    slack_api: FakeSlackApi, tmp_path: Path
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    backing = SqliteMemoryStore(tmp_path / "memory")
+    service = create_app(backing, TOKEN)
+    clients = [
+        HttpMemoryStore("http://memory.test", TOKEN, transport=httpx.ASGITransport(app=service))
+        for _ in range(2)
+    ]
+    dispatchers = [RecordingDispatcher(), RecordingDispatcher()]
+    try:
+        async with (
+            running_bot(slack_api, dispatchers[0], memory_store=clients[0]) as first,
+            running_bot(slack_api, dispatchers[1], memory_store=clients[1]) as second,
+        ):
+            posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> who is on call?")
+            event = as_app_mention(posted)
+            await asyncio.gather(
+                first.slack.event(event, event_id="EvBOTH"),
+                second.slack.event(event, event_id="EvBOTH", retry_num=1),
+            )
+            await asyncio.gather(first.settle(), second.settle())
+    finally:
+        for client in clients:
+            await client.aclose()
+        await backing.aclose()
+
+    assert len(slack_api.bot_replies("C1", posted["ts"])) == 1
+    assert sorted(len(d.messages) for d in dispatchers) == [0, 1]
