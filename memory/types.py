@@ -39,6 +39,9 @@ MAX_TEXT_CHARS = 4000
 MAX_RECORD_KEYWORDS = 20
 MAX_KEYWORD_CHARS = 64
 MAX_REF_CHARS = 200  # source thread key, source run id, supersedes, origin conversation
+# The latest time a record may say it was observed (3000-01-01 UTC): beyond it no calendar date can be
+# shown, and a date that far out could only be a mistake or an attack on the ranking.
+MAX_OBSERVED_AT = 32_503_680_000.0
 
 
 @dataclass(frozen=True, slots=True)

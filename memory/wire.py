@@ -16,6 +16,7 @@ from memory.types import (
     ERASE_REASONS,
     MAX_KEYWORD_CHARS,
     MAX_LIMIT,
+    MAX_OBSERVED_AT,
     MAX_RECORD_KEYWORDS,
     MAX_REF_CHARS,
     MAX_TEXT_CHARS,
@@ -176,8 +177,8 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
     if confidence is not None and (not _is_number(confidence) or not 0.0 <= confidence <= 1.0):
         raise WireError(f"{at}.confidence must be a number in [0, 1]")
     observed = obj.get("observedAt")
-    if observed is not None and (not _is_number(observed) or observed < 0):
-        raise WireError(f"{at}.observedAt must be a finite number of epoch seconds ≥ 0")
+    if observed is not None and (not _is_number(observed) or not 0 <= observed <= MAX_OBSERVED_AT):
+        raise WireError(f"{at}.observedAt must be epoch seconds from 0 to {MAX_OBSERVED_AT:.0f}")
     return MemoryCandidate(
         kind=cast(RecordKind, kind),
         text=text,

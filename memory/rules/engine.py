@@ -5,7 +5,6 @@ Pure: stores feed it the rows it needs and persist what it decides (invariant 2)
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -15,6 +14,7 @@ from memory.rules.redact import redact_candidate
 from memory.rules.scorer import query_terms, query_tokens, recency_score, record_tokens, weighted_score
 from memory.types import (
     MAX_KEYWORD_CHARS,
+    MAX_OBSERVED_AT,
     MAX_RECORD_KEYWORDS,
     MAX_REF_CHARS,
     MAX_SCOPE_CAP,
@@ -161,9 +161,11 @@ def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
         raise ValueError(f"{at}.confidence must be a number in [0, 1]")
     observed = candidate.observed_at
     if observed is not None and (
-        isinstance(observed, bool) or not isinstance(observed, int | float) or not 0.0 <= observed < math.inf
+        isinstance(observed, bool)
+        or not isinstance(observed, int | float)
+        or not 0.0 <= observed <= MAX_OBSERVED_AT
     ):
-        raise ValueError(f"{at}.observed_at must be a finite number of epoch seconds ≥ 0")
+        raise ValueError(f"{at}.observed_at must be epoch seconds from 0 to {MAX_OBSERVED_AT:.0f}")
 
 
 _OPTIONAL_REFS = frozenset({"source_run_id", "supersedes", "origin_conversation"})

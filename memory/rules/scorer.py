@@ -173,8 +173,12 @@ def observed_time(record: MemoryRecord) -> float:
 
 def day_of(epoch: float) -> str:
     """A time as the block shows it: its UTC calendar date, `2026-11-24` (compact, unambiguous, and
-    what the model reasons about "last week" from)."""
-    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+    what the model reasons about "last week" from). A time no calendar holds (a row written before
+    dates were bounded) shows as undated rather than failing the whole read."""
+    try:
+        return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+    except (ValueError, OverflowError, OSError):
+        return "undated"
 
 
 def recency_score(record: MemoryRecord, now: float) -> float:

@@ -93,7 +93,7 @@ def time_window(query: str, now: float) -> TimeWindow | None:
         groups = {key: value.lower() for key, value in match.groupdict().items() if value is not None}
         try:
             found = _window(groups, today, now)
-        except ValueError:  # a date the calendar lacks: read on
+        except (ValueError, OverflowError):  # a date the calendar lacks, or past its end: read on
             continue
         if found is not None:
             return found

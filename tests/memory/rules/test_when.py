@@ -80,6 +80,8 @@ def test_a_time_phrase_names_its_window_relative_to_now(query: str, window: Time
         "port 2025 is open",  # a bare number is no year
         "the lastweek branch",  # whole words only
         "2026-02-30 is no date",  # the calendar lacks it
+        "on 9999-12-31",  # its day's end is past the calendar's
+        "since 9999-12-31",
         "",
     ],
 )
