@@ -244,7 +244,7 @@ def nearest_verb(word: str, verbs: Iterable[str]) -> str | None:
     best: tuple[int, str] | None = None
     for verb in sorted(verbs):
         reach = 1 if len(verb) <= _SHORT_VERB else _MISSPELLING_EDITS
-        if abs(len(word) - len(verb)) > reach:  # out of reach by length alone: no quadratic work on a long word
+        if abs(len(word) - len(verb)) > reach:  # out of reach by length: no quadratic work on a long word
             continue
         edits = edit_distance(word, verb)
         if 0 < edits <= reach and (best is None or edits < best[0]):
