@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from app.agent.agents import AgentRegistry, build_agents
+from app.agent.agents import BUILTIN_AGENTS, DEFAULT_AGENT, AgentRegistry, build_agents
 from app.agent.providers.registry import (
     ProviderRegistry,
     build_provider_registry,
@@ -93,10 +93,12 @@ async def erase_expired_at_start(store: MemoryStore) -> None:
 
 
 def credentials_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
-    """One line naming the missing variable when a configured model's own provider cannot answer.
+    """One line naming what the configured models lack, or None when they can answer.
 
-    Each model is checked against its provider (an OpenAI key does not make `anthropic/…` work);
-    with no model configured yet, any usable endpoint will do (the missing model is reported later).
+    Each model is checked against its provider (an OpenAI key does not make `anthropic/…` work).
+    With no model configured yet, any usable endpoint will do (the missing model is reported when the
+    runtime starts); with neither a model nor any credentials, the line names both, so one start says
+    everything a fresh setup is missing.
     """
     env = os.environ if environ is None else environ
     refs = configured_model_refs(settings)
@@ -111,7 +113,10 @@ def credentials_problem(settings: Settings, environ: Mapping[str, str] | None = 
         )
     if refs or any(provider_usable(settings, name, env) for name in settings.models):
         return None
-    return NO_CREDENTIALS
+    from app.agent.agents import missing_model_message
+
+    default = next(agent for agent in BUILTIN_AGENTS if agent.name == DEFAULT_AGENT)  # no model at all
+    return f"{missing_model_message(default)}; and {NO_CREDENTIALS}"
 
 
 def build_memory(settings: Settings, environ: Mapping[str, str] | None = None) -> MemoryStore:

@@ -13,6 +13,7 @@ from typing import Literal
 
 import structlog
 
+from commands.list_filter import widened_filter
 from commands.memory import MemoryCommands
 from commands.registry import Caller
 from memory.rules.scope import derive_scope_key
@@ -87,7 +88,8 @@ class MemoryBrowser:
                 scope, key, problem="That search has no words to match (records match on whole words)."
             )
         try:
-            window = await self._store.list(key, BROWSE_WINDOW, query=request.query)
+            query = widened_filter(request.query) if request.query is not None else None
+            window = await self._store.list(key, BROWSE_WINDOW, query=query)
         except Exception as error:
             log.warning("memory.browse_failed", scope_key=key, error=type(error).__name__)
             return BrowsePage(

@@ -7,19 +7,19 @@ configured store and is an admin only when `admins` lists `user:cli:local`.
 from __future__ import annotations
 
 import asyncio
-import logging
+import os
 import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
-import structlog
-
 from commands.memory import build_registry
+from commands.plain import plain_text
 from commands.registry import Caller
 from commands.reindex import run_reindex
 from memory.rules.visibility import Reader
 from memory.stores.in_process import NullMemoryStore
 from memory.types import MemoryStore
+from ops.log_setup import LEVEL_NAMES, configure_logging
 
 CLI_USER_ID = "cli:local"
 CLI_CALLER = Caller(
@@ -31,8 +31,9 @@ CLI_CALLER = Caller(
     reader=Reader("self", CLI_USER_ID, None),  # the terminal is the local user's own
 )
 _HELP = frozenset({"-h", "--help", "help"})
-# Info events a terminal user should still see: the audit trail of what they changed.
-_AUDIT_EVENTS = frozenset({"memory.forget"})
+_VERBOSE = frozenset({"--verbose", "-v"})
+LOG_LEVEL_ENV = "SWITCHBOARD_LOG_LEVEL"
+REINDEX_USAGE = "memory reindex — give older records their vectors (progress on stderr; safe to rerun)"
 
 
 async def run_memory_cli(
@@ -52,44 +53,55 @@ async def run_memory_cli(
     reply = await registry.handle(" ".join(["memory", *argv]), CLI_CALLER)
     if reply is None:
         print(f"switchboard memory: not a memory command: {' '.join(argv)}", file=err or sys.stderr)
-        print(registry.usage("memory"), file=err or sys.stderr)
+        print(plain_text(registry.usage("memory")), file=err or sys.stderr)
         return 2
     print(reply.text, file=out)
-    return 0 if reply.ok else 1
+    return 2 if reply.usage_error else 0 if reply.ok else 1
 
 
 def main(argv: list[str]) -> int:
     """`switchboard memory …`: load the settings, open the configured store, answer, close it."""
+    try:
+        argv, level = _log_options(argv)
+        configure_logging(level, json=False)  # nothing is logged unless asked: the reply says it all
+    except ValueError as error:
+        print(f"switchboard memory: {error}", file=sys.stderr)
+        return 2
     if not argv or (len(argv) == 1 and argv[0] in _HELP):
-        registry = build_registry(store=NullMemoryStore(), memory_enabled=False, organization=None, admins=())
-        usage = (
-            "usage: switchboard memory list|forget|reindex …\n"
-            + registry.usage("memory")
-            + "\n  memory reindex — give older records their vectors (progress on stderr; safe to rerun)"
-        )
         if not argv:  # a missing subcommand is misuse: usage on stderr, exit 2 (like argparse)
-            print(usage, file=sys.stderr)
+            print(usage(), file=sys.stderr)
             return 2
-        print(usage)
+        print(usage())
         return 0
-    _log_to_stderr()
     return asyncio.run(_main(argv))
 
 
-def _log_to_stderr() -> None:
-    """Stdout carries only the answer (scriptable); warnings and the forget audit go to stderr."""
-    if structlog.is_configured():
-        return
-    structlog.configure(
-        processors=[
-            _audit_and_warnings_only,
-            structlog.processors.add_log_level,
-            structlog.processors.TimeStamper(fmt="iso", utc=True),
-            structlog.dev.ConsoleRenderer(colors=False),
-        ],
-        wrapper_class=structlog.make_filtering_bound_logger(logging.INFO),
-        logger_factory=structlog.PrintLoggerFactory(sys.stderr),
-    )
+def usage() -> str:
+    """Every verb, each with its usage line: the registry's and the terminal's own `reindex`."""
+    registry = build_registry(store=NullMemoryStore(), memory_enabled=False, organization=None, admins=())
+    verbs = [command.words[1] for command in registry.commands if command.words[0] == "memory"]
+    verbs.append("reindex")
+    head = f"usage: switchboard memory [--verbose | --log-level {LEVEL_NAMES}] {'|'.join(verbs)} …"
+    return "\n".join([head, plain_text(registry.usage("memory")), REINDEX_USAGE])
+
+
+def _log_options(argv: Sequence[str]) -> tuple[list[str], str]:
+    """The words without `--verbose`/`-v` and `--log-level L`, and the level they (or
+    SWITCHBOARD_LOG_LEVEL) ask for; `off` when nothing asks."""
+    rest: list[str] = []
+    level = os.environ.get(LOG_LEVEL_ENV) or "off"
+    words = iter(argv)
+    for word in words:
+        name, has_value, value = word.partition("=")
+        if word in _VERBOSE:
+            level = "info"
+        elif name == "--log-level":
+            level = value if has_value else next(words, "")
+            if not level:
+                raise ValueError("--log-level needs a value")
+        else:
+            rest.append(word)
+    return rest, level
 
 
 async def _main(argv: list[str]) -> int:
@@ -108,7 +120,7 @@ async def _main(argv: list[str]) -> int:
         store = build_memory_store(settings) if enabled else NullMemoryStore()
     except (MemoryConfigError, ValueError, OSError) as error:
         print(f"⚠️ switchboard memory: cannot open the memory store: {error}", file=sys.stderr)
-        return 1
+        return 2  # a refusal at start-up, as in every other mode
     try:
         await open_memory_store(store)
     except MemoryStoreError as error:
@@ -131,11 +143,3 @@ async def _main(argv: list[str]) -> int:
         )
     finally:
         await store.aclose()
-
-
-def _audit_and_warnings_only(
-    logger: object, method_name: str, event_dict: structlog.types.EventDict
-) -> structlog.types.EventDict:
-    if method_name in ("debug", "info") and event_dict.get("event") not in _AUDIT_EVENTS:
-        raise structlog.DropEvent
-    return event_dict

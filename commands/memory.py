@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import unicodedata
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -17,6 +16,8 @@ from typing import Literal
 
 import structlog
 
+from commands.list_filter import widened_filter
+from commands.plain import TERMINAL_SURFACES, terminal_text
 from commands.provenance import (
     Permalinks,
     ProvenanceCommands,
@@ -59,8 +60,7 @@ LIST_USAGE = (
 FORGET_USAGE = "memory forget <id> | memory forget --user <user id> (admins: erase one person's records)"
 ID_FORMAT = "mem:<scope>:<n>"
 
-# `switchboard memory …` in a terminal: the listing is a plain-text table for a person.
-TERMINAL_SURFACE = "cli"
+# In a terminal the listing is a plain-text table for a person.
 TABLE_TEXT_WIDTH = 60
 
 _OPTION = re.compile(r"^-{1,2}[A-Za-z]")
@@ -239,13 +239,14 @@ class MemoryCommands:
         if request.filter is not None and not query_tokens(request.filter):
             return CommandReply(
                 f"Nothing listed: the filter {_code(request.filter)} has no words to match "
-                "(records match on whole words of letters and digits)."
+                "(records match on words of letters and digits, in any of their forms)."
             )
         sections = await self._sections(request, caller)
         if isinstance(sections, CommandReply):
             return sections
+        query = widened_filter(request.filter) if request.filter is not None else None
         results = await asyncio.gather(
-            *(self._store.list(s.key, request.limit, query=request.filter) for s in sections),
+            *(self._store.list(s.key, request.limit, query=query) for s in sections),
             return_exceptions=True,
         )
         for section, result in zip(sections, results, strict=True):
@@ -264,8 +265,8 @@ class MemoryCommands:
             withheld=listing.withheld,
             filtered=request.filter is not None,
         )
-        if caller.surface == TERMINAL_SURFACE:  # a person at `switchboard memory list`: a table
-            return CommandReply(_render_table(sections, listing, request))
+        if caller.surface in TERMINAL_SURFACES:  # a person at a terminal: a plain-text table
+            return CommandReply(_render_table(sections, listing, request), markdown=False)
         return CommandReply(_render_list(sections, listing, request, machine=_is_machine(caller)))
 
     async def _sections(self, request: ListRequest, caller: Caller) -> list[_Section] | CommandReply:
@@ -324,7 +325,9 @@ class MemoryCommands:
     async def handle_forget(self, args: Sequence[str], caller: Caller) -> CommandReply:
         caller_key = _key("user", caller.user_id)
 
-        def done(text: str, outcome: str, target: str | None, ok: bool = False) -> CommandReply:
+        def done(
+            text: str, outcome: str, target: str | None, ok: bool = False, usage: bool = False
+        ) -> CommandReply:
             log.info(
                 "memory.forget",
                 caller=caller_key,
@@ -334,7 +337,7 @@ class MemoryCommands:
                 admin=self.is_admin(caller),
             )
             receipt = CommandReceipt("memory.forget", caller_key, target, outcome, ok)
-            return CommandReply(text, ok=ok, receipt=receipt)
+            return CommandReply(text, ok=ok, receipt=receipt, usage_error=usage)
 
         if not self._enabled:
             return done(
@@ -345,7 +348,7 @@ class MemoryCommands:
         try:
             raw = parse_forget_args(args)
         except UsageError as error:
-            return done(f"{error}\nUsage: `{FORGET_USAGE}`", "invalid_input", None)
+            return done(f"{error}\nUsage: `{FORGET_USAGE}`", "invalid_input", None, usage=True)
         parsed = parse_record_id(raw)
         if parsed is None or not _valid_scope_key(parsed[0]):
             return done(
@@ -383,7 +386,7 @@ class MemoryCommands:
         try:
             scope = parse_forget_user_args(args)
         except UsageError as error:
-            return done(f"{error}\nUsage: `{FORGET_USAGE}`", "invalid_input", None)
+            return done(f"{error}\nUsage: `{FORGET_USAGE}`", "invalid_input", None, usage=True)
         if not self.is_admin(caller):
             return done(
                 "🚫 Only admins can erase another person's records. Your own: `memory list me`, "
@@ -517,7 +520,7 @@ def _render_table(sections: Sequence[_Section], listing: _Listing, request: List
 
 
 def _terminal_cell(value: str, width: int | None = None) -> str:
-    text = "".join(c for c in clean_memory_field(value) if unicodedata.category(c) not in ("Cc", "Cf"))
+    text = terminal_text(clean_memory_field(value))
     return text if width is None or len(text) <= width else text[: width - 1] + "…"
 
 

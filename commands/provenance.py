@@ -32,6 +32,7 @@ AUDIT_USAGE = "memory audit --record <id> | --run <run id> | --user <user id> [-
 AUDIT_LIMIT = 20
 
 _TYPOGRAPHIC_DASHES = re.compile(r"^[—–]")
+_OPTION = re.compile(r"^(?:-{1,2}|[—–])[A-Za-z]")
 _AUDIT_OPTIONS = ("record", "run", "user", "limit")
 
 
@@ -204,6 +205,8 @@ class ProvenanceCommands:
     async def handle_why(self, args: Sequence[str], caller: Caller) -> CommandReply:
         if not self._enabled:
             return CommandReply("🔕 Memory is off (`memory.enabled` is false): no answer drew on it.")
+        if args and _OPTION.match(args[0]):
+            raise UsageError(f"Unknown option {code_span(args[0])}: `memory why` takes only a run id.")
         if len(args) > 1:
             raise UsageError("`memory why` takes at most one run id.")
         run_id = args[0].strip("`'\"“”‘’") if args else None

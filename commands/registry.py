@@ -7,14 +7,14 @@ here without a model turn, anything else comes back as None and goes on to the a
 
 from __future__ import annotations
 
-import difflib
 import re
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import structlog
 
+from commands.plain import TERMINAL_SURFACES, plain_text
 from memory.rules.visibility import Reader
 
 log = structlog.get_logger("commands")
@@ -31,6 +31,8 @@ def _words(text: str) -> frozenset[str]:
 
 # What after a group word (`memory …`) is a command attempt, answered with the group's usage and
 # never handed to the model (a model once answered "Done, I deleted it." with nothing deleted):
+# - an option (`memory --scope org`) or a close misspelling of a verb (`memory forgett mem:org:acme:3`,
+#   `memory listt org`), whatever follows;
 # - a destructive verb, whatever follows it ("memory purge everything please");
 _DESTRUCTIVE_VERBS = _words(
     """delete del rm remove clear erase wipe purge drop reset flush truncate nuke destroy unset
@@ -43,18 +45,32 @@ _ACTION_VERBS = _words(
     vacuum compact"""
 )
 _SHORT_TAIL = 3
-# - a lone word: an option (`memory --scope`), a word close to a known verb (`memory lsit`), or any
-#   bare word (`memory zap`) — but not one that reads as prose going on about memory: an inflected
-#   word (`memory leaks`, `memory matters`, `memory growing`) or a function word (`memory is`).
-_OPTION_LIKE = re.compile(r"^-{1,2}[A-Za-z]")
+# - a lone word: a bare word (`memory zap`) — but not one that reads as prose going on about memory:
+#   an inflected word (`memory leaks`, `memory matters`, `memory growing`) or a function word.
+_OPTION_LIKE = re.compile(r"^(?:-{1,2}|[—–])[A-Za-z]")  # clients turn `--` into an em or en dash
 _BARE_WORD = re.compile(r"^[a-z]+$")
 _INFLECTED = ("s", "ing", "ed")
 _FUNCTION_WORDS = _words(
     """is was are were be been am has have had can could will would should may might must do does
     did of in on at for from to and or but the a an this that it its"""
 )
+# A misspelling is a word a few edits from a verb that is not itself a word: two edits (a letter
+# doubled, dropped, swapped or wrong) on a verb of five letters or more, one on a shorter verb — two
+# edits reach most short English words from a four-letter verb ("is", "it", "must", "test" from
+# `list`). These English words lie within that reach of a verb and open prose ("memory lost after the
+# restart", "memory forgot my keys", "memory unit tests"): they are never read as misspellings.
+_MISSPELLING_EDITS = 2
+_SHORT_VERB = 4
+_NEAR_VERB_WORDS = _words(
+    """last lost lust lest lint lisp lilt lift mist fist gist lit
+    who thy shy wry way whey
+    held hell helm hemp kelp yelp whelp heap
+    forgot forge forged forger forges forgery forgo fore fort forte fret forked formed format former
+    forest target corset ferret
+    auditor audio adult admit await edit adit aunt unit quit suit"""
+)
+_VERB_INFLECTIONS = ("s", "es", "ed", "d", "ing")
 # Longer messages with any other second word are prose for the agent ("memory is great").
-_TYPO_CUTOFF = 0.7
 _HELP_WORDS = frozenset({"help", "--help", "-h"})
 _OPTION_HELP = frozenset({"--help", "-h"})
 
@@ -95,6 +111,10 @@ class CommandReply:
     text: str
     ok: bool = True
     receipt: CommandReceipt | None = None
+    # The words did not fit a grammar (a terminal exits 2 on it, like any command-line misuse).
+    usage_error: bool = False
+    # False for a reply already written for a terminal (the `memory list` table).
+    markdown: bool = True
 
 
 class UsageError(ValueError):
@@ -164,7 +184,14 @@ class CommandRegistry:
         return found
 
     async def handle(self, text: str, caller: Caller) -> CommandReply | None:
-        """Answer a command, or None when the text is not one (the agent answers it)."""
+        """Answer a command, or None when the text is not one (the agent answers it); a terminal gets
+        the reply as plain text."""
+        reply = await self._answer(text, caller)
+        if reply is None or not reply.markdown or caller.surface not in TERMINAL_SURFACES:
+            return reply
+        return replace(reply, text=plain_text(reply.text), markdown=False)
+
+    async def _answer(self, text: str, caller: Caller) -> CommandReply | None:
         tokens = _tokens(text)
         if not tokens:
             return None
@@ -183,7 +210,7 @@ class CommandRegistry:
         try:
             reply = await command.handler(args, caller)
         except UsageError as error:
-            reply = CommandReply(f"{error}\nUsage: `{command.usage}`", ok=False)
+            reply = CommandReply(f"{error}\nUsage: `{command.usage}`", ok=False, usage_error=True)
         except Exception as error:  # a command never crashes its surface
             log.warning("command.failed", command=command.name, error=type(error).__name__)
             reply = CommandReply(f"⚠️ `{command.name}` failed ({type(error).__name__}).", ok=False)
@@ -191,24 +218,60 @@ class CommandRegistry:
         return reply
 
     def _mistyped(self, head: str, rest: list[str]) -> CommandReply | None:
-        """`memory delete …`, `memory show all`, `memory lsit`, `memory --scope`, `memory zap` are
-        usage errors; `memory leaks` and `memory is great` are prose (see the rules above)."""
+        """`memory forgett …`, `memory --scope org`, `memory delete …`, `memory show all`, `memory zap`
+        are usage errors; `memory leaks` and `memory is a funny thing` are prose (see the rules above)."""
         word = rest[0]
         verb = word.lower()
-        verbs = sorted({words[1] for words in self._commands if words[0] == head} | {"help"})
-        close = difflib.get_close_matches(verb, verbs, n=1, cutoff=_TYPO_CUTOFF) if len(rest) == 1 else []
+        near = nearest_verb(verb, {words[1] for words in self._commands if words[0] == head} | {"help"})
         destructive = verb in _DESTRUCTIVE_VERBS
         if not (
             destructive
+            or _OPTION_LIKE.match(word)
+            or (near is not None and not _reads_as_prose(verb, near))
             or (verb in _ACTION_VERBS and len(rest) - 1 <= _SHORT_TAIL)
-            or (len(rest) == 1 and (close or _OPTION_LIKE.match(word) or _is_bare_verb(verb)))
+            or (len(rest) == 1 and _is_bare_verb(verb))
         ):
             return None
-        hint = f" Did you mean `{head} {close[0]}`?" if close else ""
-        unchanged = " Nothing was changed." if destructive else ""
+        hint = f" Did you mean `{head} {near}`?" if near is not None else ""
+        unchanged = " Nothing was changed." if destructive or near == "forget" else ""
         reason = f"Unknown command {_code(head + ' ' + word)}.{unchanged}{hint}"
         log.info("command.unknown", group=head, destructive=destructive)
-        return CommandReply(f"{reason}\n{self.usage(head)}", ok=False)
+        return CommandReply(f"{reason}\n{self.usage(head)}", ok=False, usage_error=True)
+
+
+def nearest_verb(word: str, verbs: Iterable[str]) -> str | None:
+    """The verb `word` is a misspelling of: the fewest edits within reach (see above), else None."""
+    best: tuple[int, str] | None = None
+    for verb in sorted(verbs):
+        reach = 1 if len(verb) <= _SHORT_VERB else _MISSPELLING_EDITS
+        edits = edit_distance(word, verb)
+        if 0 < edits <= reach and (best is None or edits < best[0]):
+            best = (edits, verb)
+    return best[1] if best is not None else None
+
+
+def edit_distance(a: str, b: str) -> int:
+    """Insertions, deletions, substitutions and swaps of two neighbours (`lsit` is one from `list`)."""
+    previous: list[int] | None = None
+    row = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        current = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            current[j] = min(row[j] + 1, current[j - 1] + 1, row[j - 1] + cost)
+            if previous is not None and i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                current[j] = min(current[j], previous[j - 2] + 1)
+        previous, row = row, current
+    return row[len(b)]
+
+
+def _reads_as_prose(word: str, verb: str) -> bool:
+    """A word near a verb that is English of its own: a function word, a listed word, an inflection."""
+    return (
+        word in _FUNCTION_WORDS
+        or word in _NEAR_VERB_WORDS
+        or any(word == verb + ending for ending in _VERB_INFLECTIONS)
+    )
 
 
 def _is_bare_verb(word: str) -> bool:

@@ -122,8 +122,10 @@ class MemorySettings(_Section):
     max_tokens: int = Field(default=800, ge=1, le=100_000)
     model: str | None = None  # checked when reflection runs: a bad ref warns and skips, never fails a run
     # Any value reaches memory/build.py, which validates it once (§29: a warning and the default).
-    max_records_per_scope: Any = 500
-    store: Literal["sqlite", "memory", "postgres"] | None = None
+    # Unset is None, not 500: the memory service then applies its own default, and no cap is sent.
+    max_records_per_scope: Any = None
+    # `in_process` keeps records in this process only (tests, demos); `memory` was its old name.
+    store: Literal["sqlite", "in_process", "postgres"] | None = None
     service_url: str | None = None
     token_env: str = Field(default="MEMORY_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     timeout: float = Field(default=5.0, gt=0, le=300)
@@ -141,6 +143,16 @@ class MemorySettings(_Section):
     audit_retention_days: float = Field(default=30.0, gt=0, le=36_500)
 
     _url = field_validator("service_url")(_check_url)
+
+    @field_validator("store", mode="before")
+    @classmethod
+    def _renamed_store(cls, value: Any) -> Any:
+        """The old name of the in-process store is refused with its new name, never guessed at."""
+        if value == "memory":
+            raise ValueError(
+                "renamed: set memory.store = 'in_process' (records in this process only, lost on restart)"
+            )
+        return value
 
     @field_validator("max_records_per_scope", mode="before")
     @classmethod
@@ -283,6 +295,18 @@ class Settings(BaseSettings):
             )
         return self
 
+    @model_validator(mode="after")
+    def _service_url_needs_its_token(self) -> Settings:
+        """A service URL without its token is refused: a quiet local store per host would split one
+        team's memory (memory/stores/build.py refuses it too, for callers that pass their own env)."""
+        memory = self.memory
+        if memory.enabled and memory.service_url and memory.store is None and not self.secrets.memory_token:
+            raise ValueError(
+                f"memory.service_url = {memory.service_url!r} needs {memory.token_env}: export the memory "
+                "service's token, or remove memory.service_url to keep memory in this host's SQLite store"
+            )
+        return self
+
     # -- derived views --
 
     def agent_model_ref(self, agent: str) -> str | None:
@@ -345,10 +369,20 @@ def _config_path(environ: Mapping[str, str], config_path: str | Path | None) -> 
     return Path(DEFAULT_CONFIG_FILE), None
 
 
+def check_config_file(path: str | Path, named_by: str) -> None:
+    """Raise ConfigError (one line) unless `path` is a readable TOML config file."""
+    _read_config(Path(path), named_by)
+
+
 def _read_config(path: Path, named_by: str | None) -> dict[str, Any]:
+    named = f" (named by {named_by})" if named_by is not None else ""
+    if path.is_dir():
+        raise ConfigError(f"config error: config file {path} is a directory, not a TOML file{named}")
     if not path.is_file():
+        if path.exists():
+            raise ConfigError(f"config error: config file {path} is not a regular file{named}")
         if named_by is not None:
-            raise ConfigError(f"config error: config file {path} does not exist (named by {named_by})")
+            raise ConfigError(f"config error: config file {path} does not exist{named}")
         return {}
     try:
         with path.open("rb") as handle:
@@ -356,7 +390,7 @@ def _read_config(path: Path, named_by: str | None) -> dict[str, Any]:
     except tomllib.TOMLDecodeError as error:
         raise ConfigError(f"config error: {path} is not valid TOML: {error}") from error
     except OSError as error:
-        raise ConfigError(f"config error: cannot read {path}: {error.strerror}") from error
+        raise ConfigError(f"config error: cannot read config file {path}: {error.strerror}{named}") from error
 
 
 def _memory_token_env(merged: Mapping[str, Any]) -> str:

@@ -20,7 +20,6 @@ from collections.abc import Mapping, Sequence
 import structlog
 
 from app.lifecycle import Lifecycle
-from app.logging_setup import configure_logging
 from app.slack.bot import SlackBot, build_slack_app, make_web_client
 from app.slack.home import Permalinks as SlackPermalinks
 from app.slack.http_site import EVENTS_PATH, bound_port, start_http
@@ -30,6 +29,7 @@ from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_s
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
 from ops.heap import settle_heap
+from ops.log_setup import configure_logging
 from ops.metrics import Metrics
 from ops.tracing import configure_tracing
 
@@ -92,15 +92,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as error:
         print(f"{PROG}: {error}", file=sys.stderr)
         return 2
-    problem = slack_credentials_problem(settings)
-    if problem is None:
-        from app.runtime import credentials_problem
+    from app.runtime import credentials_problem
 
-        problem = credentials_problem(settings, env)
-    if problem is not None:
-        print(f"{PROG}: {problem}", file=sys.stderr)
+    # Everything a first start lacks, said at once: a newcomer fixes it in one go, not one restart each.
+    problems = [p for p in (slack_credentials_problem(settings), credentials_problem(settings, env)) if p]
+    if problems:
+        print(f"{PROG}: {'; and '.join(problems)}", file=sys.stderr)
         return 2
-    configure_logging(args.log_level or env.get("SWITCHBOARD_LOG_LEVEL") or "info")
+    try:
+        configure_logging(args.log_level or env.get("SWITCHBOARD_LOG_LEVEL") or "info")
+    except ValueError as error:
+        print(f"{PROG}: {error}", file=sys.stderr)
+        return 2
     configure_tracing(env, "switchboard")
     try:
         return asyncio.run(serve(settings, env, host=args.host, port=port))

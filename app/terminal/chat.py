@@ -25,9 +25,10 @@ from typing import Any, TextIO
 
 from app.dispatch import DispatchOutcome
 from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
-from app.logging_setup import configure_logging
 from app.runtime import Runtime, credentials_problem, start_runtime
 from config.settings import ConfigError, Settings, load_settings
+from memory.rules.redact import redact_secrets
+from ops.log_setup import LEVEL_NAMES, configure_logging
 from ops.tracing import configure_tracing, span
 
 USER_ID = "cli:local"
@@ -61,8 +62,13 @@ class ChatThreads:
         )
 
     def append(self, thread: str, request: str, answer: str) -> None:
+        """Both turns go to disk redacted, as memory keeps them: a key pasted into a chat is never
+        written out (and so never sent back to the model as history either)."""
         turns = [{"role": t.role, "text": t.text} for t in self.load(thread)]
-        turns += [{"role": "user", "text": request}, {"role": "assistant", "text": answer}]
+        turns += [
+            {"role": "user", "text": redact_secrets(request)},
+            {"role": "assistant", "text": redact_secrets(answer)},
+        ]
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(thread)
         temporary = path.with_name(f".{path.name}.tmp")
@@ -91,7 +97,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="switchboard chat", description="Talk to the bot in this terminal.")
     parser.add_argument("--thread", help="thread name (letters, digits, . _ -); continues an existing thread")
     parser.add_argument("--config", help="config file (default: switchboard.toml or $SWITCHBOARD_CONFIG)")
-    parser.add_argument("--log-level", default=None, help="debug|info|warning|error (default warning)")
+    parser.add_argument(
+        "--log-level", default=None, help=f"{LEVEL_NAMES} (default off: the answers are the output)"
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at info (as --log-level info)")
     parser.add_argument("message", nargs="*", help="answer this one message and exit")
     return parser.parse_args(list(argv))
 
@@ -103,7 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"switchboard chat: --thread {args.thread!r}: use letters, digits, '.', '_', '-'", file=sys.stderr
         )
         return 2
-    configure_logging(args.log_level or os.environ.get("SWITCHBOARD_LOG_LEVEL") or "warning")
+    level = args.log_level or ("info" if args.verbose else os.environ.get("SWITCHBOARD_LOG_LEVEL") or "off")
+    try:
+        configure_logging(level, json=False)
+    except ValueError as error:
+        print(f"switchboard chat: {error}", file=sys.stderr)
+        return 2
     configure_tracing(os.environ, "switchboard-chat")
     try:
         settings = load_settings(config_path=args.config)

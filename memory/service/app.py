@@ -58,6 +58,8 @@ _DIGITS = re.compile(r"[0-9]+")
 _ID_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 
 LogFields = dict[str, object]
+# Why the store cannot write right now, or None when it can (/readyz).
+ReadinessProbe = Callable[[], Awaitable[str | None]]
 
 
 class JsonReply(JSONResponse):
@@ -98,11 +100,14 @@ def create_app(
     metrics: Metrics | None = None,
     metrics_token: str | None = None,
     redaction: RedactionCache | None = None,
+    ready: ReadinessProbe | None = None,
 ) -> Starlette:
     """The service over `store`; `token` empty or None means every data request is refused (401).
 
     `/metrics` answers only `metrics_token` (ops/metrics.py), never the data token. `redaction` is the
-    outgoing records' redaction cache (a fresh one unless given).
+    outgoing records' redaction cache (a fresh one unless given). `/healthz` is liveness (the process
+    answers); `/readyz` is readiness: 503 while `ready` says the store cannot write (a load balancer
+    sends no writes there).
     """
     if "cap" not in inspect.signature(store.write).parameters:
         raise TypeError(f"{type(store).__name__}.write must accept cap= (the wire's per-batch cap)")
@@ -117,6 +122,7 @@ def create_app(
         Route("/retrieve", service.endpoint("/retrieve", service.retrieve), methods=["POST"]),
         Route("/retrieve_many", service.endpoint("/retrieve_many", service.retrieve_many), methods=["POST"]),
         Route("/healthz", _healthz, methods=["GET"]),
+        Route("/readyz", _Readiness(ready).endpoint, methods=["GET"]),
         Route(METRICS_PATH, service.scrape(metrics_token), methods=["GET"]),
         Route("/write", service.endpoint("/write", service.write), methods=["POST"]),
         Route("/list", service.endpoint("/list", service.list), methods=["POST"]),
@@ -136,6 +142,27 @@ def create_app(
 
 async def _healthz(request: Request) -> Response:
     return JsonReply({"ok": True})
+
+
+class _Readiness:
+    """`/readyz`: the probe's verdict. Open like /healthz, so the reply names no path; the reason is
+    logged once each time readiness changes, not on every probe."""
+
+    def __init__(self, probe: ReadinessProbe | None) -> None:
+        self._probe = probe
+        self._failing: str | None = None
+
+    async def endpoint(self, request: Request) -> Response:
+        problem = None if self._probe is None else await self._probe()
+        if problem != self._failing:
+            if problem is None:
+                log.info("memory.service_ready")
+            else:
+                log.warning("memory.service_not_ready", reason=problem)
+            self._failing = problem
+        if problem is not None:
+            return JsonReply({"ok": False, "error": "the store cannot write"}, status_code=503)
+        return JsonReply({"ok": True})
 
 
 class _Service:

@@ -2,7 +2,11 @@
 
 The bearer token comes only from the MEMORY_TOKEN environment variable. Without it the service still
 starts (health checks pass) but refuses every data request: fail closed, loudly. `--workers N` runs N
-such processes on one port under a supervising parent (memory/service_workers.py).
+such processes on one port under a supervising parent (memory/service/workers.py).
+
+What cannot work is refused at start-up with one line naming the flag, exit 2, before anything is
+served: a port in use (the socket is bound before `memory.service_started`), a data directory the
+store cannot write in. `/healthz` is liveness; `/readyz` answers 503 while the store cannot write.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Coroutine, Iterator, Mapping
+from collections.abc import Callable, Coroutine, Iterator, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -35,15 +39,18 @@ from memory.ranking.embedder import (
 )
 from memory.ranking.fusion import DEFAULT_RANKING, RANKING_MODES, Ranking
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, NO_RETENTION, Retention
-from memory.service.app import CapAwareStore, create_app
+from memory.service.app import CapAwareStore, ReadinessProbe, create_app
 from memory.service.workers import (
     WorkerPlan,
     add_worker_arguments,
+    bind_single,
     inherited_listener,
+    listen_refused,
+    ready_notifier,
     supervise,
     worker_count,
 )
-from memory.stores.build import memory_dir
+from memory.stores.build import data_dir_problem, memory_dir
 from memory.stores.dm_scopes import migrate_dm_scopes_at_start
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.heap import settle_heap
@@ -67,10 +74,47 @@ DATABASE_URL_ENV = "DATABASE_URL"
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
+    """The flags; with `--config FILE`, that file's settings are the defaults the flags override."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.config is not None:
+        parser.set_defaults(**_config_defaults(args.config))
+        args = parser.parse_args(argv)
+    return args
+
+
+def _config_defaults(path: str) -> dict[str, object]:
+    """The flags' defaults from the bots' own config file: one data directory, ranking, embedder and
+    retention for the service and the bots. A bad file is one line, exit 2, as for every command."""
+    from config.settings import ConfigError, load_settings
+
+    try:
+        settings = load_settings(config_path=path)
+    except ConfigError as error:
+        print(f"switchboard memory-service: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+    memory = settings.memory
+    return {
+        "data_dir": settings.data_dir,
+        "ranking": memory.ranking,
+        "embedder": memory.embedder,
+        "ttl_days": memory.ttl_days,
+        "audit_retention_days": memory.audit_retention_days,
+    }
+
+
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="switchboard memory-service",
         description="Serve the memory store over HTTP so several bot processes share one memory. "
         f"The bearer token is read from ${TOKEN_ENV}.",
+    )
+    parser.add_argument(
+        "--config",
+        default=None,
+        metavar="FILE",
+        help="take data_dir and memory.ranking, .embedder, .ttl_days, .audit_retention_days from this "
+        "switchboard.toml (the flags below still win)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8787, help="TCP port (default 8787)")
@@ -138,7 +182,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         help=f"keep read-audit rows DAYS days (default {DEFAULT_AUDIT_DAYS:g})",
     )
     add_worker_arguments(parser)
-    return parser.parse_args(argv)
+    return parser
 
 
 def guard_limits(args: argparse.Namespace) -> GuardLimits:
@@ -163,6 +207,8 @@ def main(argv: list[str]) -> int:
             workers = worker_count(args.workers)
             limits = guard_limits(args)
             if workers > 1 and listener is None:
+                if not database_url:  # one line from the parent, not one from each worker
+                    refuse_unwritable(args.data_dir)
                 command = (sys.executable, "-m", "memory.service", *argv)
                 return run_event_loop(
                     supervise(WorkerPlan(command, workers, args.host, args.port, os.environ))
@@ -189,6 +235,7 @@ def main(argv: list[str]) -> int:
                     embedder=embedder,
                     retention=retention,
                     listener=listener,
+                    on_ready=ready_notifier(args),
                 )
             )
         except ValueError as error:  # a retention that is not a positive number of days
@@ -212,11 +259,13 @@ async def serve(
     embedder: Embedder | None = None,
     retention: Retention = NO_RETENTION,
     listener: socket.socket | None = None,
+    on_ready: Callable[[], None] | None = None,
 ) -> None:
     """Open the store, serve until a signal, then close the store.
 
-    `listener`: serve on this already listening socket (a worker of several) instead of binding
+    `listener`: serve on this socket its supervisor bound (a worker of several) instead of binding
     host:port; the metrics are then every worker's (`PROMETHEUS_MULTIPROC_DIR`, set by the supervisor).
+    `on_ready`: called once the server takes connections (a worker tells its supervisor it booted).
     """
     from memory.stores.sqlite.store import SqliteMemoryStore
 
@@ -229,6 +278,7 @@ async def serve(
         )
     path = memory_dir(data_dir)
     store: CapAwareStore
+    ready: ReadinessProbe | None = None
     if database_url:  # PostgreSQL: verified before serving, so a bad DSN is one line at start-up
         from memory.stores.postgres.store import PostgresMemoryStore
 
@@ -240,21 +290,50 @@ async def serve(
             raise MemoryStoreError(str(error)) from None
         await store.open()
     else:
+        refuse_unwritable(data_dir)
         store = SqliteMemoryStore(
             path, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
         )
+        ready = _writable(path)
     try:
+        if listener is None:  # bound now: a port in use is one line, before anything says it started
+            try:
+                listener = bind_single(host, port)
+            except OSError as error:
+                raise listen_refused(host, port, error) from None
+            multiprocess_dir = None
+        else:
+            multiprocess_dir = env.get(MULTIPROCESS_DIR_ENV)
         await store.erase_expired()  # retention at start-up; later, each scope's next write
         await migrate_dm_scopes_at_start(store)
-        metrics = Metrics(multiprocess_dir=env.get(MULTIPROCESS_DIR_ENV) if listener is not None else None)
-        app = create_app(store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None)
+        metrics = Metrics(multiprocess_dir=multiprocess_dir)
+        app = create_app(
+            store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None, ready=ready
+        )
         config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)
+        port = listener.getsockname()[1]
         log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
         settle_heap()
-        await serve_app(config, listener)
+        await serve_app(config, listener, on_ready)
     finally:
         await store.aclose()
         log.info("memory.service_stopped")
+
+
+def refuse_unwritable(data_dir: Path) -> None:
+    """Raise MemoryStoreError naming --data-dir when the SQLite store could not write under it."""
+    problem = data_dir_problem(memory_dir(data_dir))
+    if problem is not None:
+        raise MemoryStoreError(f"--data-dir {data_dir}: the memory store cannot write there: {problem}")
+
+
+def _writable(path: Path) -> ReadinessProbe:
+    """/readyz for the SQLite store: why it cannot write under `path` now, or None."""
+
+    async def probe() -> str | None:
+        return await asyncio.to_thread(data_dir_problem, path)
+
+    return probe
 
 
 def uvicorn_config(app: Any, host: str, port: int, limits: GuardLimits, metrics: Metrics) -> uvicorn.Config:
@@ -285,15 +364,27 @@ def run_event_loop(main: Coroutine[Any, Any, T]) -> T:
         return runner.run(main)
 
 
-async def serve_app(config: uvicorn.Config, listener: socket.socket | None = None) -> None:
+async def serve_app(
+    config: uvicorn.Config, listener: socket.socket | None = None, on_ready: Callable[[], None] | None = None
+) -> None:
     """Serve until SIGTERM/SIGINT, then return (the caller closes what it opened); on `listener` if
-    given, else on the config's host and port."""
-    await _GracefulServer(config).serve(sockets=[listener] if listener is not None else None)
+    given, else on the config's host and port. `on_ready` is called once connections are taken."""
+    await _GracefulServer(config, on_ready).serve(sockets=[listener] if listener is not None else None)
 
 
 class _GracefulServer(uvicorn.Server):
     """uvicorn re-raises SIGTERM/SIGINT after its graceful shutdown, which kills the process before
-    the store is closed; this server returns instead, so `serve` closes the store and the exit is 0."""
+    the store is closed; this server returns instead, so `serve` closes the store and the exit is 0.
+    It also says when it serves (`on_ready`), for a supervisor to tell a boot failure from a crash."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: Callable[[], None] | None = None) -> None:
+        super().__init__(config)
+        self._on_ready = on_ready
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started and self._on_ready is not None:
+            self._on_ready()
 
     @contextlib.contextmanager
     def capture_signals(self) -> Iterator[None]:

@@ -16,15 +16,17 @@ multiprocess value store when it is first imported, so `PROMETHEUS_MULTIPROC_DIR
 environment before the worker starts. The parent makes that directory fresh for each run, private
 (0700), and removes it at exit; `/metrics` on any worker reads every worker's files.
 
-Supervision: a worker that dies is logged (pid, exit status) and restarted, as gunicorn and nginx do,
-so one crash does not drop the other workers' connections. A worker that exits with status 2 refused
-to start (a bad DSN, an unreadable data directory): every restart would too, so the service stops and
-exits 2. More than `CRASH_LIMIT` deaths within `CRASH_WINDOW` seconds stops it with status 1, for the
-process supervisor (systemd, Kubernetes) to see. SIGTERM or SIGINT to the parent sends SIGTERM to every
-worker (a graceful stop: in-flight requests finish, each store is closed) and waits for them;
-`STOP_TIMEOUT` seconds later a worker still alive is killed. Workers run in their own session, so
-a terminal's ^C reaches only the parent, and on Linux each worker asks the kernel for SIGTERM if the
-parent dies, so even a killed parent leaves no orphans.
+Supervision, as a well-kept process manager does it: each worker tells its parent once it serves (one
+byte on an inherited pipe, `--ready-fd`). A worker that dies after that is logged (pid, exit status) and
+always replaced, after a short backoff (`BACKOFF_FIRST` seconds, doubling with each death in the last
+`BACKOFF_WINDOW` seconds, at most `BACKOFF_MAX`): however often something crashes a worker, the others
+keep serving and the service never stops on its own. Only a worker that dies before it served stops
+the service: every restart would fail the same way (a bad DSN, an unusable data directory). The parent
+then exits with that worker's status when it is 2 (a refusal, with its one line on stderr), else 1.
+SIGTERM or SIGINT to the parent sends SIGTERM to every worker (a graceful stop: in-flight requests
+finish, each store is closed) and waits for them; `STOP_TIMEOUT` seconds later a worker still alive is
+killed. Workers run in their own session, so a terminal's ^C reaches only the parent, and on Linux each
+worker asks the kernel for SIGTERM if the parent dies, so even a killed parent leaves no orphans.
 """
 
 from __future__ import annotations
@@ -38,8 +40,9 @@ import socket
 import sys
 import tempfile
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import structlog
 
@@ -51,8 +54,9 @@ log = structlog.get_logger("memory.service")
 DEFAULT_WORKERS = 1
 MAX_WORKERS = 64
 STARTUP_REFUSED = 2  # a worker's exit status when its store or settings cannot start
-CRASH_LIMIT = 5
-CRASH_WINDOW = 60.0
+BACKOFF_FIRST = 0.1
+BACKOFF_MAX = 1.0
+BACKOFF_WINDOW = 10.0
 STOP_TIMEOUT = 30.0
 
 
@@ -80,6 +84,20 @@ def add_worker_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--listen-fd", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument("--supervisor-pid", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
+
+
+def ready_notifier(args: argparse.Namespace) -> Callable[[], None] | None:
+    """In a worker: what tells its supervisor it serves (one byte on the inherited pipe, then closed)."""
+    fd = args.ready_fd
+    if fd is None:
+        return None
+
+    def notify() -> None:
+        with contextlib.suppress(OSError), os.fdopen(fd, "wb", buffering=0) as pipe:
+            pipe.write(b"1")
+
+    return notify
 
 
 @dataclass(frozen=True)
@@ -98,9 +116,7 @@ async def supervise(plan: WorkerPlan) -> int:
     try:
         return await _Supervisor(plan).run()
     except OSError as error:  # the port is taken, the host is not ours
-        raise MemoryStoreError(
-            f"cannot listen on {plan.host}:{plan.port}: {error.strerror or error}"
-        ) from None
+        raise listen_refused(plan.host, plan.port, error) from None
 
 
 def inherited_listener(args: argparse.Namespace) -> socket.socket | None:
@@ -128,10 +144,34 @@ def bind_listener(host: str, port: int) -> socket.socket:
     """A TCP socket bound in the `SO_REUSEPORT` group of (host, port), not yet listening: its worker's
     server listens once it serves, so the kernel hands a starting (or restarting) worker no connection
     it cannot answer yet — they go to the workers already serving."""
+    return _bound(host, port, reuse_port=True)
+
+
+def bind_single(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port) as a single server binds it (its server listens on it).
+    Raises OSError (EADDRINUSE) when anything already listens there — another service's
+    `SO_REUSEPORT` group included."""
+    return _bound(host, port, reuse_port=False)
+
+
+def ensure_port_free(host: str, port: int) -> None:
+    """Raise OSError (EADDRINUSE) when anything already listens on (host, port) — another service's
+    `SO_REUSEPORT` group included, which a socket of our own group would silently join."""
+    if port != 0:
+        bind_single(host, port).close()
+
+
+def listen_refused(host: str, port: int, error: OSError) -> MemoryStoreError:
+    """The one start-up line for a port that cannot be had, naming the flag."""
+    return MemoryStoreError(f"--port {port}: cannot listen on {host}:{port}: {error.strerror or error}")
+
+
+def _bound(host: str, port: int, *, reuse_port: bool) -> socket.socket:
     sock = socket.socket(_family(host), socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if reuse_port:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
     except BaseException:
         sock.close()
@@ -139,25 +179,22 @@ def bind_listener(host: str, port: int) -> socket.socket:
     return sock
 
 
-def ensure_port_free(host: str, port: int) -> None:
-    """Raise OSError (EADDRINUSE) when anything already listens on (host, port) — another service's
-    `SO_REUSEPORT` group included, which a socket of our own group would silently join."""
-    if port == 0:
-        return
-    with socket.socket(_family(host), socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as a single server binds
-        probe.bind((host, port))
-
-
 def _family(host: str) -> socket.AddressFamily:
     return socket.AF_INET6 if ":" in host else socket.AF_INET
+
+
+@dataclass(frozen=True)
+class _Worker:
+    process: asyncio.subprocess.Process
+    booted: asyncio.Future[bool]  # True once it said it serves; False when its pipe closed first
 
 
 class _Supervisor:
     def __init__(self, plan: WorkerPlan) -> None:
         self._plan = plan
         self._port = plan.port
-        self._workers: dict[int, asyncio.subprocess.Process] = {}  # pid → worker
+        self._workers: dict[int, _Worker] = {}  # pid → worker
+        self._restarts: set[asyncio.Future[Any]] = set()
         self._deaths: list[float] = []
 
     async def run(self) -> int:
@@ -172,6 +209,8 @@ class _Supervisor:
             try:
                 return await self._supervise(env, metrics_dir, stop)
             finally:
+                for restart in self._restarts:
+                    restart.cancel()
                 await self._stop_all(metrics_dir)
 
     async def _supervise(self, env: Mapping[str, str], metrics_dir: str, stop: asyncio.Event) -> int:
@@ -191,71 +230,114 @@ class _Supervisor:
         stopping = asyncio.ensure_future(stop.wait())
         try:
             while True:
-                waits = {asyncio.ensure_future(worker.wait()): pid for pid, worker in self._workers.items()}
-                done, _ = await asyncio.wait({stopping, *waits}, return_when=asyncio.FIRST_COMPLETED)
+                waits: dict[asyncio.Future[Any], int] = {
+                    asyncio.ensure_future(worker.process.wait()): pid for pid, worker in self._workers.items()
+                }
+                pending: set[asyncio.Future[Any]] = {stopping, *waits, *self._restarts}
+                done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
                 for waiting in waits:
                     waiting.cancel()
                 if stopping in done:
                     return 0
-                for finished in done:
-                    pid = waits[finished]
-                    status = await self._workers.pop(pid).wait()
-                    mark_worker_dead(pid, metrics_dir)
-                    verdict = self._verdict(status)
-                    log.warning(
-                        "memory.service_worker_exited",
-                        worker_pid=pid,
-                        exit_status=status,
-                        action=verdict or "restart",
-                    )
-                    if verdict == "stop":
-                        return STARTUP_REFUSED if status == STARTUP_REFUSED else 1
-                    await self._spawn(bind_listener(self._plan.host, self._port), env)
+                for restarted in done & self._restarts:
+                    self._restarts.discard(restarted)
+                    restarted.result()  # a spawn that failed (the system is out of processes) stops here
+                for finished in done & waits.keys():
+                    status = await self._reap(waits[finished], env, metrics_dir)
+                    if status is not None:
+                        return status
         finally:
             stopping.cancel()
 
-    def _verdict(self, status: int) -> str | None:
-        """None: restart the worker; "stop": stop the service (a start-up refusal, a crash loop)."""
-        now = time.monotonic()
-        self._deaths = [at for at in self._deaths if now - at < CRASH_WINDOW] + [now]
-        if status == STARTUP_REFUSED or len(self._deaths) > CRASH_LIMIT:
-            return "stop"
+    async def _reap(self, pid: int, env: Mapping[str, str], metrics_dir: str) -> int | None:
+        """A worker exited: schedule its replacement (None), or the service's exit status when it never
+        served (its restarts would fail the same way)."""
+        worker = self._workers.pop(pid)
+        status = await worker.process.wait()
+        booted = await worker.booted  # the pipe closes with the process: this never waits long
+        mark_worker_dead(pid, metrics_dir)
+        if not booted:
+            log.error("memory.service_worker_exited", worker_pid=pid, exit_status=status, action="stop")
+            return STARTUP_REFUSED if status == STARTUP_REFUSED else 1
+        delay = self._backoff()
+        log.warning(
+            "memory.service_worker_exited",
+            worker_pid=pid,
+            exit_status=status,
+            action="restart",
+            restart_in_s=delay,
+        )
+        self._restarts.add(asyncio.ensure_future(self._restart(delay, env)))
         return None
 
+    def _backoff(self) -> float:
+        """Seconds before the next restart: short, doubling with each recent death, capped."""
+        now = time.monotonic()
+        self._deaths = [at for at in self._deaths if now - at < BACKOFF_WINDOW] + [now]
+        return float(min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (len(self._deaths) - 1)))
+
+    async def _restart(self, delay: float, env: Mapping[str, str]) -> None:
+        await asyncio.sleep(delay)
+        await self._spawn(bind_listener(self._plan.host, self._port), env)
+
     async def _spawn(self, listener: socket.socket, env: Mapping[str, str]) -> None:
-        with listener:  # the worker holds its own copy; the parent's is closed (see the module doc)
-            fd = listener.fileno()
-            worker = await asyncio.create_subprocess_exec(
-                *self._plan.command,
-                "--listen-fd",
-                str(fd),
-                "--supervisor-pid",
-                str(os.getpid()),
-                env=dict(env),
-                pass_fds=(fd,),
-                start_new_session=True,
-            )
-        self._workers[worker.pid] = worker
-        log.info("memory.service_worker_started", worker_pid=worker.pid, port=self._port)
+        read_end, write_end = os.pipe()
+        try:
+            with listener:  # the worker holds its own copy; the parent's is closed (see the module doc)
+                fd = listener.fileno()
+                process = await asyncio.create_subprocess_exec(
+                    *self._plan.command,
+                    *("--listen-fd", str(fd), "--ready-fd", str(write_end)),
+                    *("--supervisor-pid", str(os.getpid())),
+                    env=dict(env),
+                    pass_fds=(fd, write_end),
+                    start_new_session=True,
+                )
+        except BaseException:
+            os.close(read_end)
+            raise
+        finally:
+            os.close(write_end)  # the worker's copy alone: the pipe reads end-of-file when it dies
+        booted = asyncio.ensure_future(_booted(read_end, process.pid))
+        self._workers[process.pid] = _Worker(process, booted)
+        log.info("memory.service_worker_started", worker_pid=process.pid, port=self._port)
 
     async def _stop_all(self, metrics_dir: str) -> None:
         """SIGTERM to every worker, wait, SIGKILL what is left after STOP_TIMEOUT."""
-        for worker in self._workers.values():
+        workers = {pid: worker.process for pid, worker in self._workers.items()}
+        for worker in workers.values():
             with contextlib.suppress(ProcessLookupError):
                 worker.terminate()
-        if self._workers:
+        if workers:
             _, late = await asyncio.wait(
-                [asyncio.ensure_future(worker.wait()) for worker in self._workers.values()],
+                [asyncio.ensure_future(worker.wait()) for worker in workers.values()],
                 timeout=STOP_TIMEOUT,
             )
             for late_wait in late:
                 late_wait.cancel()
-        for pid, worker in self._workers.items():
+        for pid, worker in workers.items():
             if worker.returncode is None:
                 log.warning("memory.service_worker_killed", worker_pid=pid, after_s=STOP_TIMEOUT)
                 with contextlib.suppress(ProcessLookupError):
                     worker.kill()
                 await worker.wait()
             mark_worker_dead(pid, metrics_dir)
+        for each in self._workers.values():
+            each.booted.cancel()
         self._workers.clear()
         log.info("memory.service_workers_stopped")
+
+
+async def _booted(read_fd: int, pid: int) -> bool:
+    """Whether the worker wrote its one byte before its end of the pipe closed; logs the moment."""
+    loop = asyncio.get_running_loop()
+    reader = asyncio.StreamReader()
+    pipe = os.fdopen(read_fd, "rb", buffering=0)
+    transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), pipe)
+    try:
+        served = bool(await reader.read(1))
+    finally:
+        transport.close()
+    if served:
+        log.info("memory.service_worker_ready", worker_pid=pid)
+    return served

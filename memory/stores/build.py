@@ -1,14 +1,19 @@
 """Store selection at startup (§20, §29): which MemoryStore this process uses, decided once.
 
 Memory off → the null store. `memory.store` names a backend explicitly. Otherwise a service URL with its
-bearer token present → the memory service; a service URL without the token → a warning naming the
-variable, then the embedded SQLite store; nothing configured → the embedded SQLite store under the data
-directory. The per-scope cap is validated here once and handed to whichever store is built.
+bearer token present → the memory service; a service URL without the token is refused (one line naming
+the variable): a quiet local store per host would split one team's memory; nothing configured → the
+embedded SQLite store under the data directory, which must be writable now (a file in its place, a
+missing permission or a full disk is one line at start-up, not a failed write later). The per-scope cap
+is validated here once and handed to whichever store is built; unset, the memory service's own default
+applies.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +35,8 @@ DEFAULT_TOKEN_ENV = "MEMORY_TOKEN"
 DEFAULT_TIMEOUT = 5.0
 CAP_KEY = "memory.max_records_per_scope"
 DATABASE_URL_ENV = "DATABASE_URL"
+STORE_NAMES = ("sqlite", "in_process", "postgres")
+PROBE_BYTES = 4096
 
 
 class MemorySettings(Protocol):
@@ -147,13 +154,14 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
             key="memory.service_url",
             message=f"memory.store = {choice!r} is set explicitly, so memory.service_url is not used",
         )
-    if choice == "memory":
+    if choice == "in_process":
         log.warning(
             "memory.config_warning",
             key="memory.store",
-            message="memory.store = 'memory' keeps records in this process only: every restart loses them",
+            message="memory.store = 'in_process' keeps records in this process only: "
+            "every restart loses them",
         )
-        log.info("memory.store_selected", store="memory", cap=cap.value)
+        log.info("memory.store_selected", store="in_process", cap=cap.value)
         embedder = build_embedder(memory)
         return InMemoryMemoryStore(
             cap=cap.value, ranking=build_ranking(memory, embedder), embedder=embedder, retention=retention
@@ -162,22 +170,52 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
         embedder = build_embedder(memory)
         return _postgres_store(env, cap, build_ranking(memory, embedder), embedder, retention)
     if choice not in (None, "sqlite"):
-        raise MemoryConfigError(f"memory.store = {choice!r}: allowed values are sqlite, memory, postgres")
+        raise MemoryConfigError(f"memory.store = {choice!r}: allowed values are {', '.join(STORE_NAMES)}")
 
     if choice is None and memory.service_url:
         token_env = memory.token_env or DEFAULT_TOKEN_ENV
         token = env.get(token_env, "")
-        if token:
-            return _http_store(memory.service_url, token, memory.timeout, cap)
-        log.warning(
-            "memory.config_warning",
-            key="memory.token_env",
-            env_var=token_env,
-            message=f"memory.service_url is set but {token_env} is empty or unset; "
-            "falling back to the embedded SQLite store on this host",
-        )
+        if not token:
+            raise MemoryConfigError(missing_token_message(token_env))
+        return _http_store(memory.service_url, token, memory.timeout, cap)
     embedder = build_embedder(memory)
     return _sqlite_store(settings.data_dir, cap, build_ranking(memory, embedder), embedder, retention)
+
+
+def missing_token_message(token_env: str) -> str:
+    """memory.service_url without its bearer token: refused, never a quiet store of this host's own."""
+    return (
+        f"memory.service_url is set but {token_env} is empty or unset: export the memory service's "
+        "token, or remove memory.service_url to keep memory in this host's SQLite store"
+    )
+
+
+def data_dir_problem(path: Path) -> str | None:
+    """Why a store cannot write under `path` (made if missing), or None when it can.
+
+    A small file is written, synced and removed, so a file in the way, a missing permission, a
+    read-only or a full disk are found now — at start-up and by the memory service's /readyz —
+    instead of as every write failing later behind a healthy-looking process.
+    """
+    blocker = next((part for part in (path, *path.parents) if part.exists() and not part.is_dir()), None)
+    if blocker is not None:
+        return f"{blocker} is a file, not a directory"
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        handle, probe = tempfile.mkstemp(prefix=".write-probe-", dir=path)
+    except OSError as error:
+        return f"cannot write in {path}: {error.strerror or error}"
+    try:
+        with os.fdopen(handle, "wb") as file:
+            file.write(bytes(PROBE_BYTES))
+            file.flush()
+            os.fsync(file.fileno())
+    except OSError as error:
+        return f"cannot write in {path}: {error.strerror or error}"
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(probe)
+    return None
 
 
 def build_ranking(memory: MemorySettings, embedder: Embedder | None = None) -> Ranking:
@@ -248,6 +286,11 @@ def _sqlite_store(
     from memory.stores.sqlite.store import SqliteMemoryStore
 
     path = memory_dir(data_dir)
+    problem = data_dir_problem(path)
+    if problem is not None:
+        raise MemoryConfigError(
+            f"data_dir = {str(data_dir)!r}: the memory store cannot write there: {problem}"
+        )
     log.info("memory.store_selected", store="sqlite", path=str(path), cap=cap.value, ranking=ranking.mode)
     return SqliteMemoryStore(path, cap=cap.value, ranking=ranking, embedder=embedder, retention=retention)
 

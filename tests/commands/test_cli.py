@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from commands.cli import CLI_CALLER, main, run_memory_cli
-from commands.memory import LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
+from commands.memory import FORGET_USAGE, LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
+from commands.provenance import AUDIT_USAGE, WHY_USAGE
 from commands.registry import Caller
 from commands.reindex import run_reindex
 from memory.stores.in_process import InMemoryMemoryStore
@@ -86,14 +87,14 @@ async def test_cli_forget_of_an_org_record_needs_user_cli_local_among_the_admins
     assert code == 1 and out.startswith("🚫")
     assert store.records("org:acme")[0].status == "active"
     code, out, _ = await cli(["forget", "mem:org:acme:1"], store, admins=("user:cli:local",))
-    assert code == 0 and out.strip() == "🧹 Forgot `mem:org:acme:1`."
+    assert code == 0 and out.strip() == "🧹 Forgot mem:org:acme:1."  # the receipt, plain text
     assert store.records("org:acme")[0].status == "forgotten"
 
 
-async def test_cli_usage_errors_exit_1_and_non_commands_exit_2() -> None:
+async def test_cli_usage_errors_and_non_commands_exit_2() -> None:
     store = InMemoryMemoryStore()
     code, out, _ = await cli(["list", "--limit", "0"], store)
-    assert code == 1 and out.strip().endswith(f"Usage: `{LIST_USAGE}`")
+    assert code == 2 and out.strip().endswith(f"Usage: {LIST_USAGE}")
     code, out, err = await cli(["is", "great"], store)
     assert code == 2 and out == ""
     assert "not a memory command" in err and LIST_USAGE in err
@@ -162,8 +163,10 @@ async def test_switchboard_memory_lists_and_forgets_on_the_configured_store(tmp_
 
     forgot = run_switchboard(["forget", "mem:org:acme:1"], tmp_path, **env)
     assert forgot.returncode == 0, forgot.stderr
-    assert forgot.stdout.strip() == "🧹 Forgot `mem:org:acme:1`."
-    assert "memory.forget" in forgot.stderr and "release train" not in forgot.stderr
+    assert forgot.stdout.strip() == "🧹 Forgot mem:org:acme:1."
+    assert forgot.stderr == ""  # no log line unless asked: the receipt says what happened
+    verbose = run_switchboard(["--verbose", "forget", "mem:org:acme:1"], tmp_path, **env)
+    assert "memory.forget" in verbose.stderr and "release train" not in verbose.stderr
 
     again = run_switchboard(["list", "org"], tmp_path, **env)
     assert "no active records" in again.stdout and "mem:org:acme:1" not in again.stdout
@@ -214,3 +217,41 @@ async def test_reindex_on_a_store_without_vectors_says_where_to_run_it() -> None
     out, err = io.StringIO(), io.StringIO()
     assert await run_reindex(InMemoryMemoryStore(), out=out, err=err) == 1
     assert "keeps no vectors here" in err.getvalue() and out.getvalue() == ""
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["audit"],
+        ["forget"],
+        ["forgett", "mem:org:acme:1"],
+        ["listt", "org"],
+        ["--scope", "org"],
+        ["why", "--x"],
+    ],
+)
+async def test_every_usage_error_exits_2_with_a_plain_usage_line(argv: list[str]) -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "org:acme", "Deploys go through the release train")
+    code, out, _ = await cli(argv, store, admins=("user:cli:local",))
+    assert code == 2, out
+    assert "`" not in out and "**" not in out
+    assert store.records("org:acme")[0].status == "active"
+
+
+def test_the_usage_names_every_verb_with_its_usage_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--help"]) == 0
+    out = capsys.readouterr().out
+    head = out.splitlines()[0]
+    assert head.startswith("usage: switchboard memory [--verbose | --log-level ")
+    assert head.endswith(" list|forget|why|audit|reindex …")
+    for line in (LIST_USAGE, FORGET_USAGE, WHY_USAGE, AUDIT_USAGE, "memory reindex"):
+        assert line in out
+    assert "`" not in out
+
+
+def test_a_bad_log_level_is_misuse_named_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--log-level", "loud", "list"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "switchboard memory: log level 'loud' is not one of debug|info|warning|error|off"
+    )

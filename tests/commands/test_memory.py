@@ -10,6 +10,7 @@ from collections.abc import Sequence
 import pytest
 from structlog.testing import capture_logs
 
+from commands.list_filter import widened_filter
 from commands.memory import (
     FORGET_USAGE,
     LIST_USAGE,
@@ -358,7 +359,8 @@ async def test_limit_anywhere_and_the_filter_are_passed_to_every_listed_scope() 
     for text in ("memory list deploy --limit 5", "memory list --limit=5 deploy"):
         store.calls.clear()
         reply = await run(registry(store), text)
-        assert sorted(store.calls) == sorted(("list", scope, (5, "deploy")) for scope in (ME, CHANNEL, ORG))
+        widened = widened_filter("deploy")  # the filter's forms (commands/list_filter.py)
+        assert sorted(store.calls) == sorted(("list", scope, (5, widened)) for scope in (ME, CHANNEL, ORG))
         assert all(len(ids) == 5 for ids in sections(reply.text).values())
         assert "raise `--limit`" in reply.text
 
@@ -372,14 +374,14 @@ async def test_a_full_page_at_the_maximum_limit_does_not_suggest_raising_it() ->
     assert "raise `--limit`" not in reply.text
 
 
-async def test_a_filter_lists_only_whole_token_hits_in_text_or_keywords_and_labels_the_section() -> None:
+async def test_a_filter_lists_only_hits_of_a_words_stem_in_text_or_keywords_and_labels_the_section() -> None:
     store = InMemoryMemoryStore()
-    await seed(store, ORG, "Deploys go through the release train")  # 1: "deploys" is not "deploy"
+    await seed(store, ORG, "Deploys go through the release train")  # 1: "deploys" is a form of "deploy"
     await seed(store, ORG, "Always deploy on Tuesdays", thread="slack:C1:1700000001.000200")  # 2
     await seed(store, ORG, "Staging is flaky", keywords=("deploy",))  # 3
-    await seed(store, ORG, "redeploy scripts live in ops/")  # 4: substring only
+    await seed(store, ORG, "redeploy scripts live in ops/")  # 4: substring only, another stem
     reply = await run(registry(store), "memory list org deploy")
-    assert sections(reply.text)[ORG] == ["mem:org:acme:3", "mem:org:acme:2"]
+    assert sections(reply.text)[ORG] == ["mem:org:acme:3", "mem:org:acme:2", "mem:org:acme:1"]
     assert "**Org** `org:acme` — matching `deploy`" in reply.text
     assert "source `slack:C1:1700000001.000200`" in reply.text
 

@@ -171,7 +171,9 @@ async def test_a_usage_error_is_answered_with_the_commands_one_usage_line() -> N
     registry = CommandRegistry()
     registry.add("ping pong", "ping pong", strict)
     reply = await registry.handle("ping pong now", SLACK)
-    assert reply == CommandReply("`ping pong` takes no words.\nUsage: `ping pong`", ok=False)
+    assert reply == CommandReply(
+        "`ping pong` takes no words.\nUsage: `ping pong`", ok=False, usage_error=True
+    )
 
 
 async def test_a_handler_that_raises_becomes_a_warning_line_never_a_crash() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,7 @@ def test_defaults_keep_memory_off_with_the_spec_budgets() -> None:
     settings = load_settings(env={})
     assert settings.memory.enabled is False
     assert (settings.memory.limit, settings.memory.max_tokens) == (8, 800)
-    assert settings.memory.max_records_per_scope == 500
+    assert settings.memory.max_records_per_scope is None  # unset: the store's (or service's) default
     assert settings.memory.token_env == "MEMORY_TOKEN"
     assert settings.data_dir == Path("./data")
     assert settings.shutdown_deadline_seconds == 900
@@ -146,7 +147,7 @@ def test_secrets_cannot_be_smuggled_through_prefixed_variables() -> None:
             {"SWITCHBOARD_MEMORY__STORE": "redis"},
             "memory.store",
             "'redis'",
-            "'sqlite', 'memory' or 'postgres'",
+            "'sqlite', 'in_process' or 'postgres'",
         ),
         ({"SWITCHBOARD_ADMINS": '["slack:U1"]'}, "admins", "['slack:U1']", "user scope key"),
         (
@@ -219,6 +220,7 @@ def test_the_commented_example_config_is_valid_and_keeps_memory_off() -> None:
     assert settings.memory.enabled is False
     assert settings.data_dir == Path("./data")
     assert settings.slack.port == 3000
+    assert settings.memory.max_records_per_scope is None  # copying it sends no cap: the store's own applies
 
 
 def test_a_missing_config_file_says_what_named_it(tmp_path: Path) -> None:
@@ -255,3 +257,71 @@ def test_a_numeric_cap_from_the_environment_is_that_number() -> None:
     settings = load_settings(env={"SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE": " 250 "})
     assert settings.memory.max_records_per_scope == 250
     assert validate_scope_cap(settings.memory.max_records_per_scope) == ScopeCap(250, configured=True)
+
+
+# --- refused, never guessed ----------------------------------------------------------------------
+
+
+def test_a_directory_given_as_the_config_is_named_as_a_directory(tmp_path: Path) -> None:
+    (tmp_path / "conf").mkdir()
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, config_path=tmp_path / "conf")
+    assert str(caught.value) == (
+        f"config error: config file {tmp_path / 'conf'} is a directory, not a TOML file (named by --config)"
+    )
+    with pytest.raises(ConfigError, match=r"is a directory, not a TOML file \(named by SWITCHBOARD_CONFIG\)"):
+        load_settings(env={"SWITCHBOARD_CONFIG": str(tmp_path / "conf")})
+
+
+def test_a_directory_where_the_default_config_file_belongs_is_named_not_skipped(tmp_path: Path) -> None:
+    (tmp_path / "switchboard.toml").mkdir()  # the fixture runs each test in tmp_path
+    with pytest.raises(ConfigError, match=r"config file switchboard\.toml is a directory"):
+        load_settings(env={})
+
+
+def test_a_config_that_is_not_a_regular_file_is_named(tmp_path: Path) -> None:
+    fifo = tmp_path / "config.fifo"
+    os.mkfifo(fifo)
+    with pytest.raises(ConfigError, match=r"config\.fifo is not a regular file \(named by --config\)"):
+        load_settings(env={}, config_path=fifo)
+
+
+def test_an_unreadable_config_file_is_named_with_the_reason(tmp_path: Path) -> None:
+    if os.geteuid() == 0:
+        pytest.skip("root reads any file whatever its permissions")
+    config = write(tmp_path / "locked.toml", 'model = "openai/x"\n')
+    config.chmod(0)
+    with pytest.raises(ConfigError, match=r"cannot read config file .*locked\.toml: Permission denied"):
+        load_settings(env={}, config_path=config)
+
+
+def test_the_in_process_store_is_named_in_process_and_the_old_name_is_refused_naming_the_new() -> None:
+    memory_on = {"SWITCHBOARD_ORGANIZATION": "acme", "SWITCHBOARD_MEMORY__ENABLED": "true"}
+    settings = load_settings(env={**memory_on, "SWITCHBOARD_MEMORY__STORE": "in_process"})
+    assert settings.memory.store == "in_process"
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={**memory_on, "SWITCHBOARD_MEMORY__STORE": "memory"})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        "config error: memory.store = 'memory' (from SWITCHBOARD_MEMORY__STORE): renamed"
+    )
+    assert "memory.store = 'in_process'" in message
+
+
+def test_a_service_url_without_its_token_is_refused_naming_both() -> None:
+    env = {
+        "SWITCHBOARD_ORGANIZATION": "acme",
+        "SWITCHBOARD_MEMORY__ENABLED": "true",
+        "SWITCHBOARD_MEMORY__SERVICE_URL": "http://memory:8787",
+        "SWITCHBOARD_MEMORY__TOKEN_ENV": "TEAM_MEMORY_TOKEN",
+    }
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={**env, "MEMORY_TOKEN": "the wrong variable"})
+    assert str(caught.value).startswith(
+        "config error: memory.service_url = 'http://memory:8787' needs TEAM_MEMORY_TOKEN: "
+    )
+    assert load_settings(env={**env, "TEAM_MEMORY_TOKEN": "t"}).memory.service_url == "http://memory:8787"
+    # memory off, or an explicit store: the URL is not used, so nothing is missing
+    load_settings(env={**env, "SWITCHBOARD_MEMORY__ENABLED": "false"})
+    load_settings(env={**env, "SWITCHBOARD_MEMORY__STORE": "sqlite"})

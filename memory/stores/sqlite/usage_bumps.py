@@ -1,8 +1,8 @@
-"""Usage bumps held back from the read path and written in batches (the SQLite store's retrieve).
+"""Usage bumps held back from the read path and written in batches, and the timers that write them.
 
 A retrieve used to be a write transaction: `UPDATE … use_count + 1` and a commit on every read, which
-serialized reads behind the database's write lock and cost a sixth of the retrieve (BENCHMARKS.md,
-"Memory service"). Now a retrieve records its bumps here and the store writes a scope's pending bumps
+serialized reads behind the database's write lock (what it cost is in BENCHMARKS.md, "Memory
+service"). Now a retrieve records its bumps here and the store writes a scope's pending bumps
 in one transaction: within `FLUSH_SECONDS`, before any other operation on the scope, before its
 connection closes, and when the store closes.
 
@@ -14,6 +14,8 @@ most that long of usage counts (never a record).
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field, replace
 
 from memory.types import MemoryRecord
@@ -57,3 +59,36 @@ class PendingBumps:
     def rows(self) -> list[tuple[float, int, str]]:
         """`(last_used_at, uses, id)` rows for `UPDATE … SET last_used_at = ?, use_count = use_count + ?`."""
         return [(used_at, count, record_id) for record_id, (count, used_at) in self.uses.items()]
+
+
+class FlushTimers:
+    """The event loop's side of the batching: a scope with pending bumps gets one timer, and when it
+    fires, one task that has the store write them (`flush`)."""
+
+    def __init__(self, flush: Callable[[str], Coroutine[object, object, None]]) -> None:
+        self._flush = flush
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._closed = False
+
+    def soon(self, scope_key: str, pending: bool) -> None:
+        """Make sure the scope's pending bumps (if `pending`) are written within FLUSH_SECONDS."""
+        if not pending or scope_key in self._timers or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        self._timers[scope_key] = loop.call_later(FLUSH_SECONDS, self._start, scope_key)
+
+    def _start(self, scope_key: str) -> None:
+        self._timers.pop(scope_key, None)
+        if self._closed:
+            return
+        task = asyncio.get_running_loop().create_task(self._flush(scope_key))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def close(self) -> None:
+        """No timer fires after this (the store's shutdown writes what is pending)."""
+        self._closed = True
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()

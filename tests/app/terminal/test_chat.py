@@ -12,7 +12,7 @@ import pytest
 from app.incoming import HistoryTurn
 from app.terminal.chat import ChatThreads, TerminalSurface, main
 from tests.app.runtime_support import app_command, subprocess_env
-from tests.fakes.model_server import FakeModelServer
+from tests.fakes.model_server import FakeModelServer, error_reply
 
 TIMEOUT = 60
 
@@ -218,3 +218,41 @@ def test_a_chat_turn_is_one_trace_with_otel_traces_exporter_console(
     assert spans["chat.turn"]["resource"]["attributes"]["service.name"] == "switchboard-chat"
     assert "marker-question-9" not in json.dumps(list(spans.values()))
     assert "Fridays" not in json.dumps(list(spans.values()))
+
+
+def test_chat_prints_no_log_line_unless_asked_and_then_one_console_format(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    # A model failure: the reply says so, and the bot logs a warning about it.
+    fake_anthropic.script(error_reply(500, "boom"))
+    quiet = run_chat(tmp_path, anthropic_env(fake_anthropic), "--thread", "q", "when do we deploy?")
+    assert quiet.returncode == 1 and quiet.stdout.startswith("⚠️")
+    assert quiet.stderr == ""
+
+    fake_anthropic.script(error_reply(500, "boom"))
+    loud = run_chat(tmp_path, anthropic_env(fake_anthropic), "--verbose", "--thread", "v", "deploys?")
+    assert loud.returncode == 1 and loud.stdout.startswith("⚠️")
+    lines = loud.stderr.splitlines()
+    assert lines and not any(line.lstrip().startswith("{") for line in lines)  # never JSON here
+    assert any("[warning  ] dispatch.model_failed" in line for line in lines)
+    assert any("[info     ] dispatch.start" in line for line in lines)
+
+
+def test_a_bad_log_level_is_one_line_naming_the_choices(tmp_path: Path) -> None:
+    result = run_chat(tmp_path, {"SWITCHBOARD_LOG_LEVEL": "loud"}, "--thread", "t", "hi")
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.strip() == (
+        "switchboard chat: log level 'loud' is not one of debug|info|warning|error|off"
+    )
+
+
+def test_the_thread_file_keeps_redacted_text_only(tmp_path: Path) -> None:
+    threads = ChatThreads(tmp_path / "chat")
+    key = "sk-ant-api03-" + "Q" * 40 + "AA"
+    threads.append("t", f"our key is {key}, keep it", f"Noted: {key}")
+    written = (tmp_path / "chat" / "t.json").read_text(encoding="utf-8")
+    assert key not in written and "[REDACTED]" in written
+    assert [turn.text for turn in threads.load("t")] == [
+        "our key is [REDACTED], keep it",
+        "Noted: [REDACTED]",
+    ]

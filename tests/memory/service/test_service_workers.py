@@ -65,6 +65,12 @@ def request_pids(log_path: Path, route: str) -> list[int]:
     return pids
 
 
+def ready_pids(log_path: Path) -> list[int]:
+    """The workers the supervisor has heard say they serve, in the order they said it."""
+    events = [json.loads(line) for line in log_path.read_text().splitlines()]
+    return [int(e["worker_pid"]) for e in events if e.get("event") == "memory.service_worker_ready"]
+
+
 def post(service: RunningService, path: str, body: dict[str, object]) -> httpx.Response:
     """On a fresh connection (so the kernel picks a worker afresh for each request)."""
     return httpx.post(f"{service.base_url}{path}", headers=AUTH, json=body, timeout=30)
@@ -176,6 +182,7 @@ def test_a_worker_that_dies_is_logged_and_replaced(tmp_path: Path) -> None:
             )
         )
         replacement = (set(worker_pids(service.process.pid)) - {second}).pop()
+        assert wait_until(lambda: replacement in ready_pids(log_path))
         for _ in range(20):
             assert post(service, "/list", {"scopeKey": SCOPE, "limit": 1}).status_code == 200
         assert replacement in request_pids(log_path, "/list")
@@ -245,3 +252,60 @@ def test_a_port_another_service_already_serves_is_refused_not_joined() -> None:
         finally:
             serving.close()
     ensure_port_free("127.0.0.1", port)  # free again once it stopped
+
+
+def test_a_worker_killed_ten_times_in_twenty_seconds_is_always_replaced_and_the_service_answers(
+    tmp_path: Path,
+) -> None:
+    # As anyone who found one way to crash a worker would: over and over. Only a worker that never
+    # served stops the service; these all served, so each is replaced and the others keep answering.
+    log_path = tmp_path / "service.log"
+    args = ("--workers", "4", "--embedder", "none")
+    with memory_service_process(tmp_path, args=args, log_path=log_path) as service:
+        assert wait_until(lambda: len(set(ready_pids(log_path))) == 4)
+        killed: list[int] = []
+        started = time.monotonic()
+        while len(killed) < 10 and time.monotonic() - started < 20:
+            serving = [pid for pid in ready_pids(log_path) if pid not in killed and running(pid)]
+            if len(serving) < 2:  # keep one serving, so every kill is followed by an answer
+                time.sleep(0.02)
+                continue
+            os.kill(serving[0], signal.SIGKILL)
+            killed.append(serving[0])
+            assert wait_until(lambda: not running(killed[-1]), timeout=5)
+            assert post(service, "/list", {"scopeKey": SCOPE, "limit": 1}).status_code == 200
+        assert len(killed) >= 10, f"only {len(killed)} kills in 20 s"
+        assert service.process.poll() is None
+        assert wait_until(lambda: len(set(ready_pids(log_path)) - set(killed)) == 4)
+        assert post(service, "/list", {"scopeKey": SCOPE, "limit": 1}).status_code == 200
+        events = [json.loads(line) for line in log_path.read_text().splitlines()]
+        exited = [e for e in events if e["event"] == "memory.service_worker_exited"]
+        assert sorted(e["worker_pid"] for e in exited) == sorted(killed)
+        assert {e["action"] for e in exited} == {"restart"}
+        assert all(0 < e["restart_in_s"] <= 1.0 for e in exited)
+
+
+def test_a_worker_that_dies_before_it_serves_stops_the_service(tmp_path: Path) -> None:
+    # A worker the supervisor has not heard serve, killed while it boots: every restart could fail the
+    # same way, so the service stops (status 1: it was not a refusal with its own line).
+    log_path = tmp_path / "service.log"
+    process = subprocess.Popen(
+        [
+            *(sys.executable, "-m", "memory.service", "--port", "0", "--data-dir", str(tmp_path)),
+            *WORKER_ARGS,
+        ],
+        stdout=log_path.open("wb"),
+        stderr=subprocess.DEVNULL,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[3]), "MEMORY_TOKEN": "t"},
+    )
+    try:
+        assert wait_until(lambda: len(worker_pids(process.pid)) == 2)
+        os.kill(worker_pids(process.pid)[0], signal.SIGKILL)  # long before its imports are done
+        assert process.wait(timeout=30) == 1
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    events = [json.loads(line) for line in log_path.read_text().splitlines()]
+    (exited,) = [e for e in events if e["event"] == "memory.service_worker_exited"]
+    assert exited["action"] == "stop"

@@ -119,27 +119,47 @@ async def test_the_selection_log_never_carries_credentials_in_the_url(
 async def test_a_custom_token_env_is_the_one_that_counts(tmp_path: Path, built: list[MemoryStore]) -> None:
     settings = FakeSettings(tmp_path, Memory(service_url="http://memory:8787", token_env="TEAM_MEMORY_TOKEN"))
     assert isinstance(build(built, settings, {"TEAM_MEMORY_TOKEN": "x"}), HttpMemoryStore)
-    with capture_logs() as logs:
-        fallback = build(built, settings, {"MEMORY_TOKEN": "not the configured variable"})
-    assert isinstance(fallback, SqliteMemoryStore)
-    (warning,) = warnings(logs)
-    assert warning["env_var"] == "TEAM_MEMORY_TOKEN"
-    assert "TEAM_MEMORY_TOKEN" in warning["message"]
+    with pytest.raises(MemoryConfigError, match="TEAM_MEMORY_TOKEN is empty or unset"):
+        build(built, settings, {"MEMORY_TOKEN": "not the configured variable"})
 
 
 @pytest.mark.parametrize("env", [{}, {"MEMORY_TOKEN": ""}], ids=["unset", "empty"])
-async def test_service_url_without_its_token_warns_naming_the_variable_then_uses_sqlite(
+async def test_service_url_without_its_token_is_refused_naming_the_variable_never_a_local_store(
     tmp_path: Path, built: list[MemoryStore], env: dict[str, str]
 ) -> None:
+    # A quiet SQLite store per host would split one team's memory: several bots, several memories.
     settings = FakeSettings(tmp_path, Memory(service_url="http://memory:8787"))
-    with capture_logs() as logs:
-        store = build(built, settings, env)
-    assert isinstance(store, SqliteMemoryStore)
-    assert store.data_dir == tmp_path / "memory"
-    (warning,) = warnings(logs)
-    assert warning["event"] == "memory.config_warning"
-    assert "MEMORY_TOKEN" in warning["message"]
-    assert "SQLite" in warning["message"]
+    with pytest.raises(MemoryConfigError) as refused:
+        build(built, settings, env)
+    message = str(refused.value)
+    assert "\n" not in message
+    assert "memory.service_url" in message and "MEMORY_TOKEN is empty or unset" in message
+    assert not (tmp_path / "memory").exists()
+
+
+@pytest.mark.parametrize("where", ["data_dir", "memory"], ids=["data-dir-is-a-file", "memory-is-a-file"])
+async def test_a_data_dir_the_store_cannot_write_in_is_refused_naming_it(
+    tmp_path: Path, built: list[MemoryStore], where: str
+) -> None:
+    data_dir = tmp_path / "data"
+    blocker = data_dir if where == "data_dir" else data_dir / "memory"
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("a file where a directory belongs")
+    with pytest.raises(MemoryConfigError) as refused:
+        build(built, FakeSettings(data_dir))
+    assert str(refused.value) == (
+        f"data_dir = {str(data_dir)!r}: the memory store cannot write there: "
+        f"{blocker} is a file, not a directory"
+    )
+
+
+def test_a_full_data_dir_is_refused_at_build_time(tmp_path: Path) -> None:
+    from tests.memory.service.test_service_refusals import fill, tmpfs
+
+    with tmpfs("256k") as disk:
+        fill(disk)
+        with pytest.raises(MemoryConfigError, match="No space left on device"):
+            build_memory_store(FakeSettings(disk), env={})
 
 
 async def test_nothing_configured_selects_sqlite_under_the_data_dir_and_it_persists(
@@ -160,11 +180,11 @@ async def test_explicit_sqlite_store_selects_sqlite(tmp_path: Path, built: list[
     assert isinstance(build(built, FakeSettings(tmp_path, Memory(store="sqlite"))), SqliteMemoryStore)
 
 
-async def test_memory_store_setting_selects_in_process_with_a_restart_loss_warning(
+async def test_the_in_process_store_setting_selects_it_with_a_restart_loss_warning(
     tmp_path: Path, built: list[MemoryStore]
 ) -> None:
     with capture_logs() as logs:
-        store = build(built, FakeSettings(tmp_path, Memory(store="memory")))
+        store = build(built, FakeSettings(tmp_path, Memory(store="in_process")))
     assert isinstance(store, InMemoryMemoryStore)
     (warning,) = warnings(logs)
     assert warning["key"] == "memory.store"
@@ -195,7 +215,7 @@ async def test_an_unknown_store_name_is_a_config_error_naming_the_key(
 async def test_max_records_per_scope_reaches_the_in_process_store(
     tmp_path: Path, built: list[MemoryStore]
 ) -> None:
-    store = build(built, FakeSettings(tmp_path, Memory(store="memory", max_records_per_scope=3)))
+    store = build(built, FakeSettings(tmp_path, Memory(store="in_process", max_records_per_scope=3)))
     assert await fill(store, 4) == 1
     assert len(await store.list(SCOPE, 50)) == 3
 
@@ -223,7 +243,7 @@ async def test_a_bad_max_records_per_scope_warns_naming_the_key_and_the_default_
     tmp_path: Path, built: list[MemoryStore], bad: Any
 ) -> None:
     with capture_logs() as logs:
-        store = build(built, FakeSettings(tmp_path, Memory(store="memory", max_records_per_scope=bad)))
+        store = build(built, FakeSettings(tmp_path, Memory(store="in_process", max_records_per_scope=bad)))
     cap_warnings = [w for w in warnings(logs) if w.get("key") == "memory.max_records_per_scope"]
     (warning,) = cap_warnings
     assert "memory.max_records_per_scope" in warning["message"]
@@ -248,22 +268,27 @@ def test_cap_validation_accepts_the_full_range() -> None:
     assert validate_scope_cap(None).configured is False
 
 
-async def test_real_settings_drive_the_selection(tmp_path: Path, built: list[MemoryStore]) -> None:
+@pytest.mark.parametrize(("configured", "sent"), [("42", 42), (None, None)], ids=["set", "unset"])
+async def test_real_settings_drive_the_selection_and_an_unset_cap_is_not_sent(
+    tmp_path: Path, built: list[MemoryStore], configured: str | None, sent: int | None
+) -> None:
+    # Unset, the service applies its own default: a bot that sent 500 on every write would override it.
     env = {
         "SWITCHBOARD_ORGANIZATION": "acme",
         "SWITCHBOARD_MEMORY__ENABLED": "true",
         "SWITCHBOARD_MEMORY__SERVICE_URL": "http://memory:8787",
-        "SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE": "42",
         "SWITCHBOARD_DATA_DIR": str(tmp_path),
         "MEMORY_TOKEN": "t",
     }
+    if configured is not None:
+        env["SWITCHBOARD_MEMORY__MAX_RECORDS_PER_SCOPE"] = configured
     config = tmp_path / "switchboard.toml"
     config.write_text("")
     settings = load_settings(env=env, config_path=config)
     store = build_memory_store(settings, env=env)
     built.append(store)
     assert isinstance(store, HttpMemoryStore)
-    assert store.cap == 42
+    assert store.cap == sent  # with no cap, no `cap` on a write (tests/memory/stores/test_http_store.py)
 
 
 # --- the start-up check ------------------------------------------------------------------------------------
@@ -282,7 +307,7 @@ async def test_open_memory_store_turns_an_unreachable_database_into_one_line_nam
 async def test_open_memory_store_is_a_no_op_for_stores_without_a_server(
     tmp_path: Path, built: list[MemoryStore]
 ) -> None:
-    for memory in (Memory(enabled=False), Memory(store="memory"), Memory()):
+    for memory in (Memory(enabled=False), Memory(store="in_process"), Memory()):
         with capture_logs():
             store = build(built, FakeSettings(tmp_path, memory))
         await open_memory_store(store)  # nothing to verify: must not raise
@@ -291,7 +316,7 @@ async def test_open_memory_store_is_a_no_op_for_stores_without_a_server(
 # --- the ranking (issue 15) ------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("store_name", [None, "memory"])
+@pytest.mark.parametrize("store_name", [None, "in_process"])
 async def test_the_stemmed_ranking_is_the_default_and_spec_keeps_whole_tokens(
     tmp_path: Path, built: list[MemoryStore], store_name: str | None
 ) -> None:

@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 from config.settings import load_settings
 from memory.stores.build import MemoryConfigError, build_memory_store
 from memory.stores.in_process import InMemoryMemoryStore
-from memory.stores.postgres import store as postgres_store
+from memory.stores.postgres import sql as postgres_store
 from memory.stores.postgres.store import PostgresMemoryStore, match_query
 from memory.types import (
     MAX_TEXT_CHARS,

@@ -1,0 +1,85 @@
+"""Erasure in place: the not-yet-erased rows matching a filter keep their identity, scope, origin,
+provenance, dates, status and reason; every other column — text, norm, keywords, tokens, and whatever
+later columns hold (a vector) — is scrubbed (`memory.stores.sql_common.scrub_assignments`)."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Callable, Sequence
+
+from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
+
+from memory.stores.postgres.rows import Connection
+from memory.stores.postgres.terms import uncount
+from memory.stores.sql_common import scrub_assignments
+from memory.types import (
+    EraseReason,
+)
+
+
+async def erase_rows(
+    conn: Connection, scrub: str, where: str, params: Sequence[object], reason: EraseReason, now: float
+) -> int:
+    """Inside a transaction: scrub the not-yet-erased rows matching `where` in place; an active row
+    becomes `forgotten` and leaves its scope's document frequencies (a stem nobody holds is dropped)."""
+    cursor = await conn.execute(
+        "WITH doomed AS (SELECT scope_key, seq, stems, status FROM memory_records"
+        f" WHERE erased_at IS NULL AND ({where}) FOR UPDATE)"
+        f" UPDATE memory_records AS m SET {scrub}, erased_reason = %s, erased_at = %s,"
+        " status = CASE WHEN m.status = 'active' THEN 'forgotten' ELSE m.status END"
+        " FROM doomed WHERE m.scope_key = doomed.scope_key AND m.seq = doomed.seq"
+        " RETURNING doomed.scope_key, doomed.stems, doomed.status",
+        (*params, reason, now),
+    )
+    rows = await cursor.fetchall()
+    retired: dict[str, builtins.list[TupleRow]] = {}
+    for scope_key, stems, status in rows:
+        if status == "active":
+            retired.setdefault(scope_key, []).append((stems,))
+    for scope_key, stems in retired.items():
+        await uncount(conn, scope_key, stems)
+    if retired:
+        await conn.execute(
+            "DELETE FROM memory_term_df WHERE scope_key = ANY(%s::text[]) AND df <= 0 AND term <> ''",
+            (builtins.list(retired),),
+        )
+    return len(rows)
+
+
+async def live_scrub(conn: Connection) -> str:
+    """The scrub list of the live table's columns (a generated column follows what it is made of)."""
+    cursor = await conn.execute(
+        "SELECT column_name, is_nullable, column_default, is_generated FROM information_schema.columns"
+        " WHERE table_name = 'memory_records' AND table_schema = current_schema() ORDER BY ordinal_position"
+    )
+    return scrub_assignments(
+        (str(name), nullable == "YES", None if default is None else str(default))
+        for name, nullable, default, generated in await cursor.fetchall()
+        if generated != "ALWAYS"
+    )
+
+
+class ScrubList:
+    """The erase's SET list, read once from the live table's columns (by the first erase that needs it)."""
+
+    def __init__(self) -> None:
+        self._assignments: str | None = None
+
+    async def of(self, conn: Connection) -> str:
+        if self._assignments is None:
+            self._assignments = await live_scrub(conn)
+        return self._assignments
+
+
+async def erase(
+    pool: AsyncConnectionPool[Connection],
+    scrub: ScrubList,
+    where: str,
+    params: Sequence[object],
+    reason: EraseReason,
+    now: Callable[[], float],
+) -> int:
+    """One transaction: `erase_rows` over the rows matching `where`."""
+    async with pool.connection() as conn, conn.transaction():
+        return await erase_rows(conn, await scrub.of(conn), where, params, reason, now())

@@ -1,0 +1,57 @@
+"""A scope's plain reads: `list` (newest first, optionally through the FTS prefilter) and `fetch` by
+id. Neither bumps usage."""
+
+from __future__ import annotations
+
+import builtins
+from collections.abc import Sequence
+
+from psycopg_pool import AsyncConnectionPool
+
+from memory.rules.engine import (
+    matches_filter,
+)
+from memory.stores.postgres.rows import NO_CUTOFF, Connection, fetch_rows, match_query
+from memory.stores.postgres.sql import _SELECT_BY_IDS, _SELECT_LIST, _SELECT_LIST_MATCHING
+from memory.types import (
+    MemoryRecord,
+)
+
+
+def list_statement(
+    scope_key: str, limit: int, query: str | None, cutoff: float | None
+) -> tuple[str, tuple[object, ...]] | None:
+    """The list's statement and parameters; None when it can find nothing (no limit, no query tokens)."""
+    params: tuple[object, ...]
+    since = NO_CUTOFF if cutoff is None else cutoff
+    if query is None:
+        sql, params = _SELECT_LIST, (scope_key, since, limit)
+    else:
+        tsquery = match_query(query)
+        if tsquery is None:
+            return None
+        sql, params = _SELECT_LIST_MATCHING, (scope_key, tsquery, since, limit)
+    if limit <= 0:
+        return None
+    return sql, params
+
+
+async def list_records(
+    pool: AsyncConnectionPool[Connection], statement: tuple[str, tuple[object, ...]], query: str | None
+) -> builtins.list[MemoryRecord]:
+    """Active records newest first, optionally through the same FTS prefilter; no usage bump."""
+    async with pool.connection() as conn:
+        rows = await fetch_rows(conn, *statement)
+    records = [record for _, record in rows]
+    if query is not None:
+        # The prefilter already is this gate (the same engine tokens); kept as the definition.
+        records = [record for record in records if matches_filter(record, query)]
+    return records
+
+
+async def fetch_records(
+    pool: AsyncConnectionPool[Connection], scope_key: str, ids: Sequence[str]
+) -> builtins.list[MemoryRecord]:
+    async with pool.connection() as conn:
+        rows = await fetch_rows(conn, _SELECT_BY_IDS, (scope_key, ids))
+    return [record for _, record in rows]

@@ -1,0 +1,206 @@
+"""The PostgreSQL store's schema and migrations: one path, re-applied by every replica on open under
+a schema lock, safe over live data. A later column is added with ALTER TABLE … ADD COLUMN IF NOT EXISTS."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import structlog
+from psycopg import IsolationLevel
+
+from memory.ranking.lexical import stems_of
+from memory.rules.visibility import legacy_origin
+from memory.stores.postgres.rows import MAX_LEXEME, Connection, one
+from memory.stores.postgres.sql import _LOCK_NAMESPACE
+
+log = structlog.get_logger("memory")
+
+_SCHEMA_LOCK: Final = 0
+
+# The one migration path: re-applied on every open, safe over live data. A later column is added here
+# with ALTER TABLE … ADD COLUMN IF NOT EXISTS.
+_SCHEMA: Final[tuple[str, ...]] = (
+    """
+    CREATE TABLE IF NOT EXISTS memory_records (
+        scope_key text NOT NULL,
+        seq bigint NOT NULL,
+        id text NOT NULL,
+        kind text NOT NULL CHECK (kind IN ('fact', 'summary')),
+        text text NOT NULL,
+        norm text NOT NULL,
+        keywords text[] NOT NULL DEFAULT '{}',
+        tokens text[] NOT NULL DEFAULT '{}',
+        source_thread_key text NOT NULL,
+        source_run_id text,
+        created_at double precision NOT NULL,
+        last_used_at double precision,
+        use_count integer NOT NULL DEFAULT 0,
+        confidence double precision,
+        supersedes text,
+        status text NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted')),
+        tsv tsvector GENERATED ALWAYS AS (array_to_tsvector(tokens)) STORED,
+        PRIMARY KEY (scope_key, seq)
+    )
+    """,
+    # Write-time dedup. md5: a norm can be longer than a btree entry may be.
+    "CREATE INDEX IF NOT EXISTS memory_records_status_norm ON memory_records (scope_key, status, md5(norm))",
+    # list's newest-first page and the active COUNT(*).
+    "CREATE INDEX IF NOT EXISTS memory_records_active_seq ON memory_records (scope_key, status, seq DESC)",
+    # Status-prefixed scans by use: the eviction fetch.
+    "CREATE INDEX IF NOT EXISTS memory_records_active_used"
+    " ON memory_records (scope_key, status, last_used_at DESC, created_at DESC)",
+    # The FTS index holds exactly the active rows: a soft delete leaves it by the status flip.
+    "CREATE INDEX IF NOT EXISTS memory_records_fts ON memory_records USING gin (tsv) WHERE status = 'active'",
+    # Ranking v2 (issue 15): the engine's stems (NULL until stemmed: `_backfill_stems` fills older rows),
+    # their full-text column and index, and each scope's document frequency per stem, kept in the
+    # transaction of every change (the term '' counts the scope's active records).
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS stems text[]",
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS stems_tsv tsvector"
+    " GENERATED ALWAYS AS (array_to_tsvector(COALESCE(stems, '{}'))) STORED",
+    "CREATE INDEX IF NOT EXISTS memory_records_stems"
+    " ON memory_records USING gin (stems_tsv) WHERE status = 'active'",
+    """
+    CREATE TABLE IF NOT EXISTS memory_term_df (
+        scope_key text NOT NULL,
+        term text NOT NULL,
+        df integer NOT NULL,
+        PRIMARY KEY (scope_key, term)
+    )
+    """,
+    "CREATE TABLE IF NOT EXISTS memory_meta (key text PRIMARY KEY, value text NOT NULL)",
+    # Erasure (issue 17): why and when a row's text was scrubbed.
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS erased_reason text",
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS erased_at double precision",
+    "CREATE INDEX IF NOT EXISTS memory_records_run ON memory_records (source_run_id)",
+    "CREATE INDEX IF NOT EXISTS memory_records_created ON memory_records (scope_key, created_at)",
+    # Which messages each run was distilled from, and the scopes that run could write.
+    """
+    CREATE TABLE IF NOT EXISTS memory_run_sources (
+        message text NOT NULL,
+        run_id text NOT NULL,
+        scope_key text NOT NULL,
+        linked_at double precision NOT NULL,
+        PRIMARY KEY (message, run_id, scope_key)
+    )
+    """,
+    # The read audit: ids and ranks only, never text.
+    """
+    CREATE TABLE IF NOT EXISTS memory_read_audit (
+        audit_id bigserial PRIMARY KEY,
+        run_id text NOT NULL,
+        thread_key text NOT NULL,
+        asker text,
+        scope_keys text[] NOT NULL,
+        record_ids text[] NOT NULL,
+        ranks integer[] NOT NULL,
+        at double precision NOT NULL
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_run ON memory_read_audit (run_id)",
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_thread ON memory_read_audit (thread_key, at DESC)",
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_asker ON memory_read_audit (asker, at DESC)",
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_at ON memory_read_audit (at)",
+    "CREATE INDEX IF NOT EXISTS memory_read_audit_records ON memory_read_audit USING gin (record_ids)",
+    # The origin label (issue 14): added nullable, labelled by `_migrate_origin`, then made NOT NULL.
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin text",
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin_conversation text",
+    # The embedder's vector (float32 bytes; pgvector is not assumed) and the model that made it.
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS embedding bytea",
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS embedding_model text",
+)
+
+_ORIGIN_NULLABLE: Final = """
+    SELECT is_nullable = 'YES' FROM information_schema.columns
+    WHERE table_schema = current_schema() AND table_name = 'memory_records' AND column_name = 'origin'
+"""
+
+_UNLABELLED_SCOPES: Final = "SELECT DISTINCT scope_key FROM memory_records WHERE origin IS NULL"
+
+_LABEL_SCOPE: Final = (
+    "UPDATE memory_records SET origin = %s, origin_conversation = %s WHERE scope_key = %s AND origin IS NULL"
+)
+
+_ORIGIN_REQUIRED: Final = (
+    "ALTER TABLE memory_records ALTER COLUMN origin SET DEFAULT 'unknown'",
+    "ALTER TABLE memory_records ALTER COLUMN origin SET NOT NULL",
+)
+
+_UNSTEMMED_ROWS: Final = (
+    "SELECT scope_key, seq, text, keywords FROM memory_records WHERE stems IS NULL LIMIT 500"
+)
+
+_SET_STEMS: Final = "UPDATE memory_records SET stems = %s WHERE scope_key = %s AND seq = %s"
+
+_TERM_DF_BUILT: Final = "SELECT value FROM memory_meta WHERE key = 'term_df'"
+
+_REBUILD_TERM_DF: Final = (
+    "DELETE FROM memory_term_df WHERE term <> '#vectors'",
+    """
+    INSERT INTO memory_term_df (scope_key, term, df)
+    SELECT scope_key, term, COUNT(*) FROM memory_records, unnest(array_append(stems, '')) AS term
+    WHERE status = 'active' AND stems IS NOT NULL GROUP BY scope_key, term
+    """,
+    "INSERT INTO memory_meta (key, value) VALUES ('term_df', '1') ON CONFLICT (key) DO NOTHING",
+)
+
+_LOCK_SCHEMA: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, {_SCHEMA_LOCK})"
+
+
+async def configure(conn: Connection) -> None:
+    # The advisory lock is taken by the batch's first statement; READ COMMITTED gives every later
+    # statement a fresh snapshot, so the batch sees what the previous lock holder committed.
+    await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
+
+
+async def apply_schema(conn: Connection) -> None:
+    """CREATE … IF NOT EXISTS under a lock, so replicas starting together do not race each other."""
+    async with conn.transaction():
+        await conn.execute(_LOCK_SCHEMA)
+        for statement in _SCHEMA:
+            await conn.execute(statement)
+        await _migrate_origin(conn)
+        stemmed = await _backfill_stems(conn)
+        cursor = await conn.execute(_TERM_DF_BUILT)
+        if stemmed or await cursor.fetchone() is None:
+            for statement in _REBUILD_TERM_DF:
+                await conn.execute(statement)
+            log.info("memory.store.term_df_rebuilt", store="postgres", stemmed=stemmed)
+
+
+async def _backfill_stems(conn: Connection) -> int:
+    """Stems for rows written before ranking v2 (or by an older replica): the engine's own, in batches."""
+    done = 0
+    while True:
+        cursor = await conn.execute(_UNSTEMMED_ROWS)
+        rows = await cursor.fetchall()
+        if not rows:
+            return done
+        async with conn.cursor() as batch:
+            await batch.executemany(
+                _SET_STEMS,
+                [
+                    (sorted(s for s in stems_of(text, keywords) if len(s) <= MAX_LEXEME), scope_key, seq)
+                    for scope_key, seq, text, keywords in rows
+                ],
+            )
+        done += len(rows)
+
+
+async def _migrate_origin(conn: Connection) -> None:
+    """Rows written before the origin label get their scope's conservative label (`legacy_origin`),
+    once: after that the column is NOT NULL and this is one catalogue lookup."""
+    cursor = await conn.execute(_ORIGIN_NULLABLE)
+    if not one(await cursor.fetchone()):
+        return
+    cursor = await conn.execute(_UNLABELLED_SCOPES)
+    scopes = [str(row[0]) for row in await cursor.fetchall()]
+    labelled = 0
+    for scope_key in scopes:
+        origin, conversation = legacy_origin(scope_key)
+        cursor = await conn.execute(_LABEL_SCOPE, (origin, conversation, scope_key))
+        labelled += max(cursor.rowcount, 0)
+    for statement in _ORIGIN_REQUIRED:
+        await conn.execute(statement)
+    if labelled:
+        log.info("memory.store.origin_migrated", store="postgres", scopes=len(scopes), records=labelled)

@@ -1,0 +1,145 @@
+"""The statements of the PostgreSQL store's reads and writes, one place for all of them.
+
+Every data statement is filtered by `scope_key` (a test holds them to it by their names: `_SELECT…`,
+`_BUMP…`, `_COUNT…` and the rest). `status = 'active'` stays a literal everywhere so the planner can
+use the partial FTS indexes.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# First key of the two-key advisory lock, so our per-scope locks never meet another application's.
+_LOCK_NAMESPACE: Final = 0x5B_4D_45_4D  # "[MEM"
+
+_COLUMNS: Final = (
+    "seq, id, scope_key, kind, text, source_thread_key, created_at, keywords, source_run_id,"
+    " last_used_at, use_count, confidence, supersedes, status, origin, origin_conversation"
+)
+
+# `status = 'active'` stays a literal everywhere so the planner can use the partial FTS index.
+_SELECT_MATCHES: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %(scope)s AND status = 'active' AND tsv @@ %(q)s::tsquery
+    ORDER BY ts_rank(tsv, %(q)s::tsquery, 1) DESC, seq DESC
+    LIMIT %(n)s
+"""
+
+_SELECT_STEM_MATCHES: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %(scope)s AND status = 'active' AND stems_tsv @@ %(q)s::tsquery
+    ORDER BY ts_rank(stems_tsv, %(q)s::tsquery, 1) DESC, seq DESC
+    LIMIT %(n)s
+"""
+
+_SELECT_TERM_DF: Final = "SELECT term, df FROM memory_term_df WHERE scope_key = %s AND term = ANY(%s)"
+
+# One row per stem of the record (and '' for the record itself): +1 on insert.
+_ADD_TERMS: Final = """
+    INSERT INTO memory_term_df (scope_key, term, df) SELECT %s, term, 1 FROM unnest(%s::text[]) AS term
+    ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
+"""
+
+_NEXT_GENERATION: Final = """
+    INSERT INTO memory_term_df (scope_key, term, df) VALUES (%s, %s, 1)
+    ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
+"""
+
+_SELECT_VECTORS: Final = (
+    "SELECT seq, embedding FROM memory_records WHERE scope_key = %s AND status = 'active'"
+    " AND embedding_model = %s AND embedding IS NOT NULL"
+)
+
+_SELECT_BY_SEQS: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s)
+"""
+
+_SET_VECTOR: Final = (
+    "UPDATE memory_records SET embedding = %s, embedding_model = %s WHERE scope_key = %s AND seq = %s"
+)
+
+_SCOPES: Final = "SELECT DISTINCT scope_key FROM memory_records WHERE status = 'active' ORDER BY scope_key"
+
+_UNVECTORED_WHERE: Final = (
+    "scope_key = %s AND status = 'active' AND (embedding IS NULL OR embedding_model IS DISTINCT FROM %s)"
+)
+
+_UNVECTORED: Final = f"SELECT seq, text FROM memory_records WHERE {_UNVECTORED_WHERE} ORDER BY seq LIMIT %s"
+
+_COUNT_UNVECTORED: Final = f"SELECT COUNT(*) FROM memory_records WHERE {_UNVECTORED_WHERE}"
+
+_UNCOUNT_TERMS: Final = "UPDATE memory_term_df SET df = df - %s WHERE scope_key = %s AND term = ANY(%s)"
+
+_SELECT_LIST: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND status = 'active' AND created_at >= %s
+    ORDER BY seq DESC LIMIT %s
+"""
+
+_SELECT_LIST_MATCHING: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND status = 'active' AND tsv @@ %s::tsquery AND created_at >= %s
+    ORDER BY seq DESC LIMIT %s
+"""
+
+_SELECT_SAME_NORM: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND status = 'active' AND md5(norm) = md5(%s) AND norm = %s
+    ORDER BY seq
+"""
+
+_SELECT_ONE_ACTIVE: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active'
+"""
+
+_SELECT_ACTIVE: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' ORDER BY seq
+"""
+
+_LOCK_SCOPE: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, hashtext(%s))"
+
+_MAX_SEQ_OF_SCOPE: Final = "SELECT COALESCE(MAX(seq), 0) FROM memory_records WHERE scope_key = %s"
+
+_COUNT_ACTIVE: Final = "SELECT COUNT(*) FROM memory_records WHERE scope_key = %s AND status = 'active'"
+
+_BUMP_DEDUP: Final = "UPDATE memory_records SET use_count = use_count + 1 WHERE scope_key = %s AND seq = %s"
+
+# The usage bump: ONE statement for the whole returned set, by primary key.
+_BUMP_USAGE: Final = (
+    "UPDATE memory_records SET last_used_at = %s, use_count = use_count + 1"
+    " WHERE scope_key = %s AND seq = ANY(%s)"
+)
+
+_NO_COMMIT_WAIT: Final = "SET LOCAL synchronous_commit = off"
+
+_SUPERSEDE: Final = (
+    "UPDATE memory_records SET status = 'superseded' WHERE scope_key = %s AND seq = %s AND status = 'active'"
+    " RETURNING stems"
+)
+
+_EVICT: Final = (
+    "UPDATE memory_records SET status = 'evicted' WHERE scope_key = %s AND seq = ANY(%s) RETURNING stems"
+)
+
+_INSERT: Final = """
+    INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, keywords, tokens, source_thread_key,
+        source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, stems, origin,
+        origin_conversation)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+"""
+
+_SELECT_BY_IDS: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND id = ANY(%s) AND erased_at IS NULL ORDER BY seq
+"""
+
+_LINK_SOURCE: Final = """
+    INSERT INTO memory_run_sources (message, run_id, scope_key, linked_at) VALUES (%s, %s, %s, %s)
+    ON CONFLICT DO NOTHING
+"""
+
+_INSERT_AUDIT: Final = """
+    INSERT INTO memory_read_audit (run_id, thread_key, asker, scope_keys, record_ids, ranks, at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s)
+"""

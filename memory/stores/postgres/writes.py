@@ -1,0 +1,175 @@
+"""A scope's write: one transaction per batch under the scope's advisory lock (plan, apply, evict — or
+nothing). Every decision comes from `memory.rules.engine`; this module only persists it."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Callable, Sequence
+
+from psycopg_pool import AsyncConnectionPool
+
+from memory.ranking.embedder import Embedder
+from memory.ranking.lexical import record_stems
+from memory.ranking.vectors import (
+    GENERATION_TERM,
+    Progress,
+    to_blob,
+)
+from memory.rules.engine import (
+    mint_record,
+    normalize_text,
+    plan_eviction,
+    plan_write,
+)
+from memory.rules.retention import Retention
+from memory.rules.scorer import record_tokens
+from memory.stores.postgres.erasure import ScrubList, erase_rows
+from memory.stores.postgres.rows import MAX_LEXEME, Connection, Row, fetch_rows, one, own_seq
+from memory.stores.postgres.sql import (
+    _ADD_TERMS,
+    _BUMP_DEDUP,
+    _COUNT_ACTIVE,
+    _COUNT_UNVECTORED,
+    _EVICT,
+    _INSERT,
+    _LOCK_SCOPE,
+    _MAX_SEQ_OF_SCOPE,
+    _NEXT_GENERATION,
+    _SELECT_ACTIVE,
+    _SELECT_ONE_ACTIVE,
+    _SELECT_SAME_NORM,
+    _SET_VECTOR,
+    _SUPERSEDE,
+    _UNVECTORED,
+)
+from memory.stores.postgres.terms import uncount
+from memory.stores.sql_common import stored_values
+from memory.types import (
+    MemoryCandidate,
+    MemoryRecord,
+    WriteResult,
+)
+
+
+async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandidate) -> builtins.list[Row]:
+    """Exactly the rows plan_write reads: the supersede target, else the same-norm actives."""
+    if candidate.supersedes:
+        seq = own_seq(scope_key, candidate.supersedes)
+        if seq is None:
+            return []
+        return await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, seq, candidate.supersedes))
+    norm = normalize_text(candidate.text)
+    return await fetch_rows(conn, _SELECT_SAME_NORM, (scope_key, norm, norm))
+
+
+async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
+    stems = sorted(stem for stem in record_stems(record) if len(stem) <= MAX_LEXEME)
+    await conn.execute(
+        _INSERT,
+        (
+            record.scope_key,
+            seq,
+            record.id,
+            record.kind,
+            record.text,
+            normalize_text(record.text),
+            builtins.list(record.keywords),
+            sorted(token for token in record_tokens(record) if len(token) <= MAX_LEXEME),
+            *stored_values(record),
+            stems,
+            record.origin,
+            record.origin_conversation,
+        ),
+    )
+    await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
+    await conn.execute(_NEXT_GENERATION, (record.scope_key, GENERATION_TERM))
+
+
+async def write_batch(
+    pool: AsyncConnectionPool[Connection],
+    scope_key: str,
+    batch: Sequence[MemoryCandidate],
+    cap: int,
+    embedder: Embedder | None,
+    clock: Callable[[], float],
+    retention: Retention,
+    scrub: ScrubList,
+) -> WriteResult:
+    """Plan, apply and evict the batch in one transaction holding the scope's advisory lock."""
+    inserted = deduped = superseded = evicted = 0
+    vectors = None
+    if embedder is not None:  # off the loop, before the scope's lock is taken
+        vectors = await asyncio.to_thread(embedder.embed, [c.text for c in batch])
+    async with pool.connection() as conn, conn.transaction():
+        # The scope's single writer: held until COMMIT/ROLLBACK, so seq and lookups cannot race.
+        await conn.execute(_LOCK_SCOPE, (scope_key,))
+        cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
+        seq = int(one(await cursor.fetchone()))
+        now = clock()
+        cutoff = retention.cutoff(scope_key, now)
+        if cutoff is not None:  # the scope is being written: its expired records go now
+            await erase_rows(
+                conn,
+                await scrub.of(conn),
+                "scope_key = %s AND created_at < %s",
+                (scope_key, cutoff),
+                "expired",
+                now,
+            )
+        for index, candidate in enumerate(batch):
+            lookup = await _write_pool(conn, scope_key, candidate)
+            plan = plan_write(scope_key, candidate, [record for _, record in lookup])
+            seqs = {record.id: row_seq for row_seq, record in lookup}
+            if plan.action == "dedup" and plan.dedup_id is not None:
+                await conn.execute(_BUMP_DEDUP, (scope_key, seqs[plan.dedup_id]))
+                deduped += 1
+                continue
+            if plan.supersede_id is not None:
+                cursor = await conn.execute(_SUPERSEDE, (scope_key, seqs[plan.supersede_id]))
+                superseded += cursor.rowcount
+                await uncount(conn, scope_key, await cursor.fetchall())
+            seq += 1
+            await _insert(conn, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+            if vectors is not None and embedder is not None:
+                blob = to_blob(vectors[index])
+                await conn.execute(_SET_VECTOR, (blob, embedder.name, scope_key, seq))
+            inserted += 1
+        cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
+        if int(one(await cursor.fetchone())) > cap:
+            active = await fetch_rows(conn, _SELECT_ACTIVE, (scope_key,))
+            doomed = set(plan_eviction([record for _, record in active], cap))
+            doomed_seqs = [row_seq for row_seq, record in active if record.id in doomed]
+            cursor = await conn.execute(_EVICT, (scope_key, doomed_seqs))
+            await uncount(conn, scope_key, await cursor.fetchall())
+            evicted = len(doomed_seqs)
+    return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+
+
+async def reindex(
+    pool: AsyncConnectionPool[Connection],
+    embedder: Embedder,
+    scope_key: str,
+    batch: int,
+    progress: Progress | None,
+) -> int:
+    """Vectors for the scope's active records that have none of this embedder's, a batch per
+    transaction: safe to interrupt and to run again. Returns how many were made."""
+    done = 0
+    while True:
+        async with pool.connection() as conn:
+            cursor = await conn.execute(_UNVECTORED, (scope_key, embedder.name, batch))
+            rows = await cursor.fetchall()
+            if rows:
+                vectors = await asyncio.to_thread(embedder.embed, [str(text) for _, text in rows])
+                async with conn.transaction():
+                    for (seq, _), vector in zip(rows, vectors, strict=True):
+                        await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
+                    await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
+            cursor = await conn.execute(_COUNT_UNVECTORED, (scope_key, embedder.name))
+            left = int(one(await cursor.fetchone()))
+        done += len(rows)
+        if progress is not None:
+            progress(scope_key, done, done + left)
+        if not rows or left == 0:
+            return done

@@ -1,0 +1,172 @@
+"""The ledger: which messages each run was distilled from (to erase by source) and the read audit
+(ids and ranks only, never text). One more database in the data directory, never a scope's."""
+
+from __future__ import annotations
+
+import builtins
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TypeVar
+
+from memory.stores.sql_common import AuditKey, audit_key, source_rows
+from memory.stores.sqlite.schema import open_database
+from memory.stores.sqlite.sql import BUSY_TIMEOUT_SECONDS, chunks, enable_wal, placeholders, transaction
+from memory.types import (
+    AuditQuery,
+    ReadAudit,
+    SourceLink,
+)
+
+T = TypeVar("T")
+
+LEDGER_FILENAME = "_ledger.sqlite3"  # never a scope's name: those never start with "_"
+
+_LEDGER_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS run_sources (
+        message TEXT NOT NULL,
+        run_id TEXT NOT NULL,
+        scope_key TEXT NOT NULL,
+        linked_at REAL NOT NULL,
+        PRIMARY KEY (message, run_id, scope_key)
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS read_audit (
+        audit_id INTEGER PRIMARY KEY,
+        run_id TEXT NOT NULL,
+        thread_key TEXT NOT NULL,
+        asker TEXT,
+        scope_keys TEXT NOT NULL,
+        at REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS read_audit_records (
+        audit_id INTEGER NOT NULL REFERENCES read_audit (audit_id) ON DELETE CASCADE,
+        record_id TEXT NOT NULL,
+        rank INTEGER NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS read_audit_run ON read_audit (run_id)",
+    "CREATE INDEX IF NOT EXISTS read_audit_thread ON read_audit (thread_key, at DESC)",
+    "CREATE INDEX IF NOT EXISTS read_audit_asker ON read_audit (asker, at DESC)",
+    "CREATE INDEX IF NOT EXISTS read_audit_at ON read_audit (at)",
+    "CREATE INDEX IF NOT EXISTS read_audit_records_id ON read_audit_records (record_id)",
+    "CREATE INDEX IF NOT EXISTS read_audit_records_audit ON read_audit_records (audit_id)",
+)
+
+# The audit rows an audit query asks for, by the key it asks by.
+_AUDIT_WHERE: dict[AuditKey, str] = {
+    "record": "audit_id IN (SELECT audit_id FROM read_audit_records WHERE record_id = ?)",
+    "run": "run_id = ?",
+    "user": "asker = ?",
+    "thread": "thread_key = ?",
+}
+
+
+def _prepare_ledger(connection: sqlite3.Connection) -> None:
+    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    connection.execute("PRAGMA secure_delete = ON")
+    connection.execute("PRAGMA foreign_keys = ON")
+    enable_wal(connection)
+    connection.execute("PRAGMA synchronous = NORMAL")
+    with transaction(connection):
+        for statement in _LEDGER_SCHEMA:
+            connection.execute(statement)
+
+
+def link_sources(connection: sqlite3.Connection, link: SourceLink, now: float) -> None:
+    with transaction(connection):
+        connection.executemany(
+            "INSERT OR IGNORE INTO run_sources (message, run_id, scope_key, linked_at) VALUES (?, ?, ?, ?)",
+            source_rows(link, now),
+        )
+
+
+def linked_runs(connection: sqlite3.Connection, messages: Sequence[str]) -> dict[str, builtins.list[str]]:
+    runs: dict[str, builtins.list[str]] = {}
+    for chunk in chunks(messages):
+        for run_id, scope_key in connection.execute(
+            "SELECT DISTINCT run_id, scope_key FROM run_sources "
+            f"WHERE message IN ({placeholders(len(chunk))}) ORDER BY scope_key, run_id",
+            chunk,
+        ):
+            found = runs.setdefault(str(scope_key), [])
+            if str(run_id) not in found:
+                found.append(str(run_id))
+    return runs
+
+
+def record_read(connection: sqlite3.Connection, entry: ReadAudit, cutoff: float) -> None:
+    with transaction(connection):
+        connection.execute("DELETE FROM read_audit WHERE at < ?", (cutoff,))
+        audit_id = connection.execute(
+            "INSERT INTO read_audit (run_id, thread_key, asker, scope_keys, at) VALUES (?, ?, ?, ?, ?) "
+            "RETURNING audit_id",
+            (
+                entry.run_id,
+                entry.thread_key,
+                entry.asker,
+                json.dumps(builtins.list(entry.scope_keys)),
+                entry.at,
+            ),
+        ).fetchone()[0]
+        connection.executemany(
+            "INSERT INTO read_audit_records (audit_id, record_id, rank) VALUES (?, ?, ?)",
+            [(audit_id, record_id, rank) for record_id, rank in entry.records],
+        )
+
+
+def read_audit(connection: sqlite3.Connection, query: AuditQuery, cutoff: float) -> builtins.list[ReadAudit]:
+    key, value = audit_key(query)
+    where = _AUDIT_WHERE[key]
+    rows = connection.execute(
+        f"SELECT audit_id, run_id, thread_key, asker, scope_keys, at FROM read_audit WHERE {where} "
+        "AND at >= ? ORDER BY at DESC, audit_id DESC LIMIT ?",
+        (value, cutoff, query.limit),
+    ).fetchall()
+    entries: builtins.list[ReadAudit] = []
+    for audit_id, run_id, thread_key, asker, scope_keys, at in rows:
+        records = connection.execute(
+            "SELECT record_id, rank FROM read_audit_records WHERE audit_id = ? ORDER BY rank, record_id",
+            (audit_id,),
+        ).fetchall()
+        entries.append(
+            ReadAudit(
+                run_id=str(run_id),
+                thread_key=str(thread_key),
+                asker=None if asker is None else str(asker),
+                scope_keys=tuple(str(key) for key in json.loads(str(scope_keys))),
+                records=tuple((str(record_id), int(rank)) for record_id, rank in records),
+                at=float(at),
+            )
+        )
+    return entries
+
+
+class Ledger:
+    """The ledger's one connection, opened on first use and used by one worker thread at a time."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = data_dir
+        self._lock = threading.Lock()
+        self._connection: sqlite3.Connection | None = None
+
+    @property
+    def path(self) -> Path:
+        return self._data_dir / LEDGER_FILENAME
+
+    def exists(self) -> bool:
+        return self.path.exists()
+
+    def run(self, work: Callable[[sqlite3.Connection], T]) -> T:
+        """`work` on the ledger's connection (a worker thread: it blocks on the ledger's lock)."""
+        with self._lock:
+            if self._connection is None:
+                self._data_dir.mkdir(parents=True, exist_ok=True)
+                self._connection = open_database(self.path, _prepare_ledger)
+            return work(self._connection)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._connection is not None:
+                self._connection.close()
+                self._connection = None

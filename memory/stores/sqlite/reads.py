@@ -1,0 +1,54 @@
+"""A scope's plain reads: `list` (newest first, optionally through the FTS prefilter) and `fetch` by id.
+Neither bumps usage."""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Sequence
+
+from memory.rules.engine import (
+    matches_filter,
+)
+from memory.stores.sqlite.sql import COLUMNS, NO_CUTOFF, R_COLUMNS, fts_match_query, placeholders, row_record
+from memory.types import (
+    MemoryRecord,
+)
+
+
+def list_records(
+    connection: sqlite3.Connection, limit: int, query: str | None, cutoff: float | None = None
+) -> builtins.list[MemoryRecord]:
+    if query is None:
+        rows = connection.execute(
+            f"SELECT {COLUMNS} FROM records WHERE status = 'active' AND created_at >= ? "
+            "ORDER BY seq DESC LIMIT ?",
+            (NO_CUTOFF if cutoff is None else cutoff, limit),
+        ).fetchall()
+        return [row_record(row) for row in rows]
+    match = fts_match_query(query)
+    if match is None:
+        return []
+    cursor = connection.execute(
+        f"SELECT {R_COLUMNS} FROM records_fts AS f JOIN records AS r ON r.seq = f.rowid "
+        "WHERE records_fts MATCH ? AND r.status = 'active' ORDER BY r.seq DESC",
+        (match,),
+    )
+    found: builtins.list[MemoryRecord] = []
+    for row in cursor:  # the whole-token gate, then the limit
+        record = row_record(row)
+        if matches_filter(record, query) and (cutoff is None or record.created_at >= cutoff):
+            found.append(record)
+            if len(found) >= limit:
+                break
+    cursor.close()
+    return found
+
+
+def fetch_records(connection: sqlite3.Connection, ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+    rows = connection.execute(
+        f"SELECT {COLUMNS} FROM records WHERE erased_at IS NULL AND id IN ({placeholders(len(ids))}) "
+        "ORDER BY seq",
+        tuple(ids),
+    ).fetchall()
+    return [row_record(row) for row in rows]

@@ -1,0 +1,231 @@
+"""A scope database's schema and its migrations, applied on every open; and how a scope's file is named.
+
+The one migration path is re-applied on every open: idempotent and safe over live data. A column added
+after the first release is added once if missing (`ensure_column`), and a migration that must label
+older rows does it in the transaction that adds the column.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import hashlib
+import re
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import structlog
+
+from memory.rules.scope import validate_scope_key
+from memory.rules.visibility import legacy_origin
+from memory.stores.sqlite.sql import (
+    BUSY_TIMEOUT_SECONDS,
+    DOCUMENTS,
+    enable_wal,
+    fts_keywords,
+    fts_text,
+    load_keywords,
+    stamp,
+    stems_text,
+    transaction,
+)
+from memory.types import (
+    MemoryStoreError,
+)
+
+log = structlog.get_logger("memory")
+
+SCHEMA_VERSION = "1"
+
+_PREFIX_LENGTH = 48
+
+_UNSAFE = re.compile(r"[^a-z0-9_-]+")
+
+# The one migration path: re-applied on every open, idempotent, safe over live data.
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS meta (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL
+    ) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS records (
+        seq INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
+        scope_key TEXT NOT NULL,
+        kind TEXT NOT NULL CHECK (kind IN ('fact', 'summary')),
+        text TEXT NOT NULL,
+        norm TEXT NOT NULL,
+        keywords TEXT NOT NULL DEFAULT '[]',
+        source_thread_key TEXT NOT NULL,
+        source_run_id TEXT,
+        created_at REAL NOT NULL,
+        last_used_at REAL,
+        use_count INTEGER NOT NULL DEFAULT 0,
+        confidence REAL,
+        supersedes TEXT,
+        status TEXT NOT NULL DEFAULT 'active'
+            CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted'))
+    )""",
+    "CREATE INDEX IF NOT EXISTS records_status_norm ON records (status, norm)",
+    "CREATE INDEX IF NOT EXISTS records_active_seq ON records (status, seq DESC)",
+    "CREATE INDEX IF NOT EXISTS records_active_used ON records (status, last_used_at DESC, created_at DESC)",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(text, keywords, tokenize = 'ascii')",
+    # Ranking v2 (issue 15): the engine's stems of text + keywords, exactly the active rows (rowid = seq),
+    # and each stem's document frequency among them, kept in the same transaction as every change.
+    "CREATE VIRTUAL TABLE IF NOT EXISTS records_stems USING fts5(stems, tokenize = 'ascii')",
+    "CREATE VIRTUAL TABLE IF NOT EXISTS records_stems_vocab USING fts5vocab(records_stems, 'row')",
+    "CREATE TABLE IF NOT EXISTS term_df (term TEXT PRIMARY KEY, df INTEGER NOT NULL) WITHOUT ROWID",
+    # The change counter the in-process scope index follows (`stamp` moves it on every change to a
+    # record other than its usage counts, in whichever process makes it).
+    "CREATE TABLE IF NOT EXISTS changes (id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL)",
+    "INSERT OR IGNORE INTO changes (id, generation) VALUES (1, 0)",
+)
+
+# Columns added after the first release: (table, column, declaration), each added once if missing.
+_COLUMNS_ADDED = (
+    ("records", "embedding", "BLOB"),
+    ("records", "embedding_model", "TEXT"),
+    # Erasure (issue 17): why and when a row's text was scrubbed.
+    ("records", "erased_reason", "TEXT"),
+    ("records", "erased_at", "REAL"),
+    # The change generation that last touched the row (`stamp`).
+    ("records", "changed", "INTEGER NOT NULL DEFAULT 0"),
+)
+
+
+def database_filename(scope_key: str) -> str:
+    """A safe, collision-free file name for a scope: readable prefix + hash of the exact key.
+
+    The prefix keeps only `[a-z0-9_-]` (no dots, no separators: no traversal); the hash tells apart
+    keys that differ only in case or punctuation, even on a case-insensitive filesystem.
+    """
+    validate_scope_key(scope_key)
+    prefix = _UNSAFE.sub("_", scope_key.lower()).strip("_")[:_PREFIX_LENGTH] or "scope"
+    digest = hashlib.sha256(scope_key.encode("utf-8")).hexdigest()[:32]
+    return f"{prefix}-{digest}.sqlite3"
+
+
+def scope_keys_in(data_dir: Path) -> builtins.list[str]:
+    """The scope key each database file under `data_dir` names (read-only; unreadable files skipped)."""
+    keys: builtins.list[str] = []
+    for path in sorted(data_dir.glob("*.sqlite3")) if data_dir.is_dir() else []:
+        try:
+            with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
+                row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
+        except sqlite3.Error:
+            continue
+        if row is not None:
+            keys.append(str(row[0]))
+    return keys
+
+
+def prepare_scope(connection: sqlite3.Connection, scope_key: str) -> None:
+    """WAL, the schema (idempotent), the scope identity check, and FTS reconciliation."""
+    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    # Freed cells and pages are zeroed, so an erased record leaves nothing in the file (per connection).
+    connection.execute("PRAGMA secure_delete = ON")
+    enable_wal(connection)
+    # WAL + NORMAL: a commit survives a process crash (SIGKILL); only an OS crash may lose the last ones.
+    connection.execute("PRAGMA synchronous = NORMAL")
+    with transaction(connection):
+        for statement in _SCHEMA:
+            connection.execute(statement)
+        for table, column, declaration in _COLUMNS_ADDED:
+            ensure_column(connection, table, column, declaration)
+        connection.execute("CREATE INDEX IF NOT EXISTS records_changed ON records (changed)")
+        _migrate_origin(connection, scope_key)
+        row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
+        if row is None:
+            connection.execute(
+                "INSERT INTO meta (key, value) VALUES ('scope_key', ?), ('schema_version', ?)",
+                (scope_key, SCHEMA_VERSION),
+            )
+        elif row[0] != scope_key:
+            raise MemoryStoreError(f"database file for scope {scope_key} belongs to another scope")
+        _reconcile_fts(connection, scope_key)
+        _reconcile_stems(connection, scope_key)
+
+
+def ensure_column(connection: sqlite3.Connection, table: str, column: str, declaration: str) -> bool:
+    """The one way a column is added: idempotent, so every open of an older database migrates it.
+    True when this call added it (a migration that must label the older rows does it then)."""
+    present = {str(row[1]) for row in connection.execute(f"PRAGMA table_info({table})")}
+    if column in present:
+        return False
+    connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    return True
+
+
+def _migrate_origin(connection: sqlite3.Connection, scope_key: str) -> None:
+    """The origin label (issue 14). Rows written before it existed get the conservative label of
+    their scope (`legacy_origin`), once, in the transaction that adds the columns."""
+    added = ensure_column(connection, "records", "origin", "TEXT NOT NULL DEFAULT 'unknown'")
+    ensure_column(connection, "records", "origin_conversation", "TEXT")
+    if added:
+        origin, conversation = legacy_origin(scope_key)
+        labelled = connection.execute(
+            "UPDATE records SET origin = ?, origin_conversation = ? RETURNING seq", (origin, conversation)
+        ).fetchall()
+        stamp(connection, [int(row[0]) for row in labelled])
+        if labelled:
+            log.info(
+                "memory.store.origin_migrated", scope_key=scope_key, origin=origin, records=len(labelled)
+            )
+
+
+def _reconcile_fts(connection: sqlite3.Connection, scope_key: str) -> None:
+    """Make the FTS table hold exactly the active rows: drop dead entries, restore missing ones."""
+    dead = connection.execute(
+        "DELETE FROM records_fts WHERE rowid NOT IN (SELECT seq FROM records WHERE status = 'active')"
+    ).rowcount
+    missing = connection.execute(
+        "SELECT seq, text, keywords FROM records WHERE status = 'active' "
+        "AND seq NOT IN (SELECT rowid FROM records_fts)"
+    ).fetchall()
+    for seq, text, keywords in missing:
+        connection.execute(
+            "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
+            (int(seq), fts_text(str(text)), fts_keywords(load_keywords(str(keywords)))),
+        )
+    if dead > 0 or missing:
+        log.info("memory.store.reconciled", scope_key=scope_key, removed=max(dead, 0), restored=len(missing))
+
+
+def _reconcile_stems(connection: sqlite3.Connection, scope_key: str) -> None:
+    """The stem index holds exactly the active rows, and term_df counts it; a database from before
+    ranking v2 gets both here, on its first open."""
+    dead = connection.execute(
+        "DELETE FROM records_stems WHERE rowid NOT IN (SELECT seq FROM records WHERE status = 'active')"
+    ).rowcount
+    missing = connection.execute(
+        "SELECT seq, text, keywords FROM records WHERE status = 'active' "
+        "AND seq NOT IN (SELECT rowid FROM records_stems)"
+    ).fetchall()
+    for seq, text, keywords in missing:
+        connection.execute(
+            "INSERT INTO records_stems (rowid, stems) VALUES (?, ?)",
+            (int(seq), stems_text(str(text), load_keywords(str(keywords)))),
+        )
+    counted = connection.execute("SELECT df FROM term_df WHERE term = ?", (DOCUMENTS,)).fetchone()
+    active = int(connection.execute("SELECT COUNT(*) FROM records_stems").fetchone()[0])
+    if dead > 0 or missing or counted is None or int(counted[0]) != active:
+        # fts5vocab counts each stem's rows: the counts table rebuilt from the index in one statement.
+        connection.execute("DELETE FROM term_df")
+        connection.execute("INSERT INTO term_df (term, df) SELECT term, doc FROM records_stems_vocab")
+        connection.execute("INSERT INTO term_df (term, df) VALUES (?, ?)", (DOCUMENTS, active))
+    if dead > 0 or missing:
+        log.info("memory.store.stems_reconciled", scope_key=scope_key, removed=dead, restored=len(missing))
+
+
+def open_database(path: Path, prepare: Callable[[sqlite3.Connection], None]) -> sqlite3.Connection:
+    """A connection to `path` for the store's worker threads (autocommit: every transaction is explicit),
+    prepared by `prepare`, or closed again if that fails."""
+    connection = sqlite3.connect(
+        path, timeout=BUSY_TIMEOUT_SECONDS, isolation_level=None, check_same_thread=False
+    )
+    try:
+        prepare(connection)
+    except BaseException:
+        connection.close()
+        raise
+    return connection

@@ -1,0 +1,188 @@
+"""A scope's writes: a batch in one transaction (dedup, supersede, insert, evict over the cap), and the
+vectors stored beside its records (on write, on use, by `reindex`).
+
+Every decision comes from `memory.rules.engine`; this module only persists it.
+"""
+
+from __future__ import annotations
+
+import builtins
+import json
+import sqlite3
+from collections.abc import Callable, Sequence
+
+from memory.ranking.embedder import Embedder, Matrix
+from memory.rules.engine import (
+    mint_record,
+    normalize_text,
+    plan_eviction,
+    plan_write,
+)
+from memory.rules.engine import record_id as make_record_id
+from memory.stores.sql_common import stored_values
+from memory.stores.sqlite.erasure import erase_rows
+from memory.stores.sqlite.sql import (
+    COLUMNS,
+    chunks,
+    count_terms,
+    delete_fts,
+    fts_keywords,
+    fts_text,
+    placeholders,
+    row_record,
+    stamp,
+    stems_text,
+    store_vector,
+    transaction,
+)
+from memory.types import (
+    MemoryCandidate,
+    MemoryRecord,
+    WriteResult,
+)
+
+
+def write_batch(
+    connection: sqlite3.Connection,
+    scope_key: str,
+    batch: Sequence[MemoryCandidate],
+    cap: int,
+    embedder: Embedder | None,
+    clock: Callable[[], float],
+    expired_before: float | None = None,
+) -> tuple[WriteResult, int]:
+    """The batch in one transaction; returns what it did and how many expired records it erased."""
+    inserted = deduped = superseded = expired = 0
+    # Before the transaction: the write lock is not held for it.
+    vectors = None if embedder is None else embedder.embed([c.text for c in batch])
+    with transaction(connection):
+        now = clock()
+        if expired_before is not None:  # the scope is being written: its expired records go now
+            expired = erase_rows(connection, "created_at < ?", (expired_before,), "expired", now)
+        seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
+        for index, candidate in enumerate(batch):
+            plan = plan_write(scope_key, candidate, _write_pool(connection, candidate))
+            if plan.action == "dedup":
+                connection.execute(
+                    "UPDATE records SET use_count = use_count + 1 WHERE id = ?", (plan.dedup_id,)
+                )
+                deduped += 1
+                continue
+            if plan.supersede_id is not None:
+                flipped = connection.execute(
+                    "UPDATE records SET status = 'superseded' WHERE id = ? AND status = 'active' "
+                    "RETURNING seq",
+                    (plan.supersede_id,),
+                ).fetchall()
+                delete_fts(connection, [int(row[0]) for row in flipped])
+                superseded += len(flipped)
+            seq += 1
+            _insert(connection, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+            if vectors is not None and embedder is not None:
+                store_vector(connection, seq, vectors[index], embedder.name)
+            inserted += 1
+        evicted = _evict_over_cap(connection, scope_key, cap)
+    result = WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+    return result, expired
+
+
+def store_vectors(connection: sqlite3.Connection, fresh: Sequence[tuple[int, Matrix]], model: str) -> None:
+    """Vectors made on use, in one transaction (each only into a row still active and not erased)."""
+    with transaction(connection):
+        for seq, vector in fresh:
+            store_vector(connection, seq, vector, model)
+
+
+def reindex_batch(connection: sqlite3.Connection, embedder: Embedder, batch: int) -> tuple[int, int]:
+    """Vectors for up to `batch` active records that have none of this embedder's, in one transaction;
+    returns how many were made and how many are still missing."""
+    missing = "status = 'active' AND (embedding IS NULL OR embedding_model IS NOT ?)"
+    rows = connection.execute(
+        f"SELECT seq, text FROM records WHERE {missing} ORDER BY seq LIMIT ?", (embedder.name, batch)
+    ).fetchall()
+    if rows:
+        vectors = embedder.embed([str(text) for _, text in rows])
+        store_vectors(
+            connection, [(int(seq), v) for (seq, _), v in zip(rows, vectors, strict=True)], embedder.name
+        )
+    left = connection.execute(f"SELECT COUNT(*) FROM records WHERE {missing}", (embedder.name,)).fetchone()
+    return len(rows), int(left[0])
+
+
+def _write_pool(connection: sqlite3.Connection, candidate: MemoryCandidate) -> builtins.list[MemoryRecord]:
+    """Exactly what plan_write reads: same-norm actives in seq order (an indexed hit on
+    records_status_norm) and, when the candidate names one, the active row it supersedes."""
+    rows = connection.execute(
+        f"SELECT {COLUMNS} FROM records WHERE status = 'active' AND norm = ? ORDER BY seq",
+        (normalize_text(candidate.text),),
+    ).fetchall()
+    pool = [row_record(row) for row in rows]
+    if candidate.supersedes:  # the same truthiness test as plan_write: "" names nothing
+        target = connection.execute(
+            f"SELECT {COLUMNS} FROM records WHERE id = ? AND status = 'active'", (candidate.supersedes,)
+        ).fetchone()
+        if target is not None:
+            pool.append(row_record(target))
+    return pool
+
+
+def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> None:
+    connection.execute(
+        "INSERT INTO records (seq, id, scope_key, kind, text, norm, keywords, source_thread_key, "
+        "source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, origin, "
+        "origin_conversation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            seq,
+            record.id,
+            record.scope_key,
+            record.kind,
+            record.text,
+            normalize_text(record.text),
+            json.dumps(builtins.list(record.keywords)),
+            *stored_values(record),
+            record.origin,
+            record.origin_conversation,
+        ),
+    )
+    connection.execute(
+        "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
+        (seq, fts_text(record.text), fts_keywords(record.keywords)),
+    )
+    stamp(connection, [seq])
+    stems = stems_text(record.text, record.keywords)
+    connection.execute("INSERT INTO records_stems (rowid, stems) VALUES (?, ?)", (seq, stems))
+    count_terms(connection, set(stems.split()), 1)
+
+
+def _evict_over_cap(connection: sqlite3.Connection, scope_key: str, cap: int) -> int:
+    """Inside the batch's transaction: the active set is fetched only when the indexed count is over."""
+    count = int(connection.execute("SELECT COUNT(*) FROM records WHERE status = 'active'").fetchone()[0])
+    if count <= cap:
+        return 0
+    # plan_eviction reads only status and recency, so the fetch is a covering scan of
+    # records_active_used; rows are re-sorted by seq so full ties break as in every store.
+    rows = sorted(
+        connection.execute(
+            "SELECT seq, created_at, last_used_at FROM records WHERE status = 'active'"
+        ).fetchall()
+    )
+    seqs = {make_record_id(scope_key, int(row[0])): int(row[0]) for row in rows}
+    active = [
+        MemoryRecord(
+            id=make_record_id(scope_key, int(seq)),
+            scope_key=scope_key,
+            kind="fact",
+            text="",
+            source_thread_key="",
+            created_at=float(created_at),
+            last_used_at=None if last_used_at is None else float(last_used_at),
+        )
+        for seq, created_at, last_used_at in rows
+    ]
+    doomed = plan_eviction(active, cap)
+    for chunk in chunks(doomed):
+        connection.execute(
+            f"UPDATE records SET status = 'evicted' WHERE id IN ({placeholders(len(chunk))})", chunk
+        )
+    delete_fts(connection, [seqs[record_id] for record_id in doomed])
+    return len(doomed)
