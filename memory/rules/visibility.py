@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from memory.rules.scope import dm_channel_scope
 from memory.types import ORIGINS, MemoryRecord, Origin
 
 # Who will see a reply: everyone in a public channel, the members of a private channel or group DM,
@@ -73,12 +74,15 @@ def narrower(
 
 def legacy_origin(scope_key: str) -> tuple[Origin, str | None]:
     """The conservative label of a record written before origins were stored (the migration):
-    org and repo records were only ever written from public runs; a channel record keeps its channel
-    as the conversation but is read as `private` (its visibility then is not known); a user record
-    has no evidence and is `unknown` (read as dm)."""
+    org and repo records were only ever written from public runs; a DM's channel record (as older
+    versions wrote them) is `dm`; any other channel record keeps its channel as the conversation but
+    is read as `private` (its visibility then is not known); a user record has no evidence and is
+    `unknown` (read as dm)."""
     kind, sep, rest = scope_key.partition(":")
     if kind in ("org", "repo") and sep:
         return "public", None
+    if dm_channel_scope(scope_key) is not None:
+        return "dm", rest
     if kind == "channel" and sep and rest:
         return "private", rest
     return "unknown", None

@@ -255,6 +255,8 @@ def test_records_from_before_origins_get_conservative_labels() -> None:
     assert legacy_origin("org:acme") == ("public", None)
     assert legacy_origin("repo:acme/api") == ("public", None)
     assert legacy_origin("channel:slack:C0PRIV") == ("private", "slack:C0PRIV")
+    assert legacy_origin("channel:slack:D0OLD") == ("dm", "slack:D0OLD")  # a DM's old channel scope
+    assert legacy_origin("channel:slack:T1:D0OLD") == ("dm", "slack:T1:D0OLD")
     assert legacy_origin("user:slack:U1") == ("unknown", None)
 
 
