@@ -3,7 +3,8 @@
 Cross-scope leakage is prevented at write time, the only time a fact's origin is known. A row of the
 table grants an action on a kind of resource to a holder, for some origins. A memory write with no
 row is narrowed to a scope no wider than its origin — a DM is one person's conversation, a private
-channel is its members' — and never to a repo or the org (the off-by-default decision).
+channel is its members' — and never to a repo or the org: what a private conversation says stays
+with its audience.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`memory list` and `memory forget`: people see what the bot remembers and make it forget (§24–§26).
+"""`memory list` and `memory forget`: people see what the bot remembers and make it forget.
 
 Answered from the store without a model turn. Listing is a plain reply and never bumps usage; a
 forget mutates durable state, so it is an inline run with a receipt and one `memory.forget` audit
@@ -403,7 +403,7 @@ class MemoryCommands:
         return done(f"🧹 Erased {erased} {noun} of {_code(scope)}.", f"erased:{erased}", scope, ok=True)
 
     def _refusal(self, scope: str, caller: Caller, caller_key: str | None) -> str | None:
-        """Why this caller may not forget from `scope`, or None when they may (§25)."""
+        """Why this caller may not forget from `scope`, or None when they may."""
         kind = scope_kind(scope)
         if kind == "user":
             if scope == caller_key:

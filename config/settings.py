@@ -121,7 +121,7 @@ class MemorySettings(_Section):
     limit: int = Field(default=8, ge=1, le=50)
     max_tokens: int = Field(default=800, ge=1, le=100_000)
     model: str | None = None  # checked when reflection runs: a bad ref warns and skips, never fails a run
-    # Any value reaches memory/build.py, which validates it once (§29: a warning and the default).
+    # Any value reaches memory/build.py, which validates it once.
     # Unset is None, not 500: the memory service then applies its own default, and no cap is sent.
     max_records_per_scope: Any = None
     # `in_process` keeps records in this process only (tests, demos); `memory` was its old name.

@@ -4,7 +4,7 @@ The PR's title, body and per-file patches are fetched and capped (per file and i
 reach the model; the model is asked once, with no tools; its review is posted on the PR with event
 COMMENT (never an approval or a block — a bot's opinion is advice) and the thread gets a link.
 
-A review never reflects (spec §10): its findings already live on the PR and describe one PR at one
+A review never reflects: its findings already live on the PR and describe one PR at one
 moment, so distilling them would flood shared memory with per-PR ephemera.
 """
 

@@ -38,7 +38,7 @@ class GitHubSetup:
 
     async def repo_resolver(self, message: IncomingMessage, agent: Agent | None) -> str | None:
         """The Dispatcher's hook. A repo-bound agent gets the verified repo or RepoUnavailable (the
-        "I can't see owner/name" reply) and binds the thread to it. A general run has no repo (§21).
+        "I can't see owner/name" reply) and binds the thread to it. A general run has no repo.
         No agent is `memory list`'s lazy lookup of the thread's repo: resolved (only with memory on,
         since only memory uses it) but never bound."""
         if agent is not None and not agent.repo_bound:

@@ -1,4 +1,4 @@
-"""The memory service: one durable store shared over HTTP by several bot processes (§15, §16, §26, §29).
+"""The memory service: one durable store shared over HTTP by several bot processes.
 
 `create_app(store, token)` builds a Starlette app over any store that accepts a per-batch cap. Every
 data route checks, in this order and before the body is read: route (404) and method (405), the bearer
@@ -50,7 +50,7 @@ from ops.tracing import server_span
 
 log = structlog.get_logger("memory.service")
 
-# The most scopes one /retrieve_many reads: a request has at most org, repo, channel and user (§21).
+# The most scopes one /retrieve_many reads: a request has at most org, repo, channel and user.
 MAX_SCOPES = 4
 MAX_BODY_BYTES = 512 * 1024
 MAX_ID_CHARS = 200
@@ -70,10 +70,10 @@ class JsonReply(JSONResponse):
 
 
 class CapAwareStore(MemoryStore, Protocol):
-    """A store whose write takes the caller's per-scope cap for that batch (the wire's `cap`, §29).
+    """A store whose write takes the caller's per-scope cap for that batch (the wire's `cap`).
 
-    Eviction must happen inside the batch's own transaction (§28), so the cap travels with the write
-    instead of being applied afterwards.
+    Eviction must happen inside the batch's own transaction (a batch and its eviction land together), so
+    the cap travels with the write instead of being applied afterwards.
     """
 
     async def write(

@@ -1,4 +1,4 @@
-"""Store selection at startup (§20, §29): which MemoryStore this process uses, decided once.
+"""Store selection at startup: which MemoryStore this process uses, decided once.
 
 Memory off → the null store. `memory.store` names a backend explicitly. Otherwise a service URL with its
 bearer token present → the memory service; a service URL without the token is refused (one line naming

@@ -1,4 +1,4 @@
-"""The bot's side of the memory service: a MemoryStore over HTTP (§19, §26, §29).
+"""The bot's side of the memory service: a MemoryStore over HTTP.
 
 Retrieval is advisory: any failure degrades to `[]` with one warning and never stalls a run beyond the
 timeout. Writes, listing and forgetting raise `MemoryStoreError` instead — the reflection pass catches

@@ -128,7 +128,7 @@ class InMemoryMemoryStore:
         return {key: ranked for key, ranked in found.items() if ranked}
 
     async def _query_vector(self, query: str) -> Matrix | None:
-        """Off the loop: a heavy embedder takes ~20 ms a query."""
+        """Off the loop: a heavy embedder takes longer per query than the loop may be held."""
         if self._embedder is None or not self._ranking.stemmed:
             return None
         return await asyncio.to_thread(self._embedder.embed_query, query)

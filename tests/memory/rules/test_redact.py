@@ -4,6 +4,7 @@ from hypothesis import strategies as st
 
 from memory.rules.redact import REDACTED, normalize_untrusted, redact_secrets
 from tests.memory.redact_corpus import BENIGN, SECRET_CASES, SecretCase
+from tests.memory.rules.vendor_corpus import VENDOR_CASES
 
 # Realistic shapes, made-up values.
 SAMPLES = {
@@ -67,7 +68,10 @@ def test_invisible_characters_inserted_anywhere_in_a_secret_never_let_it_through
     assert not any(char in out for char in INVISIBLE if char != "\u200d" and char != "\ufe0f")
 
 
-@given(text=st.text(max_size=200) | st.sampled_from([c.text for c in SECRET_CASES] + list(BENIGN)))
+@given(
+    text=st.text(max_size=200)
+    | st.sampled_from([c.text for c in SECRET_CASES] + [c.text for c in VENDOR_CASES] + list(BENIGN))
+)
 def test_redaction_is_idempotent(text: str) -> None:
     once = redact_secrets(text)
     assert redact_secrets(once) == once

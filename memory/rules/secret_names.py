@@ -1,0 +1,334 @@
+"""Credential context: a value after a name, flag or phrase that says it is a secret is redacted
+whatever its shape — in env, YAML, JSON (also backslash-escaped, as when an answer quotes JSON), TOML,
+CLI and prose styles, .pgpass and .netrc lines.
+
+A password-like name takes any value but a reference or placeholder; `token`, `secret`, `auth` and
+the key names take one that looks random or is long, never a plain number (`max_tokens: 4096`).
+"""
+
+from __future__ import annotations
+
+import re
+
+from memory.rules.token_shape import REDACTED, high_entropy, keyed_value, looks_random
+
+# A name ending in one of these holds a secret whatever its value looks like.
+_STRONG = (
+    r"pass(?:word|wd|phrase|code)|pwd|secret|token|api[_-]?key|apikey|access[_-]?key|secret[_-]?key"
+    r"|private[_-]?key|signing[_-]?key|encryption[_-]?key|master[_-]?key|credentials?|auth|pw"
+)
+# A name ending in one of these holds a secret when its value looks random (long, high entropy).
+_WEAK = r"key|salt|hmac|sig|signature|cookie|session|license|dsn|cert"
+
+_NAME_END = r"(?![A-Za-z0-9])"
+# A strong word may carry one suffix that still names the secret (`private_key_id`, `secret_value`).
+_SUFFIX = r"(?:[_.-]?(?:id|value|b64|base64|hex))?"
+_STRONG_NAME = rf"(?:[A-Za-z0-9_.-]*?(?:{_STRONG}){_SUFFIX}|(?:[A-Za-z0-9_.-]*?[_.-])?pass){_NAME_END}"
+_WEAK_NAME = rf"[A-Za-z0-9_.-]*?(?:{_WEAK}){_NAME_END}"
+# name, closing quote (backslash-escaped too: JSON quoted inside a string), separator (=, :, =>, ->
+# or →, never == or ::), a YAML block indicator the collapsed sanitizer line may still hold, opening
+# quote; the value follows.
+_ASSIGN = (
+    r"\\?[\"']?(?i:{name})\\?[\"']?[ \t]*(?:=>|->|\u2192|=(?!=)|:(?!:))[ \t]*"
+    r"(?:[|>][+-]?[0-9]?[ \t]+(?=\S))?"
+)
+# A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`);
+# a value quoted with escaped quotes (`\"hunter2\"`) ends at the first escaped quote.
+_VALUE = (
+    r"(?:\\\"(?P<eq>[^\"\\\n]*(?:\\(?!\")[^\"\\\n]*)*)\\\""
+    r"|\"(?P<dq>(?:[^\"\\\n]|\\.)*\\?)\"|'(?P<sq>(?:[^'\\\n]|\\.)*\\?)'|`(?P<bq>[^`\n]*)`"
+    r"|(?P<bare>[^\s\"'`]+))"
+)
+
+_ASSIGNMENT = re.compile(
+    # Only where a separator follows the word: most words are not assignments, so most starts fail here.
+    r"(?<![A-Za-z0-9_.$-])(?=\\?[\"']?[A-Za-z0-9_.-]+\\?[\"']?[ \t]*(?:[:=]|->|\u2192))"
+    + _ASSIGN.format(name=f"(?P<strong>{_STRONG_NAME})|{_WEAK_NAME}")
+    + _VALUE
+)
+
+_PROSE = re.compile(
+    r"(?i)\b(?P<word>pass(?:word|wd|phrase|code)|pwd|secret|token|api[ _-]?key|apikey|access[ _-]?key"
+    r"|secret[ _-]?key|private[ _-]?key)s?"
+    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+)?"
+    r"(?P<verb>[ \t]+(?:(?:is|was|are|were|has[ \t]+been|got)(?:[ \t]+(?:now|still))?"
+    r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?|became|(?:set|changed|reset|updated)[ \t]+to):?[ \t]+)"
+    + _VALUE
+)
+
+# CLI spellings: `--password VALUE`, mysql's `-pVALUE`, curl's `-u user:VALUE`; and `password VALUE`.
+_CLI_FLAG = re.compile(
+    r"(?i)(?<![A-Za-z0-9_-])--?(?:password|passwd|pass|pwd|token|secret|api-key|apikey|auth-token"
+    r"|access-token)[ \t]+(?=[^\s-])" + _VALUE
+)
+_USER_PASSWORD = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:\"']*:(?=\S)" + _VALUE)
+_NAME_THEN_VALUE = re.compile(r"(?i)\b(?:password|passwd|passphrase|pwd)[ \t]+(?=[^\s-])" + _VALUE)
+# Programs that take a password in a short flag after their name: mysql's `-pVALUE` (attached, as
+# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm login's `-p`, redis-cli's `-a`.
+_PASSWORD_PROGRAM = re.compile(
+    r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|sshpass"
+    r"|(?:docker|podman|nerdctl)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
+)
+_ATTACHED_P = re.compile(r"(?<=[ \t])-p(?=\S)" + _VALUE)
+_FLAG_P = re.compile(r"(?<=[ \t])-p[ \t]*(?=[^\s-])" + _VALUE)
+_FLAG_A = re.compile(r"(?<=[ \t])-a[ \t]+(?=[^\s-])" + _VALUE)
+# netrc(5): `machine HOST login USER password VALUE` (or `default login …`), on one line.
+_NETRC = re.compile(
+    r"(?i)\b(?:machine[ \t]+\S+|default(?=[ \t]+login))(?:[ \t]+(?:login|account|port)[ \t]+\S+)*"
+    r"[ \t]+password[ \t]+" + _VALUE
+)
+# A line that is only `password VALUE` (a netrc entry spread over lines, a pasted form).
+_LONE_PASSWORD = re.compile(r"^[ \t]*(?i:password|passwd)[ \t]+" + _VALUE + r"[ \t]*$")
+# .pgpass: `host:port:database:user:password` (a host with a letter or a dot, or `*`).
+_PGPASS = re.compile(
+    r"(?:^|(?<=[ \t]))(?:\*|[A-Za-z0-9_-]*[A-Za-z.][A-Za-z0-9_.-]*):(?:[0-9]{1,5}|\*):[^\s:]+:[^\s:]+:"
+    + _VALUE
+)
+# A key word right before a value, no separator needed: "the Datadog app key 3f2a…", "token: 9f…".
+_KEYED = re.compile(
+    r"(?i)\b(?:keys?|tokens?|secrets?|passwords?|credentials?|pat)(?:[ \t]+(?:id|is|was|value))?"
+    r"[ \t]*[:=]?[ \t]+(?P<value>[A-Za-z0-9+/_~.-]{16,}={0,2})(?![A-Za-z0-9+/_~=-])"
+)
+
+# Values that are no secret: references (`${…}`, `$(…)`, `$NAME`), placeholders (`<your token>`),
+# code (a call or an index), types, paths, auth scheme names, YAML block indicators, the marker.
+_NOT_A_VALUE = re.compile(
+    r"""(?x)^(?:
+        |\$\{.*\}|\$\(.*\)|\$[A-Z_][A-Z0-9_]*|%\(.*|\{\{.*|<[A-Za-z][A-Za-z _-]*>?|\[REDACTED.*
+        |\*+|\#+|\.{3}|…|(?i:x{3,})|[A-Za-z0-9_.-]*(?:\*{3,}|…|\.{3}|(?i:x{4,}))|[|>][+-]?[0-9]?|(?:~|\.{1,2})?/[^\s]*
+        |(?i:null|none|nil|true|false|yes|no|on|off|undefined|required|optional|empty|n/?a|tbd|todo)
+        |(?i:str|string|bytes|int|integer|number|bool|boolean|any|secretstr|optional\[.*|dict.*|list.*)
+        |(?i:oauth2?|bearer|basic|digest|jwt|saml|oidc|ntlm|kerberos|mtls|sso|ldap|iam)
+        |[A-Za-z_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(.*\)|\[.*\]|[(\[])  # a call, an index: code
+        |(?:os|process|settings|config|env|self|cls|ctx|request|args|options)\.[A-Za-z_.]+
+    )$"""
+)
+# Prose words that follow "the password is" without being one.
+_PROSE_WORDS = frozenset(
+    (
+        "a", "an", "the", "in", "on", "at", "of", "to", "for", "by", "from", "not", "never", "always",
+        "still", "now", "also", "only", "just", "being", "been", "too", "very", "so", "set", "unset",
+        "stored", "saved", "kept", "hashed", "salted", "encrypted", "rotated", "changed", "reset",
+        "generated", "shown", "hidden", "masked", "managed", "sent", "missing", "wrong", "incorrect",
+        "correct", "invalid", "valid", "expired", "revoked", "required", "optional", "blank", "empty",
+        "there", "here", "mine", "yours", "ours", "theirs", "it", "this", "that", "same", "different",
+        "longer", "shorter", "weak", "strong", "case", "sensitive", "insensitive", "protected", "leaked",
+        "compromised", "public", "private", "available", "needed", "necessary", "used", "checked",
+        "verified", "given", "provided", "handled", "passed", "read", "loaded", "fetched", "injected",
+        "mounted", "configured", "defined", "ignored", "included", "excluded", "cached", "logged",
+        "printed", "what", "how", "why", "where", "when", "which", "who", "whatever", "probably", "likely",
+        "usually", "definitely", "actually", "really", "fine", "ok", "okay", "good", "bad", "easy", "hard",
+        "simple", "long", "short", "old", "new",
+    )
+)  # fmt: skip
+_PUNCTUATION_TAIL = ".,;:!?)]}…"
+# Unquoted prose after "the password is" that reads as a word: a participle, an adverb, a compound.
+_PROSE_SHAPE = re.compile(r"[a-z]+(?:ed|ing|ly|ive|ous|ble)|[a-z]+(?:-[a-z]+)+")
+
+
+def _strong_value(name: str, value: str) -> bool:
+    """A password-like name: any value (a number of ≥ 4 digits). Another strong name (token, secret,
+    key, auth): a number never (a count), a word only when it looks random or is ≥ 16 characters."""
+    if value.isdigit():
+        return _password_name(name) and len(value) >= 4
+    if _password_name(name):
+        return True
+    return looks_random(value) or len(value) >= 16
+
+
+def _password_name(name: str) -> bool:
+    name = name.lower()
+    return "pass" in name or name.endswith(("pwd", "pw"))
+
+
+def _not_a_value(match: re.Match[str], value: str) -> bool:
+    """A reference, placeholder or code, judged on the value and (bare) on its untrimmed spelling."""
+    raw = match.group("bare")
+    return _NOT_A_VALUE.match(value) is not None or (raw is not None and _NOT_A_VALUE.match(raw) is not None)
+
+
+def _value_of(match: re.Match[str]) -> tuple[str, int, int]:
+    for group in ("eq", "dq", "sq", "bq", "bare"):
+        if match.group(group) is not None:
+            start, end = match.span(group)
+            value = match.group(group)
+            if group == "bare":
+                trimmed = value.rstrip(_PUNCTUATION_TAIL)
+                if trimmed:
+                    end -= len(value) - len(trimmed)
+                    value = trimmed
+            return value, start, end
+    raise AssertionError("the value pattern always sets one group")
+
+
+def _replace_value(match: re.Match[str], redact: bool, length: int | None = None) -> str:
+    """The match with its value (or the value's first `length` characters) replaced by the marker."""
+    if not redact:
+        return match.group(0)
+    _, start, end = _value_of(match)
+    if length is not None:
+        end = start + length
+    whole_start = match.start()
+    text = match.group(0)
+    return text[: start - whole_start] + REDACTED + text[end - whole_start :]
+
+
+# A weak name's value is judged up to the first character no token holds (`AccountKey=…;Endpoint…`).
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9+/=_.~-]*")
+
+
+def _assignment(match: re.Match[str]) -> str:
+    """A strong name: any value but a reference or placeholder. A weak name: a random-looking value."""
+    value, _, _ = _value_of(match)
+    name = match.group("strong")
+    if name is not None:
+        return _replace_value(match, not _not_a_value(match, value) and _strong_value(name, value))
+    run = _TOKEN_RUN.match(value)
+    token = run.group(0) if run else ""
+    return _replace_value(match, high_entropy(token), len(token))
+
+
+def _prose(match: re.Match[str]) -> str:
+    """After "the password is": a quoted value, a random-looking one, or a last word that does not read
+    as prose ("… is swordfish", not "… is probably wrong"); after "the token is" only a random-looking
+    or quoted value, or one of ≥ 20 token characters."""
+    value, _, end = _value_of(match)
+    if _not_a_value(match, value) or value.lower() in _PROSE_WORDS:
+        return match.group(0)
+    if match.group("bare") is None:
+        return _replace_value(match, len(value) >= 6 or _password_word(match.group("word")))
+    if looks_random(value):
+        return _replace_value(match, True)
+    if _password_word(match.group("word")):
+        last = not match.string[end:].strip(_PUNCTUATION_TAIL + " \t")
+        return _replace_value(match, last and _PROSE_SHAPE.fullmatch(value) is None)
+    return _replace_value(match, len(value) >= 20 and re.fullmatch(r"[A-Za-z0-9_+/=-]+", value) is not None)
+
+
+def _password_word(word: str) -> bool:
+    word = word.lower()
+    return word.startswith("pass") or word == "pwd"
+
+
+def _flag(match: re.Match[str]) -> str:
+    """`--password VALUE`, `password VALUE`: only a value that looks random or is ≥ 8 characters."""
+    value, _, _ = _value_of(match)
+    if _not_a_value(match, value) or value.lower() in _PROSE_WORDS:
+        return match.group(0)
+    return _replace_value(match, looks_random(value) or (match.group("bare") is None and len(value) >= 8))
+
+
+def _lone(match: re.Match[str]) -> str:
+    """A lone `password VALUE` line: any value that does not read as prose."""
+    value, _, _ = _value_of(match)
+    prose = value.lower() in _PROSE_WORDS or _PROSE_SHAPE.fullmatch(value) is not None
+    return _replace_value(match, not prose and not _not_a_value(match, value))
+
+
+def _keyed(match: re.Match[str]) -> str:
+    value = match.group("value").rstrip(".")
+    if not keyed_value(value):
+        return match.group(0)
+    start = match.start("value") - match.start()
+    return match.group(0)[:start] + REDACTED + match.group(0)[start + len(value) :]
+
+
+def _program_password(line: str) -> str:
+    """The flag's value after the first program name on the line (searched from there once, so a
+    line full of program names costs its length)."""
+    program = _PASSWORD_PROGRAM.search(line)
+    if program is None:
+        return line
+    flag = _ATTACHED_P if program.group("mysql") else _FLAG_A if program.group("redis") else _FLAG_P
+    return line[: program.end()] + flag.sub(_attached, line[program.end() :])
+
+
+def _attached(match: re.Match[str]) -> str:
+    """mysql's `-pVALUE`, curl's `-u user:VALUE`: the value whatever it is, but a reference."""
+    value, _, _ = _value_of(match)
+    return _replace_value(match, not _not_a_value(match, value))
+
+
+# Every name and prose rule needs one of these words on the line (lowercase): lines without one are
+# skipped, which is most lines of a transcript.
+_NAME_WORDS = (
+    "pass", "pwd", "secret", "token", "key", "auth", "cred", "salt", "hmac", "sig", "cookie", "session",
+    "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat",
+)  # fmt: skip
+
+
+# A strong name (last on its line, after a list dash or a `user:` prefix) whose value is not on its
+# line: YAML's `password:` or `password: |` with the value on the more-indented lines below, or a
+# quote opened and not closed on the line.
+_CONTINUED = re.compile(
+    rf"(?m)^(?P<indent>[ \t]*)(?:[^\n]*?[ \t])?[\"']?(?i:{_STRONG_NAME})[\"']?[ \t]*:[ \t]*"
+    r"(?:[|>][+-]?[0-9]?[ \t]*|(?P<quote>[\"'])[^\"'\n]*)?$"
+)
+
+# What such a line ends with (searched first: a colon, a block indicator or an open quote at the end
+# of a line is rare, so the full pattern runs on few lines).
+_CONTINUED_END = re.compile(r"(?m):[ \t]*(?:[|>][+-]?[0-9]?[ \t]*|[\"'][^\"'\n]*)?$")
+
+
+def _redact_continuations(text: str) -> str:
+    """The value of each such name → the marker: up to the closing quote, or every following line
+    indented deeper than the name (blank lines between them included)."""
+    out: list[str] = []
+    pos = 0
+    for candidate in _CONTINUED_END.finditer(text):
+        line_start = text.rfind("\n", 0, candidate.start()) + 1
+        match = _CONTINUED.match(text, line_start)
+        if match is None or match.start() < pos:
+            continue
+        quote = match.group("quote")
+        if quote is not None:
+            start = match.start("quote") + 1
+            close = text.find(quote, match.end())
+            stop = close if close >= 0 else len(text)
+            replacement = REDACTED
+        else:
+            start = stop = match.end()
+            depth = len(match.group("indent"))
+            while stop < len(text):
+                end = text.find("\n", stop + 1)
+                end = len(text) if end < 0 else end
+                line = text[stop + 1 : end]
+                if line.strip() and len(line) - len(line.lstrip(" \t")) <= depth:
+                    break
+                stop = end
+            if stop == start or not text[start:stop].strip():
+                continue
+            replacement = "\n" + " " * (depth + 2) + REDACTED
+        out.append(text[pos:start] + replacement)
+        pos = stop
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def redact_names(text: str) -> str:
+    """Every value `text` names as a secret → the marker: continued values first (they span lines),
+    then each line's assignments, flags and prose."""
+    lowered = text.lower()
+    if not any(word in lowered for word in _NAME_WORDS) and text.count(":") < 4:
+        return text
+    if "\n" in text:
+        text = _redact_continuations(text)
+    return "\n".join(_redact_line(line) for line in text.split("\n"))
+
+
+def _redact_line(line: str) -> str:
+    """Assignments and prose never span lines; a line without a credential word is left alone."""
+    if line.count(":") >= 4:
+        line = _PGPASS.sub(_attached, line)
+    lowered = line.lower()
+    if not any(word in lowered for word in _NAME_WORDS):
+        return line
+    line = _ASSIGNMENT.sub(_assignment, line)
+    line = _CLI_FLAG.sub(_flag, line)
+    line = _USER_PASSWORD.sub(_attached, line)
+    line = _program_password(line)
+    line = _NETRC.sub(_attached, line)
+    line = _PROSE.sub(_prose, line)
+    line = _LONE_PASSWORD.sub(_lone, line)
+    line = _NAME_THEN_VALUE.sub(_flag, line)
+    return _KEYED.sub(_keyed, line)
