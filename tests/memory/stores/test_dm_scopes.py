@@ -14,13 +14,18 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from structlog.testing import capture_logs
+
 from memory.rules.engine import normalize_text
+from memory.stores.build import memory_dir
 from memory.stores.dm_scopes import DmMigration, migrate_dm_scopes, migrate_dm_scopes_at_start
+from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryStore, ReadAudit
 from tests.memory.postgres_support import temp_schema, unique_application_name
+from tests.memory.service_support import TOKEN, memory_service_process
 
 OWNED = "channel:slack:D1"  # UA's DM: the read audit names UA for its runs
 LEGACY = "channel:slack:D4"  # UA's other DM, written before origins were stored; named by thread only
@@ -150,8 +155,22 @@ class BrokenStore(InMemoryMemoryStore):
 
 
 async def test_a_failed_migration_is_one_warning_not_a_refused_start() -> None:
-    from structlog.testing import capture_logs
-
     with capture_logs() as logs:
         await migrate_dm_scopes_at_start(BrokenStore())
     assert [(e["event"], e["error"]) for e in logs] == [("memory.dm_scope_migration_failed", "OSError")]
+
+
+async def test_the_memory_service_migrates_its_own_store_when_it_starts(tmp_path: Path) -> None:
+    """The bot's HTTP client does not migrate (it cannot list scopes): `memory-service` does, at start."""
+    old = SqliteMemoryStore(memory_dir(tmp_path))
+    await written_the_old_way(old)
+    await old.aclose()
+    with memory_service_process(tmp_path, args=("--embedder", "none")) as service:
+        client = HttpMemoryStore(service.base_url, TOKEN)
+        try:
+            assert await client.list(OWNED, 50) == []
+            (moved,) = await client.list(UA, 50, query=OWNED_WORD)
+            assert (moved.origin, moved.origin_conversation) == ("dm", "slack:D1")
+        finally:
+            await client.aclose()
+    assert files_holding(tmp_path, NOBODY_WORD) == []
