@@ -57,14 +57,15 @@ async def migrate_dm_scopes(store: MemoryStore) -> DmMigration:
         if conversation is None:
             continue
         records = await _active_records(store, scope_key)
-        if not records:
-            continue
-        owner = await _owner(store, records)
+        owner = await _owner(store, records) if records else None
         if owner is not None:
             for start in range(0, len(records), _BATCH):
                 batch = records[start : start + _BATCH]
                 await store.write(owner, [_moved(record, conversation) for record in batch])
+        # Every row, not only the active ones: a superseded row still holds its text.
         gone = await store.erase_scope(scope_key, "migrated")
+        if not gone:
+            continue
         scopes += 1
         moved += len(records) if owner is not None else 0
         erased += gone if owner is None else 0

@@ -12,6 +12,7 @@ import contextlib
 import sqlite3
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 
 from structlog.testing import capture_logs
@@ -31,10 +32,12 @@ OWNED = "channel:slack:D1"  # UA's DM: the read audit names UA for its runs
 LEGACY = "channel:slack:D4"  # UA's other DM, written before origins were stored; named by thread only
 NOBODY = "channel:slack:D2"  # no audit left for it
 TWO = "channel:slack:T1:D3"  # a multi-workspace DM the audit names two people for
+RETIRED = "channel:slack:D5"  # only a superseded row is left, its text still in the row
 PUBLIC = "channel:slack:C1"
 UA = "user:slack:UA"
 
 OWNED_WORD, LEGACY_WORD, NOBODY_WORD, TWO_WORD = "Quokkavale", "Tamarindo", "Zephyrlot", "Bramblequill"
+RETIRED_WORD = "Cormorantix"
 
 
 def old_fact(text: str, conversation: str, run: str | None, thread: str) -> MemoryCandidate:
@@ -64,6 +67,12 @@ async def written_the_old_way(store: MemoryStore) -> None:
     await store.write(
         PUBLIC, [MemoryCandidate("fact", "deploys go through make ship", "slack:C1:5.0", origin="public")]
     )
+    await store.write(
+        RETIRED, [old_fact(f"the {RETIRED_WORD} pager rota is weekly", "slack:D5", None, "slack:D5:6.0")]
+    )
+    newer = old_fact("the pager rota is now monthly", "slack:D5", None, "slack:D5:6.0")
+    await store.write(RETIRED, [replace(newer, supersedes=f"mem:{RETIRED}:1")])
+    assert await store.forget(RETIRED, f"mem:{RETIRED}:2")
     await store.record_read(
         ReadAudit("run-d1", "slack:D1:1.0", "slack:UA", ("org:acme", OWNED, UA), (), time.time())
     )
@@ -84,8 +93,8 @@ async def texts(store: MemoryStore, scope: str) -> set[str]:
 
 
 async def assert_migrated(store: MemoryStore, done: DmMigration) -> None:
-    assert done == DmMigration(scopes=4, moved=59, erased=2)
-    for scope in (OWNED, LEGACY, NOBODY, TWO):
+    assert done == DmMigration(scopes=5, moved=59, erased=3)
+    for scope in (OWNED, LEGACY, NOBODY, TWO, RETIRED):
         assert await store.list(scope, 50) == [], scope
     mine = await store.list(UA, 50, query=OWNED_WORD)
     assert [(r.origin, r.origin_conversation, r.source_run_id) for r in mine] == [
@@ -110,7 +119,7 @@ async def test_a_data_directory_with_old_dm_channel_scopes_is_migrated_and_scrub
         connection.execute("ALTER TABLE records DROP COLUMN origin")
         connection.execute("ALTER TABLE records DROP COLUMN origin_conversation")
         connection.commit()
-    for word in (OWNED_WORD, LEGACY_WORD, NOBODY_WORD, TWO_WORD):
+    for word in (OWNED_WORD, LEGACY_WORD, NOBODY_WORD, TWO_WORD, RETIRED_WORD):
         assert files_holding(tmp_path, word), word  # the check can see them
 
     store = SqliteMemoryStore(tmp_path)
@@ -119,7 +128,7 @@ async def test_a_data_directory_with_old_dm_channel_scopes_is_migrated_and_scrub
         own_file = store.database_path(UA).name
         for word in (OWNED_WORD, LEGACY_WORD):
             assert all(name.startswith(own_file) for name in files_holding(tmp_path, word)), word
-        for word in (NOBODY_WORD, TWO_WORD):
+        for word in (NOBODY_WORD, TWO_WORD, RETIRED_WORD):
             assert files_holding(tmp_path, word) == [], word
         with contextlib.closing(sqlite3.connect(store.database_path(OWNED))) as connection:
             reasons = connection.execute("SELECT DISTINCT erased_reason, status FROM records").fetchall()
