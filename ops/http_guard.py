@@ -1,36 +1,36 @@
-"""Slow clients and connection floods, cut off below the HTTP server (uvicorn or aiohttp alike).
+"""Slow clients and connection floods, watched below the HTTP server (uvicorn or aiohttp alike).
 
-Neither uvicorn nor aiohttp bounds how long a client may take to send its headers: a client that sends
-half a request line and then nothing holds its connection (and a file descriptor) forever. The guard
-wraps the server's asyncio protocol and watches the bytes going in:
+Neither server bounds how long a client may take to send its request head or its body: a client that
+sends half a request line and then nothing holds its connection (and a file descriptor) forever. The
+guard wraps the server's asyncio protocol and keeps the time, never the framing: the server's own
+parser is the only thing that reads the bytes and decides where a request ends, and tells the guard
+through its callbacks (ops/server_progress.py), so the guard can never disagree with it about where a
+request ends.
 
 - the request head must be complete within `header_timeout` (10 s) of the connection opening or of the
-  request's first byte; a connection still in its head then gets a 408 and is closed;
-- a declared body (Content-Length, or chunked up to the blank line after its trailers) must arrive
-  within `body_timeout` (30 s) of the head's end, else the connection is closed; a chunked body is
-  framed chunk by chunk (`ChunkedBody`), so bytes inside chunk data never end it early, and a
-  malformed or oversized chunk-size or trailer line closes the connection at once;
-- at most `max_connections` connections are open at once; one more is answered with a 503 and closed
-  before the server sees it (a clean refusal, never a hang or a reset);
+  request's first byte, and within `MAX_HEAD_BYTES`; a connection still in its head then gets a 408
+  (or 431) and is closed;
+- once the server has the head, its body must be complete within `body_timeout` (30 s), else the
+  connection is closed (nothing can be answered on it any more);
+- at most `max_connections` connections are open at once; one more sheds the connection that has waited
+  longest without completing a request head (a 503, closed), and only when every connection is in a
+  request is the new one answered with a 503 and closed before the server sees it;
 - an idle keep-alive connection between requests is the server's own keep-alive timeout (`keep_alive`).
-
-The byte tracking (`RequestTracker`, `ChunkedBody`) is pure and only finds request boundaries; parsing
-and every other refusal about content stay with the server.
 """
 
 from __future__ import annotations
 
 import asyncio
-import re
 import resource
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal, cast
 
 import structlog
 
 from ops.coalesce import CoalescingTransport
 from ops.metrics import Metrics
+from ops.server_progress import Progress, progress_of
 
 log = structlog.get_logger("http.guard")
 
@@ -40,10 +40,9 @@ DEFAULT_MAX_CONNECTIONS = 512
 DEFAULT_KEEP_ALIVE = 5.0
 # File descriptors kept back from the connection cap for the store, logs and the listening socket.
 FD_RESERVE = 64
-MAX_HEAD_BYTES = 64 * 1024  # past this the server refuses the head itself (431/400); we stop looking
-MAX_CHUNK_LINE = 4096  # a chunk-size line (with its extensions) or one trailer line, CRLF excluded
-MAX_CHUNK_SIZE_DIGITS = 16  # significant hex digits: a chunk size fits in 64 bits
-_HEX = re.compile(rb"[0-9A-Fa-f]+")
+# A request head longer than this is refused (431). uvicorn's C parser has no limit of its own; aiohttp's
+# (8 KiB a line) refuses long heads before this is reached.
+MAX_HEAD_BYTES = 64 * 1024
 
 Phase = Literal["head", "body", "idle"]
 
@@ -65,6 +64,24 @@ class GuardLimits:
             raise ValueError("max_connections must be at least 1")
 
 
+def raise_open_file_limit() -> int:
+    """Raise this process's soft open-file limit to its hard limit (start-up); the soft limit now.
+
+    A distribution's default soft limit (often 256 or 1024) would otherwise put the connection cap a few
+    hundred connections up, where a flood of idle ones shuts real clients out.
+    """
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == hard or soft == resource.RLIM_INFINITY:
+        return soft
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    except (ValueError, OSError) as error:  # a hard limit the kernel will not grant (e.g. over nr_open)
+        log.warning("http.open_file_limit_kept", soft=soft, hard=hard, error=type(error).__name__)
+        return soft
+    log.info("http.open_file_limit_raised", soft=soft, hard=hard)
+    return hard
+
+
 def fd_bounded(limit: int) -> int:
     """The cap, lowered below the process's open-file limit so a flood meets a 503, not EMFILE."""
     soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
@@ -73,164 +90,28 @@ def fd_bounded(limit: int) -> int:
     return max(1, min(limit, soft - FD_RESERVE))
 
 
-ChunkState = Literal["size", "data", "data_end", "trailer", "done", "bad"]
+def serving_limits(limits: GuardLimits) -> GuardLimits:
+    """`limits` for a server about to start: the open-file limit raised, the cap kept below it."""
+    raise_open_file_limit()
+    return replace(limits, max_connections=fd_bounded(limits.max_connections))
 
 
-class ChunkedBody:
-    """A chunked body's framing (RFC 9112 §7.1), fed in pieces of any size: where it ends, or that it is bad.
-
-    Each chunk-size line (hex, optional `;extensions`) says how many data bytes to skip; the data is
-    followed by CRLF; the last chunk (size 0, however many zeros) is followed by trailer lines up to a
-    blank line. Only the framing is looked at, never the data, so nothing inside a chunk can end the
-    body. A line that is not CRLF-terminated, not hex, too long, or a size past 64 bits is `bad`.
-    """
-
-    def __init__(self) -> None:
-        self.state: ChunkState = "size"
-        self._line = bytearray()
-        self._remaining = 0  # data bytes of the current chunk, then 2 for its CRLF
-        self._trailers = 0
-
-    def feed(self, view: memoryview) -> memoryview:
-        """Consume `view` up to the body's end; the bytes after it (the next request) are returned."""
-        while view and self.state not in ("done", "bad"):
-            if self.state == "data":
-                used = min(self._remaining, len(view))
-                self._remaining -= used
-                view = view[used:]
-                if self._remaining == 0:
-                    self.state, self._remaining = "data_end", 2
-            elif self.state == "data_end":
-                if view[0] != b"\r\n"[2 - self._remaining]:
-                    self.state = "bad"
-                    break
-                self._remaining -= 1
-                view = view[1:]
-                if self._remaining == 0:
-                    self.state = "size"
-            else:
-                view = self._feed_line(view)
-        return view
-
-    def _feed_line(self, view: memoryview) -> memoryview:
-        room = MAX_CHUNK_LINE + 2 - len(self._line)  # never look further than a line may be long
-        window = bytes(view[:room])
-        newline = window.find(b"\n")
-        if newline < 0:
-            self._line += window
-            if len(self._line) >= MAX_CHUNK_LINE + 2:
-                self.state = "bad"
-            return view[len(window) :]
-        self._line += window[: newline + 1]
-        line = bytes(self._line)
-        self._line.clear()
-        if not line.endswith(b"\r\n"):
-            self.state = "bad"
-        elif self.state == "size":
-            self._size_line(line[:-2])
-        else:
-            self._trailer_line(line[:-2])
-        return view[newline + 1 :]
-
-    def _size_line(self, line: bytes) -> None:
-        digits = line.split(b";", 1)[0].rstrip(b" \t")
-        if not _HEX.fullmatch(digits) or len(digits.lstrip(b"0")) > MAX_CHUNK_SIZE_DIGITS:
-            self.state = "bad"
-            return
-        size = int(digits, 16)
-        self.state, self._remaining = ("data", size) if size else ("trailer", 0)
-
-    def _trailer_line(self, line: bytes) -> None:
-        if not line:
-            self.state = "done"
-            return
-        self._trailers += len(line) + 2
-        if self._trailers > MAX_HEAD_BYTES:
-            self.state = "bad"
+def _response(status: bytes, body: bytes, extra: bytes = b"") -> bytes:
+    return (
+        b"HTTP/1.1 " + status + b"\r\nContent-Type: application/json\r\n" + extra + b"Connection: close\r\n"
+        b"Content-Length: " + str(len(body)).encode() + b"\r\n\r\n" + body
+    )
 
 
-class RequestTracker:
-    """Where a connection's byte stream is: in a request head, in a body, or between requests.
-
-    `serial` counts requests begun, so a caller can tell a new head from the same one still coming.
-    `malformed` is set for good when a chunked body's framing is bad; the connection is then closed.
-    """
-
-    def __init__(self) -> None:
-        self.phase: Phase = "head"  # a new connection owes us a request head
-        self.serial = 1
-        self._head = bytearray()
-        self._remaining = 0
-        self._chunks: ChunkedBody | None = None
-        self._gave_up = False
-        self.malformed = False
-
-    def feed(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view and not (self._gave_up or self.malformed):
-            if self.phase == "idle":
-                stripped = bytes(view[:2])
-                if stripped.startswith(b"\r\n"):  # a stray CRLF between requests is allowed
-                    view = view[2:]
-                    continue
-                self.phase, self.serial = "head", self.serial + 1
-            view = self._feed_head(view) if self.phase == "head" else self._feed_body(view)
-
-    def _feed_head(self, view: memoryview) -> memoryview:
-        start = max(0, len(self._head) - 3)
-        self._head += view
-        end = self._head.find(b"\r\n\r\n", start)
-        if end < 0:
-            if len(self._head) > MAX_HEAD_BYTES:
-                self._gave_up = True
-            return view[len(view) :]
-        rest = memoryview(bytes(self._head[end + 4 :]))
-        self._start_body(bytes(self._head[:end]))
-        self._head.clear()
-        return rest
-
-    def _start_body(self, head: bytes) -> None:
-        length, chunked = 0, False
-        for line in head.split(b"\r\n")[1:]:
-            name, _, value = line.partition(b":")
-            name = name.strip().lower()
-            if name == b"content-length" and value.strip().isdigit():
-                length = int(value.strip())
-            elif name == b"transfer-encoding" and b"chunked" in value.lower():
-                chunked = True
-        self._chunks, self._remaining = (ChunkedBody() if chunked else None), length
-        self.phase = "body" if chunked or length > 0 else "idle"
-
-    def _feed_body(self, view: memoryview) -> memoryview:
-        if self._chunks is not None:
-            view = self._chunks.feed(view)
-            if self._chunks.state == "bad":
-                self.malformed = True
-            elif self._chunks.state == "done":
-                self.phase, self._chunks = "idle", None
-            return view
-        used = min(self._remaining, len(view))
-        self._remaining -= used
-        if self._remaining == 0:
-            self.phase = "idle"
-        return view[used:]
-
-
-_REFUSAL_BODY = b'{"error":"too many connections"}'
-REFUSAL = (
-    b"HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-    b"Connection: close\r\nContent-Length: " + str(len(_REFUSAL_BODY)).encode() + b"\r\n\r\n" + _REFUSAL_BODY
-)
-_TIMEOUT_BODY = b'{"error":"request head not received in time"}'
-REQUEST_TIMEOUT = (
-    b"HTTP/1.1 408 Request Timeout\r\nContent-Type: application/json\r\nConnection: close\r\n"
-    b"Content-Length: " + str(len(_TIMEOUT_BODY)).encode() + b"\r\n\r\n" + _TIMEOUT_BODY
-)
+REFUSAL = _response(b"503 Service Unavailable", b'{"error":"too many connections"}', b"Retry-After: 1\r\n")
+REQUEST_TIMEOUT = _response(b"408 Request Timeout", b'{"error":"request head not received in time"}')
+HEAD_TOO_LARGE = _response(b"431 Request Header Fields Too Large", b'{"error":"request head is too large"}')
 
 
 class ConnectionGuard:
-    """One per listening server: the limits, the open-connection count, and the protocol wrapper.
+    """One per listening server: the limits, the open connections, and the protocol wrapper.
 
+    `waiting` holds the connections owing a request head, oldest first: the ones shed at the cap.
     `coalesce_writes` hands the server's protocol a transport that sends each loop turn's writes as
     one (ops/coalesce.py): uvicorn's head and body leave in one send instead of two.
     """
@@ -247,6 +128,7 @@ class ConnectionGuard:
         self.limits = limits
         self.open = 0
         self.coalesce_writes = coalesce_writes
+        self.waiting: dict[_GuardedProtocol, None] = {}
         self._metrics = metrics
 
     def wrap(self, factory: Callable[..., asyncio.Protocol]) -> Callable[..., asyncio.Protocol]:
@@ -257,23 +139,25 @@ class ConnectionGuard:
 
         return guarded
 
-    def _opened(self) -> bool:
+    def _admit(self) -> bool:
+        """Room for one more connection: free already, or made by shedding the longest-waiting one."""
+        if self.open >= self.limits.max_connections and self.waiting:
+            oldest = next(iter(self.waiting))
+            oldest._shed()
+            log.info("http.connection_shed", server=self.server, open=self.open)
+            if self._metrics is not None:
+                self._metrics.connections_shed.labels(self.server).inc()
         if self.open >= self.limits.max_connections:
             if self._metrics is not None:
                 self._metrics.connections_refused.labels(self.server).inc()
             return False
-        self.open += 1
-        if self._metrics is not None:
-            self._metrics.open_connections.labels(self.server).set(self.open)
+        self._count(+1)
         return True
 
-    def _closed(self) -> None:
-        self.open -= 1
+    def _count(self, change: int) -> None:
+        self.open += change
         if self._metrics is not None:
             self._metrics.open_connections.labels(self.server).set(self.open)
-
-    def _malformed(self) -> None:
-        log.info("http.malformed_body_closed", server=self.server)
 
     def _timed_out(self, phase: Phase) -> None:
         log.info("http.slow_client_closed", server=self.server, phase=phase)
@@ -282,51 +166,70 @@ class ConnectionGuard:
 
 
 class _GuardedProtocol(asyncio.Protocol):
-    """Forwards everything to the server's protocol; owns the deadline timer of its connection."""
+    """Forwards everything to the server's protocol; owns the deadline timer of its connection.
+
+    The phase moves on two signals only: a byte arriving while no request is in progress begins a head
+    (the bytes are the server's to read), and the server's parser saying a head or a whole request is
+    complete (`head_complete`, `message_complete`, called by ops/server_progress.py).
+    """
 
     def __init__(self, guard: ConnectionGuard, make_inner: Callable[[], asyncio.Protocol]) -> None:
         self._guard = guard
         self._make_inner = make_inner
         self._inner: asyncio.Protocol | None = None
+        self._progress: Progress | None = None
         self._transport: asyncio.Transport | None = None
-        self._tracker = RequestTracker()
         self._timer: asyncio.TimerHandle | None = None
+        self._phase: Phase = "idle"
+        self._heads = 0  # request heads the server has had on this connection
+        self._head_bytes = 0
+        self._deadline = 0.0
+        self._counted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         transport = cast(asyncio.Transport, transport)  # uvloop's transports are not its subclasses
         self._transport = transport
-        if not self._guard._opened():
+        if not self._guard._admit():
             transport.write(REFUSAL)
             transport.close()
             return
+        self._counted = True
         if self._guard.coalesce_writes:
             transport = self._transport = CoalescingTransport(transport)
-        self._inner = self._make_inner()
-        self._arm()
-        self._inner.connection_made(transport)
+        inner = self._inner = self._make_inner()
+        self._progress = progress_of(inner, self)
+        self.head_begun()  # a new connection owes a request head from now
+        inner.connection_made(transport)
+        self._progress.after_data()
 
     def data_received(self, data: bytes) -> None:
-        if self._inner is None:
+        if self._inner is None or self._progress is None:
             return
-        before = (self._tracker.phase, self._tracker.serial)
-        self._tracker.feed(data)
-        if self._tracker.malformed:  # the server would wait on framing it cannot have: close now
-            self._guard._malformed()
-            if self._transport is not None:
-                self._transport.abort()
-            return
-        if (self._tracker.phase, self._tracker.serial) != before:
-            self._arm()
+        heads = self._heads
+        self.head_begun()
         self._inner.data_received(data)
+        self._progress.after_data()
+        if self._phase != "head" or self._heads != heads:  # a head ended inside `data`
+            return
+        self._head_bytes += len(data)
+        if self._head_bytes > MAX_HEAD_BYTES and self._transport is not None:
+            self._cancel()
+            self._guard.waiting.pop(self, None)
+            log.info("http.head_too_large", server=self._guard.server, length=self._head_bytes)
+            self._transport.write(HEAD_TOO_LARGE)
+            self._transport.close()
 
     def eof_received(self) -> bool | None:
         return self._inner.eof_received() if self._inner is not None else None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
+        self._guard.waiting.pop(self, None)
+        if self._counted:
+            self._counted = False
+            self._guard._count(-1)
         if self._inner is None:
             return
-        self._guard._closed()
         inner, self._inner = self._inner, None
         inner.connection_lost(exc)
 
@@ -338,14 +241,44 @@ class _GuardedProtocol(asyncio.Protocol):
         if self._inner is not None:
             self._inner.resume_writing()
 
-    def _arm(self) -> None:
+    # ---- what the server's parser says (ops/server_progress.py) --------------------------------------
+
+    def head_begun(self) -> None:
+        """Bytes of a request the server has no head of yet (or a new connection): the head deadline."""
+        if self._phase == "idle":
+            self._phase, self._head_bytes = "head", 0
+            self._guard.waiting[self] = None
+            self._arm(self._guard.limits.header_timeout)
+
+    def head_complete(self) -> None:
+        """The server has a whole request head: its body (if any) has the body deadline."""
+        self._phase = "body"
+        self._heads += 1
+        self._guard.waiting.pop(self, None)
+        self._arm(self._guard.limits.body_timeout)
+
+    def message_complete(self) -> None:
+        """The server has the whole request: no deadline of ours until the next one begins."""
+        self._phase = "idle"
+        self._guard.waiting.pop(self, None)
         self._cancel()
-        phase = self._tracker.phase
-        if phase == "idle":
-            return
-        limits = self._guard.limits
-        delay = limits.header_timeout if phase == "head" else limits.body_timeout
-        self._timer = asyncio.get_running_loop().call_later(delay, self._expire, phase)
+
+    @property
+    def phase(self) -> Phase:
+        return self._phase
+
+    @property
+    def deadline(self) -> float:
+        """When (loop time) the current deadline passes."""
+        return self._deadline
+
+    # ---- deadlines and shedding ------------------------------------------------------------------
+
+    def _arm(self, delay: float) -> None:
+        self._cancel()
+        loop = asyncio.get_running_loop()
+        self._deadline = loop.time() + delay
+        self._timer = loop.call_at(self._deadline, self._expire, self._phase)
 
     def _cancel(self) -> None:
         if self._timer is not None:
@@ -358,8 +291,25 @@ class _GuardedProtocol(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         self._guard._timed_out(phase)
+        self._guard.waiting.pop(self, None)
         if phase == "head":  # nothing answered yet on this request: say why, then close
             transport.write(REQUEST_TIMEOUT)
             transport.close()
         else:
             transport.abort()
+
+    def _shed(self) -> None:
+        """Make room at the cap: this connection has no request in progress; it is told to retry."""
+        self._cancel()
+        self._guard.waiting.pop(self, None)
+        if self._counted:  # its slot is free now, though the socket closes on the next loop turn
+            self._counted = False
+            self._guard._count(-1)
+        if self._transport is not None and not self._transport.is_closing():
+            self._transport.write(REFUSAL)
+            self._transport.close()
+        # Off the server's books now, not when the socket has closed: uvicorn counts its connections
+        # against `limit_concurrency` when the new one's request arrives, maybe in this same loop turn.
+        inner, self._inner = self._inner, None
+        if inner is not None:
+            inner.connection_lost(None)

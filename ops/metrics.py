@@ -71,6 +71,12 @@ class Metrics:
             ["server"],
             registry=r,
         )
+        self.connections_shed = Counter(
+            "switchboard_http_connections_shed",
+            "Connections without a request head closed at the cap to let a new one in (503)",
+            ["server"],
+            registry=r,
+        )
         self.slow_clients_closed = Counter(
             "switchboard_http_slow_clients_closed",
             "Connections closed for missing the head or body deadline",

@@ -4,6 +4,10 @@ Every request is checked here before Bolt sees it, so each refusal is one struct
 its reason (never the body): a missing or malformed `X-Slack-Request-Timestamp` or signature, a stale
 timestamp, a wrong signature → 401. A signed request whose payload is not what Slack sends is acked
 (200) with one warning: Slack would only redeliver the same bytes.
+
+Slack always sends a Content-Length: a body without one (chunked) gets a 411 and a longer one than
+aiohttp reads (`client_max_size`) a 413, both before a byte of it is read, so no client holds the
+handler waiting on a body it will never send.
 """
 
 from __future__ import annotations
@@ -126,6 +130,11 @@ def add_health_route(app: web.Application, bot: ServedBot) -> None:
 
 def _events_handler(bot: ServedBot, clock: Callable[[], float]) -> Callable[[web.Request], Any]:
     async def handle(request: web.Request) -> web.Response:
+        length = request.content_length
+        if length is None or length > request.client_max_size:
+            status = 411 if length is None else 413
+            log.warning("slack.request_rejected", reason=f"http_{status}", path=request.path, length=length)
+            return web.Response(status=status, text="length required" if length is None else "too large")
         body = await request.read()
         secret = bot.signing_secret
         if secret is None:  # never serve HTTP unverified

@@ -29,6 +29,7 @@ from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_s
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
 from ops.heap import settle_heap
+from ops.http_guard import GuardLimits, serving_limits
 from ops.log_setup import configure_logging
 from ops.metrics import Metrics
 from ops.tracing import configure_tracing
@@ -204,7 +205,10 @@ def _channel_repo(settings: Settings) -> ChannelRepo:
 async def _http_mode(
     bot: SlackBot, host: str, port: int, lifecycle: Lifecycle, metrics: Metrics, metrics_token: str | None
 ) -> bool:
-    runner = await start_http(bot, host=host, port=port, metrics=metrics, metrics_token=metrics_token)
+    limits = serving_limits(GuardLimits())  # the open-file limit raised, the cap kept below it
+    runner = await start_http(
+        bot, host=host, port=port, limits=limits, metrics=metrics, metrics_token=metrics_token
+    )
     log.info("slack.serving", mode="http", host=host, port=bound_port(runner), path=EVENTS_PATH)
     try:
         await lifecycle.wait_for_stop()

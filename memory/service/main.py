@@ -60,10 +60,11 @@ from ops.http_guard import (
     DEFAULT_MAX_CONNECTIONS,
     ConnectionGuard,
     GuardLimits,
-    fd_bounded,
+    serving_limits,
 )
 from ops.metrics import METRICS_TOKEN_ENV, MULTIPROCESS_DIR_ENV, Metrics
 from ops.tracing import configure_tracing
+from ops.uvicorn_progress import WatchedHttpToolsProtocol
 
 log = structlog.get_logger("memory.service")
 
@@ -186,15 +187,17 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def guard_limits(args: argparse.Namespace) -> GuardLimits:
-    """The slow-client limits from the flags; a bad value is a one-line start-up error."""
+    """The slow-client limits from the flags (a bad value is a one-line start-up error), with the
+    open-file limit raised for them (a worker of several inherits it)."""
     try:
-        return GuardLimits(
+        limits = GuardLimits(
             header_timeout=args.header_timeout,
             body_timeout=args.body_timeout,
-            max_connections=fd_bounded(args.max_connections),
+            max_connections=args.max_connections,
         )
     except ValueError as error:
         raise MemoryStoreError(f"--{str(error).split()[0].replace('_', '-')}: {error}") from None
+    return serving_limits(limits)
 
 
 def main(argv: list[str]) -> int:
@@ -337,15 +340,17 @@ def _writable(path: Path) -> ReadinessProbe:
 
 
 def uvicorn_config(app: Any, host: str, port: int, limits: GuardLimits, metrics: Metrics) -> uvicorn.Config:
-    """uvicorn with its HTTP protocol under the slow-client guard (ops/http_guard.py)."""
-    from uvicorn.protocols.http.auto import AutoHTTPProtocol
-
+    """uvicorn's httptools protocol under the slow-client guard (ops/http_guard.py), which keeps the
+    deadlines and the connection cap; uvicorn parses, keeps idle connections alive for `keep_alive`, and
+    answers a request 503 itself when more run at once than the guard admits connections (it counts
+    the asking connection in, hence the one more)."""
     guard = ConnectionGuard("memory", limits, metrics, coalesce_writes=True)
     return uvicorn.Config(
         app,
         host=host,
         port=port,
-        http=guard.wrap(AutoHTTPProtocol),  # type: ignore[arg-type]
+        http=guard.wrap(WatchedHttpToolsProtocol),  # type: ignore[arg-type]
+        limit_concurrency=limits.max_connections + 1,
         timeout_keep_alive=int(limits.keep_alive),
         access_log=False,
         proxy_headers=False,  # nothing here reads the client address; X-Forwarded-* need not be parsed

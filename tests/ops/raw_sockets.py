@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import resource
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 
 def half_open(host: str, port: int, sent: bytes = b"POST /retr") -> socket.socket:
@@ -49,3 +52,15 @@ def read_responses(sock: socket.socket, count: int, within: float = 5) -> list[b
             raise ConnectionError(f"closed after {len(replies)} of {count} responses")
         buffered += chunk
     return replies
+
+
+@contextmanager
+def soft_open_file_limit(soft: int) -> Iterator[None]:
+    """Processes started inside inherit a soft open-file limit of `soft` (an ordinary default on
+    many systems); this process has its own back on leaving."""
+    before, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (before, hard))

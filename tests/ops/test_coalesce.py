@@ -8,7 +8,9 @@ import asyncio
 from typing import Any, ClassVar
 
 from ops.coalesce import CoalescingTransport
-from ops.http_guard import ConnectionGuard, GuardLimits
+from ops.http_guard import GuardLimits
+from ops.uvicorn_progress import WatchedHttpToolsProtocol
+from tests.ops.guarded_servers import exchange, guarded
 
 
 class RecordingTransport(asyncio.Transport):
@@ -100,31 +102,20 @@ async def test_the_rest_is_the_real_transports() -> None:
     assert transport.is_closing() is False
 
 
-class Echo(asyncio.Protocol):
+class Recording(WatchedHttpToolsProtocol):
     transports: ClassVar[list[asyncio.BaseTransport]] = []
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport
-        Echo.transports.append(transport)
-
-    def data_received(self, data: bytes) -> None:
-        assert isinstance(self.transport, asyncio.Transport)
-        self.transport.write(b"head:")
-        self.transport.write(data)
-        self.transport.close()
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        Recording.transports.append(transport)
+        super().connection_made(transport)
 
 
 async def test_the_guard_hands_the_server_a_coalescing_transport_only_when_asked() -> None:
-    loop = asyncio.get_running_loop()
     for coalesce in (True, False):
-        Echo.transports.clear()
-        guard = ConnectionGuard("test", GuardLimits(), coalesce_writes=coalesce)
-        server = await loop.create_server(guard.wrap(Echo), "127.0.0.1", 0)
-        port = server.sockets[0].getsockname()[1]
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
-        writer.write(b"GET / HTTP/1.1\r\n\r\n")
-        assert await asyncio.wait_for(reader.read(), 5) == b"head:GET / HTTP/1.1\r\n\r\n"
-        writer.close()
-        server.close()
-        await server.wait_closed()
-        assert isinstance(Echo.transports[0], CoalescingTransport) is coalesce
+        Recording.transports.clear()
+        async with guarded(
+            "uvicorn", GuardLimits(), coalesce_writes=coalesce, uvicorn_protocol=Recording
+        ) as where:
+            received, _ = await exchange(where, b"GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        assert received.startswith(b"HTTP/1.1 200 ") and received.endswith(b"ok")
+        assert isinstance(Recording.transports[0], CoalescingTransport) is coalesce

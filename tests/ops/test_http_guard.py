@@ -1,31 +1,35 @@
-"""The slow-client guard's pure parts: the request boundaries it tracks, its defaults, its cap.
+"""The slow-client guard on both servers it runs under (uvicorn and aiohttp, real, in this loop).
 
-The guard on real servers is tested with raw sockets where each server is (tests/memory/
-test_service_slow_clients.py, tests/app/slack/test_slow_clients.py).
+The guard keeps time and never frames: every framing question is the server parser's, so a request the
+parser refuses gets the parser's 400 at once (never a close without an answer, never a wait), and the
+deadlines follow what that parser says. The services themselves, as processes, are tested with raw
+sockets where each one is (tests/memory/service/test_service_slow_clients.py,
+tests/app/slack/test_slow_clients.py, tests/app/slack/test_serve.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import resource
+import subprocess
+import sys
+import time
 
 import pytest
 
-from ops.http_guard import (
-    FD_RESERVE,
-    MAX_CHUNK_LINE,
-    MAX_HEAD_BYTES,
-    ChunkedBody,
-    GuardLimits,
-    RequestTracker,
-    fd_bounded,
+from ops.http_guard import FD_RESERVE, MAX_HEAD_BYTES, ConnectionGuard, GuardLimits, fd_bounded
+from tests.ops.guarded_servers import SERVERS, exchange, guarded
+
+HEAD_DEADLINE = 0.6
+BODY_DEADLINE = 1.0
+KEEP_ALIVE = 0.3  # shorter than the head deadline: a head still arriving must outlive it
+CAP = 4
+LIMITS = GuardLimits(
+    header_timeout=HEAD_DEADLINE, body_timeout=BODY_DEADLINE, max_connections=CAP, keep_alive=KEEP_ALIVE
 )
-
-NEXT_REQUEST = b"GET /next HTTP/1.1\r\n"
-
-
-def phase(tracker: RequestTracker) -> str:
-    """The tracker's phase, read fresh (mypy would keep the narrowed literal across a feed)."""
-    return tracker.phase
+POST = b"POST /x HTTP/1.1\r\nHost: h\r\n"
+CHUNKED = POST + b"Transfer-Encoding: chunked\r\n\r\n"
+EACH_SERVER = pytest.mark.parametrize("server", SERVERS)
 
 
 def test_the_default_deadlines_are_10_s_for_the_head_and_30_s_for_the_body() -> None:
@@ -46,136 +50,205 @@ def test_the_cap_stays_below_the_open_file_limit() -> None:
     assert fd_bounded(5) == 5
 
 
-def fed(body: bytes, *, one_byte_at_a_time: bool) -> tuple[str, bytes]:
-    """A chunked body's state after `body`, and the bytes it handed back (what follows the body)."""
-    chunks = ChunkedBody()
-    pieces = [body[i : i + 1] for i in range(len(body))] if one_byte_at_a_time else [body]
-    rest = b""
-    for piece in pieces:
-        rest += bytes(chunks.feed(memoryview(piece)))
-    return chunks.state, rest
+RAISED = """
+import resource
+from ops.http_guard import GuardLimits, serving_limits
+before = resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+cap = serving_limits(GuardLimits()).max_connections
+print(before, cap)
+print(resource.getrlimit(resource.RLIMIT_NOFILE)[0])
+"""
 
 
-SPLITS = pytest.mark.parametrize("one_byte_at_a_time", [False, True], ids=["whole", "byte-by-byte"])
+def test_a_server_starting_under_a_soft_limit_of_256_raises_it_to_the_hard_limit() -> None:
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1024:
+        pytest.skip(f"the hard open-file limit here is {hard}")
 
+    def soft_256() -> None:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (256, hard))
 
-@SPLITS
-def test_a_fake_last_chunk_inside_chunk_data_does_not_end_a_chunked_body(one_byte_at_a_time: bool) -> None:
-    state, rest = fed(b"20\r\nab\r\n0\r\n\r\n", one_byte_at_a_time=one_byte_at_a_time)
-    assert (state, rest) == ("data", b"")
-    state, rest = fed(
-        b"20\r\nab\r\n0\r\n\r\n" + b"x" * 23 + b"\r\n0\r\n\r\n" + NEXT_REQUEST,
-        one_byte_at_a_time=one_byte_at_a_time,
+    done = subprocess.run(
+        [sys.executable, "-c", RAISED], preexec_fn=soft_256, capture_output=True, text=True, timeout=60
     )
-    assert (state, rest) == ("done", NEXT_REQUEST)
+    assert done.returncode == 0, done.stderr
+    before, cap, after = (int(word) for word in " ".join(done.stdout.splitlines()[-2:]).split())
+    assert (before, cap, after) == (256, 512, hard)
 
 
-@SPLITS
+async def test_a_protocol_the_guard_has_no_adapter_for_is_refused_naming_it() -> None:
+    class Unknown(asyncio.Protocol):
+        pass
+
+    guard = ConnectionGuard("test", GuardLimits())
+    protocol = guard.wrap(Unknown)()
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: protocol, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    errors: list[BaseException] = []
+    loop.set_exception_handler(lambda _, context: errors.append(context["exception"]))
+    _, writer = await asyncio.open_connection("127.0.0.1", port)
+    await asyncio.sleep(0.1)
+    writer.close()
+    server.close()
+    loop.set_exception_handler(None)
+    assert [str(error) for error in errors] == [
+        "the slow-client guard cannot watch Unknown: no adapter for it"
+    ]
+
+
+# ---- the server's parser decides; what it refuses is a 400 at once ---------------------------------
+
+MALFORMED = {
+    "non-hex-chunk-size": CHUNKED + b"zz\r\n",
+    "0x-prefixed-chunk-size": CHUNKED + b"2\r\n{}\r\n0x10\r\n",
+    "chunk-size-past-64-bits": CHUNKED + b"1ffffffffffffffff\r\nab",
+    "negative-chunk-size": CHUNKED + b"-1\r\n",
+    "chunk-data-longer-than-its-size": CHUNKED + b"2\r\nabc\r\n0\r\n\r\n",
+    "transfer-encoding-containing-chunked": POST + b"Transfer-Encoding: notchunked\r\n\r\n",
+    "chunked-not-last": POST + b"Transfer-Encoding: chunked, gzip\r\n\r\n",
+    "content-length-and-chunked": POST + b"Content-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+    "two-different-content-lengths": POST + b"Content-Length: 1\r\nContent-Length: 5\r\n\r\nhello",
+    "signed-content-length": POST + b"Content-Length: +5\r\n\r\nhello",
+    "content-length-list": POST + b"Content-Length: 5, 6\r\n\r\nhello",
+    "space-before-colon": POST + b"Content-Length : 5\r\n\r\nhello",
+}
+
+
+@EACH_SERVER
+@pytest.mark.parametrize("request_bytes", MALFORMED.values(), ids=MALFORMED.keys())
+async def test_what_the_parser_refuses_gets_a_400_at_once(server: str, request_bytes: bytes) -> None:
+    async with guarded(server, LIMITS) as where:
+        received, elapsed = await exchange(where, request_bytes)
+    assert received.split(b"\r\n", 1)[0] in (b"HTTP/1.1 400 Bad Request", b"HTTP/1.0 400 Bad Request")
+    assert elapsed < HEAD_DEADLINE
+
+
+@EACH_SERVER
+async def test_a_fake_last_chunk_inside_chunk_data_does_not_end_the_body(server: str) -> None:
+    async with guarded(server, LIMITS) as where:
+        early, waited = await exchange(where, CHUNKED + b"20\r\nab\r\n0\r\n\r\n")
+        whole, _ = await exchange(where, CHUNKED + b"20\r\nab\r\n0\r\n\r\n" + b"x" * 23 + b"\r\n0\r\n\r\n")
+    assert early == b"" and BODY_DEADLINE * 0.8 <= waited < BODY_DEADLINE + 1.0
+    assert whole.startswith(b"HTTP/1.1 200 ") and whole.endswith(b"\r\n32")
+
+
+@EACH_SERVER
 @pytest.mark.parametrize(
-    "body",
-    [
-        b"5\r\nhello\r\n0\r\n\r\n",
-        b"000\r\n\r\n",
-        b"5;name=value\r\nhello\r\n0;x=y\r\n\r\n",
-        b'5 ; a="b;c"\r\nhello\r\n0\r\n\r\n',
-        b"A\r\n0123456789\r\n0\r\nX-Checksum: abc\r\nX-Other: d\r\n\r\n",
-        b"00a\r\n\r\n0\r\n\r\nabc\r\n0\r\n\r\n",
-    ],
-    ids=["plain", "zero-padded-last", "extensions", "quoted-extension", "trailers", "crlf-in-data"],
+    "last_chunk",
+    [b"0;x=y\r\n\r\n", b"0\r\nX-Checksum: abc\r\n\r\n", b"000\r\n\r\n"],
+    ids=["chunk-extension", "trailer", "zero-padded-last-chunk"],
 )
-def test_a_chunked_body_ends_after_its_last_chunk_and_trailers(body: bytes, one_byte_at_a_time: bool) -> None:
-    assert fed(body + NEXT_REQUEST, one_byte_at_a_time=one_byte_at_a_time) == ("done", NEXT_REQUEST)
-    assert fed(body[:-1], one_byte_at_a_time=one_byte_at_a_time)[0] not in ("done", "bad")
+async def test_a_kept_alive_connection_after_a_chunked_body_outlives_the_body_deadline(
+    server: str, last_chunk: bytes
+) -> None:
+    limits = GuardLimits(header_timeout=HEAD_DEADLINE * 4, body_timeout=BODY_DEADLINE / 2, keep_alive=5)
+    async with guarded(server, limits) as where:
+        received, _ = await exchange(
+            where,
+            CHUNKED + b"2\r\n{}\r\n" + last_chunk,
+            then=b"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
+            pause=BODY_DEADLINE,  # past the body deadline, within the keep-alive
+        )
+    assert received.startswith(b"HTTP/1.1 200 ") and received.endswith(b"ok")
+    assert received.count(b"HTTP/1.1 200 ") == 2
 
 
-@SPLITS
+# ---- the deadlines -----------------------------------------------------------------------------
+
+
+@EACH_SERVER
+async def test_a_half_sent_request_line_gets_a_408_at_the_head_deadline(server: str) -> None:
+    async with guarded(server, LIMITS) as where:
+        received, elapsed = await exchange(where, b"POST /x")
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert HEAD_DEADLINE * 0.8 <= elapsed < HEAD_DEADLINE + 1.0
+
+
+@EACH_SERVER
+async def test_a_head_still_arriving_outlives_the_keep_alive_and_gets_its_408(server: str) -> None:
+    async with guarded(server, LIMITS) as where:  # (aiohttp closed it silently at its keep-alive)
+        received, elapsed = await exchange(where, b"GET /x HTTP/1.1\r\n", then=b"Host: h\r\n", pause=0.1)
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert HEAD_DEADLINE * 0.6 <= elapsed < HEAD_DEADLINE + 1.0
+
+
+@EACH_SERVER
+async def test_a_head_sent_slowly_but_within_the_deadline_is_served(server: str) -> None:
+    async with guarded(server, LIMITS) as where:
+        received, _ = await exchange(
+            where,
+            b"GET /x HTTP/1.1\r\n",
+            then=b"Host: h\r\nConnection: close\r\n\r\n",
+            pause=HEAD_DEADLINE / 2,
+        )
+    assert received.startswith(b"HTTP/1.1 200 ") and received.endswith(b"ok")
+
+
+@EACH_SERVER
+async def test_a_head_longer_than_the_limit_is_refused_at_once(server: str) -> None:
+    head = b"GET /x HTTP/1.1\r\nHost: h\r\n" + b"X-Filler: " + b"a" * 4000 + b"\r\n"
+    async with guarded(server, LIMITS) as where:
+        received, elapsed = await exchange(where, head * (MAX_HEAD_BYTES // len(head) + 2))
+    assert received.split(b" ", 2)[1] in (b"431", b"400")
+    assert elapsed < HEAD_DEADLINE
+
+
+@EACH_SERVER
 @pytest.mark.parametrize(
-    "body",
-    [
-        b"\r\n",
-        b"zz\r\n",
-        b"0x5\r\nhello\r\n",
-        b"-5\r\n",
-        b"+5\r\n",
-        b"5\nhello\r\n",
-        b"5\r\nhelloXY0\r\n\r\n",
-        b"0\r\nX-Checksum: abc\n\r\n",
-        b"1" + b"0" * 16 + b"\r\n",
-        b"5;" + b"e" * MAX_CHUNK_LINE + b"\r\n",
-    ],
-    ids=[
-        "empty-size",
-        "not-hex",
-        "0x-prefix",
-        "minus",
-        "plus",
-        "bare-lf",
-        "no-crlf-after-data",
-        "bare-lf-trailer",
-        "size-past-64-bits",
-        "line-too-long",
-    ],
+    "body", [b"Content-Length: 100\r\n\r\n{", b"Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n"]
 )
-def test_a_malformed_or_oversized_chunk_line_is_bad(body: bytes, one_byte_at_a_time: bool) -> None:
-    assert fed(body, one_byte_at_a_time=one_byte_at_a_time)[0] == "bad"
+async def test_a_body_that_stops_short_is_closed_at_the_body_deadline(server: str, body: bytes) -> None:
+    async with guarded(server, LIMITS) as where:
+        received, elapsed = await exchange(where, POST + body)
+    assert received == b""  # nothing can be answered: the request never arrived in full
+    assert BODY_DEADLINE * 0.8 <= elapsed < BODY_DEADLINE + 1.0
 
 
-def test_trailers_past_the_head_limit_are_bad() -> None:
-    trailer = b"X-Pad: " + b"p" * 1000 + b"\r\n"
-    state, _ = fed(b"0\r\n" + trailer * (MAX_HEAD_BYTES // len(trailer) + 1), one_byte_at_a_time=False)
-    assert state == "bad"
+@EACH_SERVER
+async def test_a_body_sent_slowly_but_within_the_deadline_is_served(server: str) -> None:
+    async with guarded(server, LIMITS) as where:
+        received, _ = await exchange(
+            where,
+            POST + b"Content-Length: 4\r\nConnection: close\r\n\r\nab",
+            then=b"cd",
+            pause=BODY_DEADLINE / 2,
+        )
+    assert received.startswith(b"HTTP/1.1 200 ") and received.endswith(b"\r\n4")
 
 
-def test_a_line_without_its_newline_is_bad_as_soon_as_it_is_too_long() -> None:
-    assert fed(b"5;" + b"e" * (MAX_CHUNK_LINE - 2), one_byte_at_a_time=False)[0] == "size"
-    assert fed(b"5;" + b"e" * MAX_CHUNK_LINE, one_byte_at_a_time=False)[0] == "bad"
+# ---- the cap -----------------------------------------------------------------------------------
 
 
-def test_a_chunked_request_then_the_next_one_on_a_kept_alive_connection() -> None:
-    tracker = RequestTracker()
-    tracker.feed(b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;x=y\r\nabc\r\n000\r\n")
-    assert (phase(tracker), tracker.serial) == ("body", 1)
-    tracker.feed(b"T: 1\r\n\r\nGET /b HTTP/1.1\r\n\r\n")
-    assert (phase(tracker), tracker.serial, tracker.malformed) == ("idle", 2, False)
+@EACH_SERVER
+async def test_at_the_cap_the_oldest_connection_without_a_head_is_shed_for_a_new_one(server: str) -> None:
+    async with guarded(server, LIMITS) as where:
+        held = [await asyncio.open_connection(where.host, where.port) for _ in range(CAP)]
+        held[-1][1].write(b"GET /x HT")  # half a head is no request either
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        received, _ = await exchange(where, b"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        served_in = time.monotonic() - started
+        async with asyncio.timeout(2):
+            shed = await held[0][0].read()
+        for _, writer in held:
+            writer.close()
+    assert received.startswith(b"HTTP/1.1 200 ") and served_in < 1.0
+    assert shed.startswith(b"HTTP/1.1 503 ") and shed.endswith(b'{"error":"too many connections"}')
+    assert where.guard.open == 0
 
 
-def test_a_malformed_chunked_body_marks_the_tracker_malformed() -> None:
-    tracker = RequestTracker()
-    tracker.feed(b"POST /a HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nnot-hex\r\n")
-    assert tracker.malformed
-
-
-def test_a_head_split_across_reads_is_complete_only_at_its_blank_line() -> None:
-    tracker = RequestTracker()
-    tracker.feed(b"GET /healthz HTTP/1.1\r\nHost: x\r")
-    assert (phase(tracker), tracker.serial) == ("head", 1)
-    tracker.feed(b"\n\r")
-    assert phase(tracker) == "head"
-    tracker.feed(b"\n")
-    assert phase(tracker) == "idle"
-
-
-def test_a_declared_body_is_complete_when_its_length_has_arrived() -> None:
-    tracker = RequestTracker()
-    tracker.feed(b"POST /write HTTP/1.1\r\nContent-Length: 10\r\n\r\n01234")
-    assert phase(tracker) == "body"
-    tracker.feed(b"5678")
-    assert phase(tracker) == "body"
-    tracker.feed(b"9")
-    assert phase(tracker) == "idle"
-
-
-def test_a_chunked_body_is_complete_at_its_last_chunk_even_when_split() -> None:
-    tracker = RequestTracker()
-    tracker.feed(b"POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r")
-    assert phase(tracker) == "body"
-    tracker.feed(b"\n\r\n")
-    assert phase(tracker) == "idle"
-
-
-def test_the_next_request_on_a_kept_alive_connection_starts_a_new_head() -> None:
-    tracker = RequestTracker()
-    tracker.feed(b"POST /a HTTP/1.1\r\nContent-Length: 2\r\n\r\n{}POST /b HT")
-    assert (phase(tracker), tracker.serial) == ("head", 2)
-    tracker.feed(b"TP/1.1\r\nContent-Length: 0\r\n\r\n")
-    assert (phase(tracker), tracker.serial) == ("idle", 2)
+@EACH_SERVER
+async def test_at_the_cap_with_every_connection_in_a_request_a_new_one_gets_a_clean_503(server: str) -> None:
+    async with guarded(server, LIMITS) as where:
+        held = [await asyncio.open_connection(where.host, where.port) for _ in range(CAP)]
+        for _, writer in held:
+            writer.write(POST + b"Content-Length: 10\r\n\r\nab")  # heads complete, bodies owed
+        await asyncio.sleep(0.05)
+        received, _ = await exchange(where, b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n")
+        for _, writer in held:
+            writer.close()
+        await asyncio.sleep(0.05)
+        after, _ = await exchange(where, b"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+    assert received.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in received
+    assert after.startswith(b"HTTP/1.1 200 ")

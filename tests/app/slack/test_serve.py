@@ -26,6 +26,7 @@ from tests.fakes.slack_api import (
     SlackDelivery,
     as_app_mention,
 )
+from tests.ops.raw_sockets import soft_open_file_limit
 
 ROOT = Path(__file__).resolve().parents[3]
 _OWN_ENV_PREFIXES = ("SLACK_", "SWITCHBOARD_", "ANTHROPIC_", "OPENAI_", "GITHUB_", "MEMORY_", "PORT")
@@ -189,6 +190,52 @@ async def test_serve_in_http_mode_answers_a_signed_mention_and_drains_it_on_sigt
     assert reply.text == "Deploys run nightly."
     assert slack_api.bot_replies("C1", late["ts"]) == []
     assert len(fake_anthropic.requests) == 1
+
+
+async def test_serve_under_a_soft_limit_of_256_open_files_holds_300_half_open_connections(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    """The HTTP endpoint raises its open-file limit at start-up, so a flood of half-open connections
+    under an ordinary soft limit neither exhausts it nor delays a signed event; a chunked body (Slack
+    never sends one, whatever its chunk sizes) gets a 411 at once instead of a wait on its body."""
+    slack_api.add_conversation("C1", "public")
+    fake_anthropic.default_reply = "Noted."
+    port = _free_port()
+    env = {**_bot_env(slack_api, fake_anthropic, tmp_path), "SLACK_SIGNING_SECRET": SIGNING_SECRET}
+    with soft_open_file_limit(256):  # inherited by the child; this process has its own back below
+        starting = serve(tmp_path, {**env, "PORT": str(port)}, "--host", "127.0.0.1")
+        bot = await starting.__aenter__()
+    try:
+        await bot.wait_for_port(port)
+        slack = SlackDelivery(f"http://127.0.0.1:{port}/slack/events")
+
+        async def timed_mention(text: str) -> float:
+            started = time.monotonic()
+            assert (await slack.event(as_app_mention(slack_api.post_as_user("C1", "U1", text)))).status == 200
+            return time.monotonic() - started
+
+        baseline = await timed_mention(f"<@{BOT_USER_ID}> first")
+        idle = [await asyncio.open_connection("127.0.0.1", port) for _ in range(300)]
+        try:
+            for _, writer in idle:
+                writer.write(b"POST /slack/ev")
+            await asyncio.sleep(0.2)
+            delayed = await timed_mention(f"<@{BOT_USER_ID}> second")
+            chunked = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nTransfer-Encoding: chunked\r\n\r\n"
+            statuses = []
+            for chunks in (b"ffffffffffffffff\r\nab", b"5\r\nhello\r\n"):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port)
+                writer.write(chunked + chunks)
+                async with asyncio.timeout(2):
+                    statuses.append((await reader.readline()).split(b" ")[1])
+                writer.close()
+        finally:
+            for _, writer in idle:
+                writer.close()
+    finally:
+        await starting.__aexit__(None, None, None)
+    assert delayed - baseline < 1.0
+    assert statuses == [b"411", b"411"]
 
 
 async def test_serve_in_socket_mode_answers_over_the_websocket_once_despite_a_redelivery(

@@ -12,6 +12,7 @@ from contextlib import asynccontextmanager
 from urllib.parse import urlsplit
 
 import aiohttp
+import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from ops.http_guard import GuardLimits
@@ -27,9 +28,11 @@ LIMITS = GuardLimits(header_timeout=HEAD_DEADLINE, body_timeout=BODY_DEADLINE, m
 
 
 @asynccontextmanager
-async def guarded_bot(slack_api: FakeSlackApi, metrics: Metrics | None = None) -> AsyncIterator[RunningBot]:
+async def guarded_bot(
+    slack_api: FakeSlackApi, metrics: Metrics | None = None, limits: GuardLimits = LIMITS
+) -> AsyncIterator[RunningBot]:
     slack_api.add_conversation("C1", "public")
-    http = {"limits": LIMITS, "metrics": metrics or Metrics(), "metrics_token": METRICS_TOKEN}
+    http = {"limits": limits, "metrics": metrics or Metrics(), "metrics_token": METRICS_TOKEN}
     async with running_bot(slack_api, RecordingDispatcher(), http=http) as bot:
         yield bot
 
@@ -74,6 +77,19 @@ async def test_a_half_sent_request_gets_a_408_at_the_head_deadline_and_a_signed_
     assert HEAD_DEADLINE * 0.8 <= elapsed < HEAD_DEADLINE + 1.0
 
 
+async def test_a_head_still_arriving_gets_its_408_though_the_keep_alive_is_shorter(
+    slack_api: FakeSlackApi,
+) -> None:
+    # As the defaults are (a 5 s keep-alive, a 10 s head deadline), shortened: aiohttp's keep-alive
+    # closed such a connection silently before the head deadline came.
+    limits = GuardLimits(header_timeout=HEAD_DEADLINE * 2, keep_alive=HEAD_DEADLINE)
+    async with guarded_bot(slack_api, limits=limits) as bot:
+        received, elapsed, writer = await until_closed(bot, b"POST /slack/events HTTP/1.1\r\nHost: bot\r\n")
+        writer.close()
+    assert received.startswith(b"HTTP/1.1 408 ")
+    assert HEAD_DEADLINE * 1.6 <= elapsed < HEAD_DEADLINE * 2 + 1.0
+
+
 async def test_a_body_that_stops_short_is_closed_at_the_body_deadline(slack_api: FakeSlackApi) -> None:
     head = b'POST /slack/events HTTP/1.1\r\nHost: bot\r\nContent-Length: 500\r\n\r\n{"type"'
     async with guarded_bot(slack_api) as bot:
@@ -83,39 +99,58 @@ async def test_a_body_that_stops_short_is_closed_at_the_body_deadline(slack_api:
     assert BODY_DEADLINE * 0.8 <= elapsed < BODY_DEADLINE + 1.0
 
 
-async def test_a_fake_last_chunk_inside_chunk_data_does_not_stop_the_body_deadline(
-    slack_api: FakeSlackApi,
+CHUNKED_HEAD = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+
+@pytest.mark.parametrize(
+    "chunks",
+    [b"ffffffffffffffff\r\nab", b"5\r\nhello\r\n", b"20\r\nab\r\n0\r\n\r\n"],
+    ids=["largest-chunk-size", "unterminated", "fake-last-chunk-inside-data"],
+)
+async def test_a_chunked_body_gets_a_411_at_once_without_being_waited_for(
+    slack_api: FakeSlackApi, chunks: bytes
 ) -> None:
-    # A 32-byte chunk whose first 9 bytes look like the end of the body, then nothing (no signature
-    # either: the endpoint reads the body before it checks one).
-    head = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nTransfer-Encoding: chunked\r\n\r\n"
-    async with guarded_bot(slack_api) as bot:
-        received, elapsed, writer = await until_closed(bot, head + b"20\r\nab\r\n0\r\n\r\n")
+    async with guarded_bot(slack_api) as bot:  # Slack always sends a Content-Length
+        reader, writer = await asyncio.open_connection(*address(bot))
+        writer.write(CHUNKED_HEAD + chunks)
+        started = time.monotonic()
+        async with asyncio.timeout(BODY_DEADLINE * 3):
+            status_line = await reader.readline()
+        elapsed = time.monotonic() - started
         writer.close()
-    assert received == b""
-    assert BODY_DEADLINE * 0.8 <= elapsed < BODY_DEADLINE + 1.0
-
-
-async def test_a_malformed_chunk_size_line_closes_the_connection_at_once(slack_api: FakeSlackApi) -> None:
-    head = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nTransfer-Encoding: chunked\r\n\r\n"
-    async with guarded_bot(slack_api) as bot:
-        received, elapsed, writer = await until_closed(bot, head + b"2\r\n{}\r\n0x10\r\n")
-        writer.close()
-    assert received == b""
+    assert status_line.startswith(b"HTTP/1.1 411 ")
     assert elapsed < BODY_DEADLINE / 2
 
 
-async def test_connections_past_the_cap_get_a_clean_503(slack_api: FakeSlackApi) -> None:
+async def test_a_malformed_chunk_size_line_gets_a_400_at_once(slack_api: FakeSlackApi) -> None:
+    async with guarded_bot(slack_api) as bot:
+        received, elapsed, writer = await until_closed(bot, CHUNKED_HEAD + b"2\r\n{}\r\n0x10\r\n")
+        writer.close()
+    assert received.split(b"\r\n", 1)[0].endswith(b" 400 Bad Request")
+    assert elapsed < BODY_DEADLINE / 2
+
+
+async def test_at_the_cap_an_idle_connection_is_shed_and_one_in_a_request_is_not(
+    slack_api: FakeSlackApi,
+) -> None:
     async with guarded_bot(slack_api) as bot:
         held = [await asyncio.open_connection(*address(bot)) for _ in range(CAP)]
         await asyncio.sleep(0.05)
+        assert await timed_mention(bot, slack_api) < 1.0  # the oldest idle connection made room
+        async with asyncio.timeout(2):
+            shed = await held[0][0].read()
+        busy = [await asyncio.open_connection(*address(bot)) for _ in range(CAP)]
+        for _, writer in busy:
+            writer.write(b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nContent-Length: 50\r\n\r\n{")
+        await asyncio.sleep(0.05)
         received, _, writer = await until_closed(bot, b"")
         writer.close()
-        for _, held_writer in held:
+        for _, held_writer in held + busy:
             held_writer.close()
         await asyncio.sleep(0.05)
         assert await timed_mention(bot, slack_api) < 1.0
         await bot.settle()
+    assert shed.startswith(b"HTTP/1.1 503 ")
     assert received.startswith(b"HTTP/1.1 503 ")
 
 

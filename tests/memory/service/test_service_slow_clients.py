@@ -1,9 +1,10 @@
 """The memory service as a real process under slow clients and connection floods (raw sockets).
 
 A half-sent request head is answered 408 and closed at the head deadline, a body that stops short is
-closed at the body deadline, connections past the cap get a clean 503, and none of it delays an
+closed at the body deadline, at the cap the oldest connection without a request head makes room (and
+only when every connection is in a request does a new one get a clean 503), and none of it delays an
 authenticated request. The deadlines are shortened by flags here; their defaults are tested as values
-(10 s / 30 s) and once for real with 300 idle connections.
+(10 s / 30 s) and once for real with 300 half-open connections under a soft limit of 256 open files.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import socket
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack
 from pathlib import Path
 
 import httpx
@@ -18,7 +20,7 @@ import pytest
 
 from memory.service.main import parse_args
 from tests.memory.service_support import AUTH, RunningService, memory_service_process
-from tests.ops.raw_sockets import half_open, read_responses, read_until_closed
+from tests.ops.raw_sockets import half_open, read_responses, read_until_closed, soft_open_file_limit
 
 HEAD_DEADLINE = 0.5
 BODY_DEADLINE = 1.0
@@ -38,7 +40,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningService]:
 def timed_retrieve(service: RunningService) -> float:
     started = time.monotonic()
     reply = httpx.post(f"{service.base_url}/retrieve", json=RETRIEVE, headers=AUTH, timeout=5)
-    assert reply.status_code == 200
+    assert reply.status_code == 200, reply.text
     return time.monotonic() - started
 
 
@@ -93,6 +95,24 @@ def test_a_kept_alive_connection_after_a_chunked_body_outlives_the_body_deadline
     assert received.startswith(b"HTTP/1.1 200 ")
 
 
+@pytest.mark.parametrize(
+    ("chunks", "status"),
+    [(b"ffffffffffffffff\r\nab", b"411"), (b"5\r\nhello\r\n", b"411"), (b"zz\r\n", b"400")],
+    ids=["largest-chunk-size", "unterminated", "malformed-chunk-size"],
+)
+def test_a_chunked_body_is_answered_at_once_and_a_malformed_one_with_a_400(
+    quick: RunningService, chunks: bytes, status: bytes
+) -> None:
+    head = (
+        "POST /write HTTP/1.1\r\nHost: memory\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ).format(token=AUTH["Authorization"].split()[1])
+    with half_open(quick.host, quick.port, head.encode() + chunks) as sock:
+        sock.settimeout(BODY_DEADLINE / 2)  # well before any deadline could have answered it
+        status_line = sock.makefile("rb").readline()
+    assert status_line.split(b" ")[1] == status
+
+
 def test_a_head_sent_slowly_but_within_the_deadline_is_served(quick: RunningService) -> None:
     with half_open(quick.host, quick.port, b"GET /healthz HTTP/1.1\r\n") as sock:
         time.sleep(HEAD_DEADLINE / 3)
@@ -106,25 +126,48 @@ def test_a_half_sent_request_does_not_delay_an_authenticated_retrieve(quick: Run
         assert timed_retrieve(quick) < 1.0
 
 
-def test_connections_past_the_cap_get_a_clean_503_and_the_service_recovers(quick: RunningService) -> None:
+def test_at_the_cap_the_oldest_connection_without_a_head_is_shed_for_an_authenticated_retrieve(
+    quick: RunningService,
+) -> None:
     held = [socket.create_connection((quick.host, quick.port), timeout=5) for _ in range(CAP)]
     try:
         time.sleep(0.1)  # let the service accept all of them
-        with socket.create_connection((quick.host, quick.port), timeout=5) as extra:
-            received, _ = read_until_closed(extra, within=5)
-        assert received.startswith(b"HTTP/1.1 503 ")
-        assert received.endswith(b'{"error":"too many connections"}')
+        assert timed_retrieve(quick) < 1.0
+        shed, _ = read_until_closed(held[0], within=5)
     finally:
         for sock in held:
             sock.close()
+    assert shed.startswith(b"HTTP/1.1 503 ")
+    assert shed.endswith(b'{"error":"too many connections"}')
+
+
+def test_at_the_cap_with_every_connection_in_a_request_a_new_one_gets_a_clean_503(
+    quick: RunningService,
+) -> None:
+    head = (
+        "POST /write HTTP/1.1\r\nHost: memory\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 100\r\n\r\n{{"
+    ).format(token=AUTH["Authorization"].split()[1])
+    held = [half_open(quick.host, quick.port, head.encode()) for _ in range(CAP)]
+    try:
+        time.sleep(0.1)
+        with socket.create_connection((quick.host, quick.port), timeout=5) as extra:
+            received, _ = read_until_closed(extra, within=5)
+    finally:
+        for sock in held:
+            sock.close()
+    assert received.startswith(b"HTTP/1.1 503 ")
+    assert received.endswith(b'{"error":"too many connections"}')
     time.sleep(0.1)
     assert timed_retrieve(quick) < 1.0
 
 
-def test_300_idle_half_open_connections_delay_an_authenticated_retrieve_by_under_a_second(
+def test_300_half_open_connections_under_a_soft_limit_of_256_open_files_delay_a_retrieve_by_under_a_second(
     tmp_path: Path,
 ) -> None:
-    with memory_service_process(tmp_path) as service:  # the default deadlines and cap
+    with ExitStack() as stack:
+        with soft_open_file_limit(256):  # the service raises it to the hard limit at start-up
+            service = stack.enter_context(memory_service_process(tmp_path))  # the default deadlines and cap
         baseline = timed_retrieve(service)
         idle = [half_open(service.host, service.port) for _ in range(300)]
         try:
