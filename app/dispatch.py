@@ -27,7 +27,7 @@ from app.agent.providers.registry import ProviderRegistry
 from app.agent.runner import RunEvent, RunResult, run_agent
 from app.agent.tools import ToolContext
 from app.audience import reader_for
-from app.incoming import IncomingMessage
+from app.incoming import IncomingMessage, message_time
 from app.run_memory import audit_read, read_for_run, run_scopes
 from app.surface import Surface
 from commands.registry import Caller
@@ -97,6 +97,8 @@ class CompletedRun:
     memory_records: int = 0
     # The (origin, conversation) labels of the memory block's records: what the run was shown.
     memory_labels: tuple[tuple[Origin, str | None], ...] = ()
+    # When the conversation it answered happened (epoch seconds): the message's time, else the run's.
+    observed_at: float | None = None
 
 
 PostRunStep = Callable[[CompletedRun], object]
@@ -141,10 +143,16 @@ class _Run:
     model_ref: str
     provider: Provider
     model: str
+    at: float  # the run's time (the dispatcher's clock when it was planned)
 
     @property
     def agent(self) -> Agent:
         return self.selection.agent
+
+
+def _observed_at(message: IncomingMessage, at: float) -> float:
+    sent = message_time(message)
+    return at if sent is None else sent
 
 
 def fold_memory_block(block: str | None, instructions: str) -> str:
@@ -291,7 +299,7 @@ class Dispatcher:
             provider, model = self._providers.resolve(agent.model_ref)
         except (ValueError, LookupError, ProviderError) as error:
             return await _fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
-        return _Run(message, selection, run_id, agent.model_ref, provider, model)
+        return _Run(message, selection, run_id, agent.model_ref, provider, model, self._clock())
 
     async def _run(self, run: _Run, surface: Surface) -> DispatchOutcome:
         """The repo and the memory read start together; the agent runs once both are in."""
@@ -299,7 +307,9 @@ class Dispatcher:
         repo_task = asyncio.create_task(self._run_repo(run.message, agent))
         memory_task = (
             asyncio.create_task(
-                read_for_run(self.memory_store, self._settings, run.message, run.selection.text, repo_task)
+                read_for_run(
+                    self.memory_store, self._settings, run.message, run.selection.text, repo_task, run.at
+                )
             )
             if self._memory_enabled
             else None
@@ -377,6 +387,7 @@ class Dispatcher:
             events=result.events,
             memory_records=len(read.records) if read is not None else 0,
             memory_labels=tuple((r.origin, r.origin_conversation) for r in read.records) if read else (),
+            observed_at=_observed_at(message, run.at),
         )
         has_block = read is not None and read.block is not None
         _log_run(completed, result, time.monotonic() - started, has_block)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -37,3 +38,21 @@ class IncomingMessage:
     # The messages this run reads (`slack:C0123:1700000000.000100`): its reflection's sources, so an
     # edit or a deletion of one of them reaches the records distilled from it.
     source_messages: tuple[str, ...] = field(default=())
+    # When the message was sent (epoch seconds), where the surface knows it better than its source keys.
+    sent_at: float | None = None
+
+
+# A source key's message timestamp: Slack's `ts` is the epoch seconds the message was posted at.
+_SOURCE_TS = re.compile(r":(?P<ts>[0-9]{9,12}\.[0-9]{1,6})$")
+
+
+def message_time(message: IncomingMessage) -> float | None:
+    """When the message was sent: `sent_at`, else the `ts` of the run's latest source message (the one
+    being answered comes last), else None (a surface with neither, like the terminal: the run's time)."""
+    if message.sent_at is not None:
+        return message.sent_at
+    if message.source_messages:
+        match = _SOURCE_TS.search(message.source_messages[-1])
+        if match is not None:
+            return float(match.group("ts"))
+    return None

@@ -135,6 +135,7 @@ class ReflectionHook:
             reader=reader_for(message),
             source_messages=message.source_messages,
             shown_labels=completed.memory_labels,
+            observed_at=completed.observed_at,
         )
         task = schedule_reflection(
             self.tracker,

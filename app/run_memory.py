@@ -20,9 +20,15 @@ log = structlog.get_logger("dispatch")
 
 
 async def read_for_run(
-    store: MemoryStore, settings: Settings, message: IncomingMessage, query: str, repo: Awaitable[str | None]
+    store: MemoryStore,
+    settings: Settings,
+    message: IncomingMessage,
+    query: str,
+    repo: Awaitable[str | None],
+    at: float,
 ) -> MemoryRead | None:
-    """The run's memory block; a read that fails leaves the run without one."""
+    """The run's memory block, dated against the run's time `at`; a read that fails leaves the run
+    without one."""
     organization = settings.organization
     assert organization is not None
     with span("memory.read") as read_span:
@@ -37,6 +43,7 @@ async def read_for_run(
                 repo=repo,
                 limit=settings.memory.limit,
                 max_tokens=settings.memory.max_tokens,
+                clock=lambda: at,
             )
         except Exception as error:
             log.warning("memory.read_failed", error=type(error).__name__)

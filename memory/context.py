@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import structlog
 
-from memory.ranking.fusion import merge_score
+from memory.ranking.fusion import merge_score, time_window
 from memory.rules.scope import (
     RequestScopes,
     derive_scope_key,
@@ -90,8 +90,9 @@ async def read_memory(
     if not pool:
         return MemoryRead(block=None, scopes=scopes)
     now = clock()
-    ranked = sorted(pool, key=lambda item: -merge_score(item, now))  # stable: org first on ties
-    block = budget_memory_block([item.record for item in ranked], order, limit, max_tokens)
+    window = time_window(query, now)  # the run's time: the same window the stores ranked with
+    ranked = sorted(pool, key=lambda item: -merge_score(item, now, window))  # stable: org first on ties
+    block = budget_memory_block([item.record for item in ranked], order, limit, max_tokens, today=now)
     return MemoryRead(block=block.text, scopes=scopes, records=block.records)
 
 

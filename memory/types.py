@@ -60,6 +60,9 @@ class MemoryRecord:
     status: RecordStatus = "active"
     origin: Origin = "unknown"
     origin_conversation: str | None = None
+    # When the conversation it was learned from happened (epoch seconds, like `created_at`): every
+    # store fills it (the candidate's, else the write's time; older rows took their `created_at`).
+    observed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +78,9 @@ class MemoryCandidate:
     supersedes: str | None = None
     origin: Origin = "unknown"
     origin_conversation: str | None = None
+    # When the source conversation happened (the Slack message's ts, the terminal turn's time), in
+    # epoch seconds; None: the store takes the write's time.
+    observed_at: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

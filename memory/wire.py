@@ -77,6 +77,8 @@ def record_to_wire(record: MemoryRecord) -> JsonObject:
         out["confidence"] = record.confidence
     if record.supersedes is not None:
         out["supersedes"] = record.supersedes
+    if record.observed_at is not None:
+        out["observedAt"] = record.observed_at
     return out
 
 
@@ -108,6 +110,7 @@ def record_from_wire(value: object) -> MemoryRecord:
         status=cast(RecordStatus, status),
         origin=_origin(obj.get("origin"), "record.origin"),
         origin_conversation=_optional_str(obj.get("originConversation"), "record.originConversation"),
+        observed_at=_optional_number(obj.get("observedAt"), "record.observedAt"),
     )
 
 
@@ -144,6 +147,8 @@ def candidate_to_wire(candidate: MemoryCandidate) -> JsonObject:
         out["confidence"] = candidate.confidence
     if candidate.supersedes is not None:
         out["supersedes"] = candidate.supersedes
+    if candidate.observed_at is not None:
+        out["observedAt"] = candidate.observed_at
     return out
 
 
@@ -169,6 +174,9 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
     confidence = obj.get("confidence")
     if confidence is not None and (not _is_number(confidence) or not 0.0 <= confidence <= 1.0):
         raise WireError(f"{at}.confidence must be a number in [0, 1]")
+    observed = obj.get("observedAt")
+    if observed is not None and (not _is_number(observed) or observed < 0):
+        raise WireError(f"{at}.observedAt must be a finite number of epoch seconds ≥ 0")
     return MemoryCandidate(
         kind=cast(RecordKind, kind),
         text=text,
@@ -179,6 +187,7 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
         supersedes=_ref(obj.get("supersedes"), f"{at}.supersedes"),
         origin=_origin(obj.get("origin"), f"{at}.origin"),
         origin_conversation=_ref(obj.get("originConversation"), f"{at}.originConversation"),
+        observed_at=float(observed) if observed is not None else None,
     )
 
 

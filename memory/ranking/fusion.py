@@ -20,6 +20,11 @@ Two rankings:
   and the lexical score becomes (1 − β)·lexical + β·(the feedback query's weighted match). The gate
   still reads the query's own lexical match: feedback reorders admitted records, never admits one.
 
+A time phrase in the query ("last week", "since 2026-10-01": `memory.rules.when`) adds to the score of
+each admitted record by how close the time its conversation happened is to the phrase's window, in
+every ranking but `spec`'s; it reorders, never admits. A query without one is scored exactly as
+before: the same arithmetic, the same order.
+
 No I/O: stores hand in the candidates, the scope's term statistics and the cosines they computed.
 """
 
@@ -40,11 +45,13 @@ from memory.rules.scorer import (
     RECENCY_WEIGHT,
     keyword_match,
     last_seen,
+    observed_time,
     query_tokens,
     recency_score,
     weighted_score,
 )
 from memory.rules.visibility import shown_to_anyone
+from memory.rules.when import TimeWindow, time_window
 from memory.types import MemoryRecord, Ranked
 
 __all__ = [
@@ -65,6 +72,8 @@ __all__ = [
     "score_arrays",
     "score_with_feedback",
     "stats_stems",
+    "time_closeness",
+    "time_window",
 ]
 
 Floats = npt.NDArray[np.float64]
@@ -83,6 +92,10 @@ DEFAULT_SEMANTIC_THRESHOLD = 0.7
 # Below this squared length (float32 products leave ~1e-7 of noise) a centered vector is the centroid
 # itself: no closer to the query than the scope's average record is.
 _CENTERED_EPSILON = 1e-6
+# What a record observed inside the query's time window adds to its score (as much as recency can), and
+# how fast that falls off outside: over the window's own width, at least a day and at most a week.
+TIME_WEIGHT = 0.3
+_TIME_SCALE_SECONDS = (86_400.0, 7 * 86_400.0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -213,6 +226,23 @@ def closeness(
     return products, centered_cosines(products, Centering.of(centroid, offsets, norms), query)
 
 
+def time_closeness(observed: Floats, window: TimeWindow) -> Floats:
+    """Per record, how close the time it was observed is to the window: 1 inside it, else
+    exp(−distance / the window's width, clamped to a day … a week)."""
+    scale = min(max(window.end - window.start, _TIME_SCALE_SECONDS[0]), _TIME_SCALE_SECONDS[1])
+    distance = np.maximum(window.start - observed, 0.0) + np.maximum(observed - window.end, 0.0)
+    closeness: Floats = np.exp(-distance / scale)
+    return closeness
+
+
+@dataclass(frozen=True, slots=True)
+class Timed:
+    """A query's time window and, per record, when it was observed: what the time bias reads."""
+
+    window: TimeWindow
+    observed: Floats
+
+
 def score_arrays(
     lexical: Floats,
     matched: Flags,
@@ -222,6 +252,7 @@ def score_arrays(
     ranking: Ranking,
     centered: Floats | None = None,
     gate: Floats | None = None,
+    timed: Timed | None = None,
 ) -> Scored:
     """The v2 formula over many records at once — the one place it is written.
 
@@ -229,7 +260,8 @@ def score_arrays(
     the query, `cosine` its vector's cosine with the query's (NaN: no vector; None: no embedder), which
     the gate reads, `centered` the same cosine once the scope's centroid is taken from both (None: the
     plain cosine), which the fusion reads, `seen` its last use (else creation), `gate` the query's own
-    lexical match when `lexical` holds feedback too (None: `lexical` is it). `rank` scores its
+    lexical match when `lexical` holds feedback too (None: `lexical` is it), `timed` the query's time
+    window with each record's observation time (None: the query names no time). `rank` scores its
     candidates with it and the SQLite store's scope index (memory/scope_index.py) scores a whole scope
     with it, so both order records identically.
     """
@@ -247,7 +279,10 @@ def score_arrays(
         close = has_vector & (np.where(has_vector, cosine, -np.inf) >= ranking.semantic_threshold)
         admitted = shares | close
     recency = np.exp(-np.maximum(0.0, now - seen) / RECENCY_TAU_SECONDS)
-    return Scored(relevance, KEYWORD_WEIGHT * relevance + RECENCY_WEIGHT * recency, admitted)
+    score = KEYWORD_WEIGHT * relevance + RECENCY_WEIGHT * recency
+    if timed is not None:
+        score = score + TIME_WEIGHT * time_closeness(timed.observed, timed.window)
+    return Scored(relevance, score, admitted)
 
 
 def stats_stems(ranking: Ranking, query: str, records: Iterable[MemoryRecord]) -> list[str]:
@@ -302,6 +337,7 @@ def score_with_feedback(
     match: Callable[[Mapping[str, float]], Floats],
     eligible: Flags | None = None,
     ties: npt.NDArray[np.int64] | None = None,
+    timed: Timed | None = None,
 ) -> Scored:
     """`score_arrays`, then (with `ranking.feedback` on) its second pass: the first pass's best
     `eligible` admitted records (ties: lower `ties` key first, else lower index) give the feedback
@@ -313,7 +349,7 @@ def score_with_feedback(
     before the read rule filters, and a record some reader may not see must not shape, through its
     words, the order in which that reader gets the others.
     """
-    first = score_arrays(lexical, matched, cosine, seen, now, ranking, centered)
+    first = score_arrays(lexical, matched, cosine, seen, now, ranking, centered, timed=timed)
     feedback = ranking.feedback
     if not feedback.enabled:
         return first
@@ -331,7 +367,7 @@ def score_with_feedback(
         return first
     beta = feedback.weight
     blended = (1.0 - beta) * lexical + beta * match(weights)
-    return score_arrays(blended, matched, cosine, seen, now, ranking, centered, gate=lexical)
+    return score_arrays(blended, matched, cosine, seen, now, ranking, centered, gate=lexical, timed=timed)
 
 
 def rank(
@@ -372,6 +408,10 @@ def rank(
         if centered is not None:
             closer = np.array([centered.get(record.id, np.nan) for record in active], dtype=np.float64)
     seen = np.array([last_seen(record) for record in active], dtype=np.float64)
+    window = time_window(query, now)
+    timed = None
+    if window is not None:
+        timed = Timed(window, np.array([observed_time(record) for record in active], dtype=np.float64))
     matched = np.ones(len(active), dtype=np.bool_)
     voters = np.array([shown_to_anyone(record) for record in active], dtype=np.bool_)
     held = [record_stems(record) for record in active]
@@ -392,6 +432,7 @@ def rank(
         stems_at=held.__getitem__,
         match=match,
         eligible=voters,
+        timed=timed,
     )
     chosen = np.flatnonzero(scored.admitted)
     # Best score first, ties in input order (a stable sort of the negated scores).
@@ -399,7 +440,12 @@ def rank(
     return [Ranked(active[i], float(scored.relevance[i])) for i in order.tolist()]
 
 
-def merge_score(ranked: Ranked, now: float) -> float:
+def merge_score(ranked: Ranked, now: float, window: TimeWindow | None = None) -> float:
     """The cross-scope order: each record's relevance with its recency as the pool sees it (each
-    store ranked only its own scopes)."""
-    return weighted_score(ranked.relevance, recency_score(ranked.record, now))
+    store ranked only its own scopes), and with the query's time `window` the same time bias the
+    stores ranked with."""
+    score = weighted_score(ranked.relevance, recency_score(ranked.record, now))
+    if window is None:
+        return score
+    observed = np.array([observed_time(ranked.record)], dtype=np.float64)
+    return score + TIME_WEIGHT * float(time_closeness(observed, window)[0])

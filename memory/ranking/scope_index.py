@@ -22,10 +22,18 @@ import numpy as np
 import numpy.typing as npt
 
 from memory.ranking.embedder import Matrix
-from memory.ranking.fusion import Centering, Ranking, centered_cosines, row_products, score_with_feedback
+from memory.ranking.fusion import (
+    Centering,
+    Ranking,
+    Timed,
+    centered_cosines,
+    row_products,
+    score_with_feedback,
+)
 from memory.ranking.lexical import TermStats, idf_weights
-from memory.rules.scorer import last_seen
+from memory.rules.scorer import last_seen, observed_time
 from memory.rules.visibility import shown_to_anyone
+from memory.rules.when import TimeWindow
 from memory.types import MemoryRecord
 
 _FIRST_CAPACITY = 64
@@ -57,6 +65,7 @@ class ScopeIndex:
         self._live = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)
         self._created = np.zeros(_FIRST_CAPACITY, dtype=np.float64)
         self._seen = np.zeros(_FIRST_CAPACITY, dtype=np.float64)
+        self._observed = np.zeros(_FIRST_CAPACITY, dtype=np.float64)
         self._has_vector = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)
         self._open = np.zeros(_FIRST_CAPACITY, dtype=np.bool_)  # shown to anyone (`shown_to_anyone`)
         self._matrix: npt.NDArray[np.float32] | None = None
@@ -103,6 +112,7 @@ class ScopeIndex:
         self._live[slot] = True
         self._created[slot] = record.created_at
         self._seen[slot] = last_seen(record)
+        self._observed[slot] = observed_time(record)
         self._has_vector[slot] = self._put_vector(slot, vector)
         self._open[slot] = shown_to_anyone(record)
         self._records.append(record)
@@ -155,11 +165,12 @@ class ScopeIndex:
         ranking: Ranking,
         count: int,
         created_after: float | None = None,
+        window: TimeWindow | None = None,
     ) -> list[Candidate]:
         """The `count` best records by the v2 score over the whole scope, best first (ties: lower seq
         first, as `rank` breaks them over seq-ordered candidates). A record must share one of `terms`
         (the prefilter's stems) with the query or be close enough in meaning; one created before
-        `created_after` (expired) is never chosen."""
+        `created_after` (expired) is never chosen; `window` is the query's time phrase, if any."""
         size = self._size
         if size == 0 or count <= 0 or not stems:
             return []
@@ -208,6 +219,7 @@ class ScopeIndex:
             match=functools.partial(self._match, size),
             eligible=eligible & self._open[:size],  # feedback voters: records anyone may see
             ties=self._seqs[:size],
+            timed=None if window is None else Timed(window, self._observed[:size]),
         )
         admitted = scored.admitted & eligible
         chosen = np.flatnonzero(admitted)
@@ -286,6 +298,7 @@ class ScopeIndex:
         self._live = _resized(self._live, capacity)
         self._created = _resized(self._created, capacity)
         self._seen = _resized(self._seen, capacity)
+        self._observed = _resized(self._observed, capacity)
         self._norms = _resized(self._norms, capacity)
         self._has_vector = _resized(self._has_vector, capacity)
         self._open = _resized(self._open, capacity)

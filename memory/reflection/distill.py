@@ -90,6 +90,7 @@ async def _reflect(
         (record.id for record in shown),
         source_thread_key=run.thread_key,
         source_run_id=run.run_id,
+        observed_at=run.observed_at,
     )
     if parsed.error is not None:
         log.warning(

@@ -60,8 +60,10 @@ def parse_reflection(
     *,
     source_thread_key: str,
     source_run_id: str | None = None,
+    observed_at: float | None = None,
 ) -> ParsedReflection:
-    """Strict on the envelope, lenient inside; never raises on model output.
+    """Strict on the envelope, lenient inside; never raises on model output. Every candidate is dated
+    `observed_at` (when the conversation happened; None: the store's write time).
 
     A malformed envelope writes nothing (the reply is not what was asked for); a bad fact inside a
     good one costs only that fact, named in `dropped`.
@@ -89,7 +91,7 @@ def parse_reflection(
             audience = _audience(raw.get("audience"))
             if _NARROWNESS[audience] < _NARROWNESS[narrowest]:
                 narrowest = audience
-        fact, reason = _parse_fact(raw, shown, source_thread_key, source_run_id)
+        fact, reason = _parse_fact(raw, shown, source_thread_key, source_run_id, observed_at)
         if fact is None:
             dropped.append(reason)
         elif len(facts) >= MAX_REFLECTION_FACTS:
@@ -107,6 +109,7 @@ def parse_reflection(
                 text=summary_text,
                 source_thread_key=source_thread_key,
                 source_run_id=source_run_id,
+                observed_at=observed_at,
             )
             summary = ReflectionFact(candidate=candidate, audience=narrowest)
         elif summary_text:
@@ -119,6 +122,7 @@ def _parse_fact(
     shown: frozenset[str],
     source_thread_key: str,
     source_run_id: str | None,
+    observed_at: float | None,
 ) -> tuple[ReflectionFact | None, str]:
     if not isinstance(raw, dict):
         return None, "not_object"
@@ -145,6 +149,7 @@ def _parse_fact(
         source_run_id=source_run_id,
         confidence=float(confidence),
         supersedes=supersedes if isinstance(supersedes, str) and supersedes in shown else None,
+        observed_at=observed_at,
     )
     return ReflectionFact(candidate=candidate, audience=_audience(raw.get("audience"))), ""
 

@@ -31,3 +31,6 @@ class ReflectionRun:
     # The origin labels of the memory block the run's answer was written from: what it learns is no
     # wider than what it was shown (with the extractor's records).
     shown_labels: tuple[tuple[Origin, str | None], ...] = ()
+    # When the conversation happened (epoch seconds: the message's time, else the run's): every
+    # record it learns is dated so. None: the store takes the write's time.
+    observed_at: float | None = None

@@ -5,6 +5,7 @@ Pure: stores feed it the rows it needs and persist what it decides (invariant 2)
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -49,6 +50,7 @@ ERASE_KEEPS: frozenset[str] = frozenset(
         "source_thread_key",
         "source_run_id",
         "created_at",
+        "observed_at",
         "last_used_at",
         "use_count",
         "confidence",
@@ -157,6 +159,11 @@ def validate_candidate(index: int, candidate: MemoryCandidate) -> None:
         or not 0.0 <= confidence <= 1.0
     ):
         raise ValueError(f"{at}.confidence must be a number in [0, 1]")
+    observed = candidate.observed_at
+    if observed is not None and (
+        isinstance(observed, bool) or not isinstance(observed, int | float) or not 0.0 <= observed < math.inf
+    ):
+        raise ValueError(f"{at}.observed_at must be a finite number of epoch seconds ≥ 0")
 
 
 _OPTIONAL_REFS = frozenset({"source_run_id", "supersedes", "origin_conversation"})
@@ -261,6 +268,7 @@ def mint_record(
         status="active",
         origin=candidate.origin,
         origin_conversation=candidate.origin_conversation,
+        observed_at=now if candidate.observed_at is None else float(candidate.observed_at),
     )
 
 

@@ -10,6 +10,7 @@ import math
 import re
 from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 from memory.rules.redact import redact_secrets
 from memory.types import MemoryRecord
@@ -164,6 +165,18 @@ def last_seen(record: MemoryRecord) -> float:
     return record.last_used_at if record.last_used_at is not None else record.created_at
 
 
+def observed_time(record: MemoryRecord) -> float:
+    """When the record's source conversation happened: its `observed_at`, else its creation (a record
+    is never observed after it was written)."""
+    return record.observed_at if record.observed_at is not None else record.created_at
+
+
+def day_of(epoch: float) -> str:
+    """A time as the block shows it: its UTC calendar date, `2026-11-24` (compact, unambiguous, and
+    what the model reasons about "last week" from)."""
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%d")
+
+
 def recency_score(record: MemoryRecord, now: float) -> float:
     """exp(-age/τ) over last use, else creation: 1 when fresh, 1/e after a week."""
     age = max(0.0, now - last_seen(record))
@@ -205,18 +218,31 @@ def sanitize_memory_field(text: str) -> str:
 
 def render_bullet(record: MemoryRecord) -> str:
     text = sanitize_memory_field(record.text)
-    source = sanitize_memory_field(record.source_thread_key)
-    return f"- {text} (source: {source})"
+    return f"{_bullet_head(record)}{text}{_bullet_tail(record)}"
 
 
-def render_prefix(scope_keys: Iterable[str]) -> str:
+def _bullet_head(record: MemoryRecord) -> str:
+    """`- 2026-11-24: `: the day the record's conversation happened, before its text."""
+    return f"- {day_of(observed_time(record))}: "
+
+
+def _bullet_tail(record: MemoryRecord) -> str:
+    return f" (source: {sanitize_memory_field(record.source_thread_key)})"
+
+
+def render_prefix(scope_keys: Iterable[str], today: float) -> str:
+    """The block's first line: whose memory it is, that it may be stale, and today's date (the one
+    each record's date is read against)."""
     names = " + ".join(sanitize_memory_field(key) for key in scope_keys)
-    return f"Background memory for {names} (may be outdated — verify before acting):"
+    return (
+        f"Background memory for {names} (may be outdated — verify before acting; "
+        f"dates are UTC, today is {datetime.fromtimestamp(today, UTC):%A} {day_of(today)}):"
+    )
 
 
-def frame_bullets(scope_keys: Sequence[str], bullets: Sequence[str]) -> str:
+def frame_bullets(scope_keys: Sequence[str], bullets: Sequence[str], today: float) -> str:
     """The advisory block around rendered bullets: the prefix, then the fence holding them."""
-    return "\n".join([render_prefix(scope_keys), FENCE_OPEN, *bullets, FENCE_CLOSE])
+    return "\n".join([render_prefix(scope_keys, today), FENCE_OPEN, *bullets, FENCE_CLOSE])
 
 
 @dataclass(frozen=True, slots=True)
@@ -228,7 +254,12 @@ class BudgetedBlock:
 
 
 def budget_memory_block(
-    records: Sequence[MemoryRecord], scope_keys: Sequence[str], limit: int, max_tokens: int
+    records: Sequence[MemoryRecord],
+    scope_keys: Sequence[str],
+    limit: int,
+    max_tokens: int,
+    *,
+    today: float,
 ) -> BudgetedBlock:
     """The block under its hard budget, so memory never crowds the request out of the prompt: at
     most `limit` records and `max_tokens` × 4 characters for the whole block — prefix, fences, line
@@ -236,9 +267,10 @@ def budget_memory_block(
 
     Records are kept in order while their rendered bullets fit. The first is always shown: when it
     alone is too long it is cut at a character boundary (never inside an escape such as `&lt;`) and
-    ends with "…". A budget too small for the frame and a cut first bullet gives no block.
+    ends with "…". A budget too small for the frame and a cut first bullet gives no block. `today`
+    (epoch seconds, the run's time) is the date the prefix states.
     """
-    room = max_tokens * CHARS_PER_TOKEN - len(frame_bullets(scope_keys, ()))
+    room = max_tokens * CHARS_PER_TOKEN - len(frame_bullets(scope_keys, (), today))
     kept: list[MemoryRecord] = []
     bullets: list[str] = []
     for record in records[: max(0, limit)]:
@@ -253,15 +285,15 @@ def budget_memory_block(
         room -= len(bullet) + 1
     if not kept:
         return BudgetedBlock((), None)
-    return BudgetedBlock(tuple(kept), frame_bullets(scope_keys, bullets))
+    return BudgetedBlock(tuple(kept), frame_bullets(scope_keys, bullets, today))
 
 
 def _cut_bullet(record: MemoryRecord, width: int) -> str | None:
     """The record's bullet in at most `width` characters: its text cut, whole characters and whole
     escapes only, then "…"; None when not even the provenance fits."""
-    source = sanitize_memory_field(record.source_thread_key)
-    tail = f"{ELLIPSIS} (source: {source})"
-    room = width - len("- ") - len(tail)
+    head = _bullet_head(record)
+    tail = f"{ELLIPSIS}{_bullet_tail(record)}"
+    room = width - len(head) - len(tail)
     if room < 0:
         return None
     text = clean_memory_field(record.text)
@@ -273,4 +305,4 @@ def _cut_bullet(record: MemoryRecord, width: int) -> str | None:
         used += cost
         end += 1
     cut = text[:end].rstrip().rstrip(_JOINERS)
-    return f"- {escape_memory_field(cut)}{tail}"
+    return f"{head}{escape_memory_field(cut)}{tail}"

@@ -60,6 +60,7 @@ def record_of(
     status: Any,
     origin: Any,
     origin_conversation: Any,
+    observed_at: Any,
 ) -> MemoryRecord:
     """A stored row's values as the record they hold (both schemas' columns, each store's order)."""
     return MemoryRecord(
@@ -78,6 +79,8 @@ def record_of(
         status=_STATUSES[str(status)],
         origin=_ORIGINS.get(str(origin), "unknown"),
         origin_conversation=None if origin_conversation is None else str(origin_conversation),
+        # A row an older replica wrote has none: it was observed no later than it was written.
+        observed_at=float(created_at) if observed_at is None else float(observed_at),
     )
 
 

@@ -143,9 +143,9 @@ async def test_enabled_with_a_seeded_store_the_block_leads_and_the_agent_prompt_
     assert rest == GENERAL_INSTRUCTIONS
     assert sent["system"] == fold_memory_block(block, GENERAL_INSTRUCTIONS)
     lines = block.split("\n")
-    assert lines[0] == (
+    assert lines[0].startswith(
         "Background memory for org:acme + channel:slack:C1 + user:slack:U1 "
-        "(may be outdated — verify before acting):"
+        "(may be outdated — verify before acting; dates are UTC, today is "
     )
     assert lines[1] == "<background_memory>" and lines[-1] == "</background_memory>"
     assert any("deploys happen on fridays" in line for line in lines)

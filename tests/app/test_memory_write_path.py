@@ -9,7 +9,8 @@ from __future__ import annotations
 import asyncio
 import json
 import subprocess
-from collections.abc import AsyncIterator, Mapping
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import AsyncExitStack
 from dataclasses import replace
 from pathlib import Path
@@ -84,12 +85,15 @@ def build_bot(
     *,
     store: InMemoryMemoryStore | None = None,
     authorize_fn: Any = authorize,
+    clock: Callable[[], float] = time.time,
 ) -> Bot:
     providers = build_provider_registry(settings, environ={})
     stack.push_async_callback(providers.aclose)
     store = store if store is not None else InMemoryMemoryStore()
     agents = build_agents(settings).with_tools("general", (echo_tool(),))
-    dispatcher = Dispatcher(settings=settings, providers=providers, agents=agents, memory_store=store)
+    dispatcher = Dispatcher(
+        settings=settings, providers=providers, agents=agents, memory_store=store, clock=clock
+    )
     hook = None
     if settings.memory.enabled:
         hook = install_reflection(

@@ -20,6 +20,7 @@ def record(
     source: str = "slack:C1:1.0",
     origin: Origin = "unknown",
     origin_conversation: str | None = None,
+    observed_at: float | None = None,
 ) -> MemoryRecord:
     return MemoryRecord(
         id=id,
@@ -33,6 +34,7 @@ def record(
         status=status,
         origin=origin,
         origin_conversation=origin_conversation,
+        observed_at=observed_at,
     )
 
 

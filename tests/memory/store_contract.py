@@ -939,5 +939,49 @@ class ProvenanceContract:
         assert [e.run_id for e in await store.read_audit(AuditQuery(record_id=rid(ORG, 1)))] == ["run-new"]
 
 
-class StoreContract(CoreContract, ProvenanceContract):
+class DatesContract:
+    """When each record's conversation happened: kept by every store, and a time phrase in the query
+    biases the ranking toward it (the clock is START, a Friday: 2027-01-15 08:00 UTC)."""
+
+    async def test_observed_at_round_trips_through_every_read(self, make_store: StoreFactory) -> None:
+        clock = FakeClock()
+        store = make_store(clock=clock)
+        dated = replace(fact("deploy with make"), observed_at=START - 9 * DAY)
+        await store.write(ORG, [dated, fact("deploy from main")])
+        clock.advance(60)
+        by_id = {r.id: r for r in await store.retrieve(ORG, "deploy", 5)}
+        listed = {r.id: r for r in await store.list(ORG, 5)}
+        fetched = {r.id: r for r in await store.fetch(ORG, [rid(ORG, 1), rid(ORG, 2)])}
+        for found in (by_id, listed, fetched):
+            assert found[rid(ORG, 1)].observed_at == START - 9 * DAY
+            # a candidate without a time was observed when it was written
+            assert found[rid(ORG, 2)].observed_at == found[rid(ORG, 2)].created_at == START
+        many = await store.retrieve_many([ORG], "deploy", 5)
+        assert {r.record.id: r.record.observed_at for r in many[ORG]} == {
+            rid(ORG, 1): START - 9 * DAY,
+            rid(ORG, 2): START,
+        }
+
+    async def test_a_time_phrase_ranks_the_records_observed_in_its_window_first(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store(clock=FakeClock())
+        await store.write(
+            ORG,
+            [
+                replace(fact("deploy note alpha"), observed_at=START - 40 * DAY),  # in December
+                replace(fact("deploy note beta"), observed_at=START - 8 * DAY),  # last week (Thu)
+                replace(fact("deploy note gamma"), observed_at=START - DAY),  # yesterday
+            ],
+        )
+        alpha, beta, gamma = rid(ORG, 1), rid(ORG, 2), rid(ORG, 3)
+        assert ids(await store.retrieve(ORG, "deploy note", 5)) == [alpha, beta, gamma]  # write order
+        assert ids(await store.retrieve(ORG, "deploy note yesterday", 5))[0] == gamma
+        assert ids(await store.retrieve(ORG, "deploy note last week", 5))[0] == beta
+        assert ids(await store.retrieve(ORG, "deploy note in December", 5))[0] == alpha
+        # the phrase reorders what the query matches; it admits nothing by itself
+        assert ids(await store.retrieve(ORG, "what happened yesterday", 5)) == []
+
+
+class StoreContract(CoreContract, ProvenanceContract, DatesContract):
     """Mix into a `Test…` class that provides `make_store` (a StoreFactory): every behaviour."""

@@ -22,7 +22,7 @@ def fact(text: str) -> MemoryCandidate:
     return records.fact(text, origin="public", origin_conversation="slack:C1")
 
 
-SUFFIX = " (may be outdated — verify before acting):"
+SUFFIX = " (may be outdated — verify before acting; dates are UTC, today is Friday 2027-01-15):"
 
 
 class RecordingStore(NullMemoryStore):
@@ -85,7 +85,7 @@ async def test_block_leads_with_the_prefix_and_one_bullet_per_record() -> None:
     assert block.splitlines() == [
         "Background memory for org:acme" + SUFFIX,
         "<background_memory>",
-        "- deploys go out on tuesdays (source: slack:C1:1.0)",
+        "- 2027-01-15: deploys go out on tuesdays (source: slack:C1:1.0)",
         "</background_memory>",
     ]
 
@@ -103,7 +103,7 @@ async def test_nothing_matched_returns_none() -> None:
 async def test_user_scope_reads_org_and_own_records_never_another_users() -> None:
     store = await seeded()
     block = await memory_context_block(
-        store, "deploys", reader=READER, organization="acme", user_id="slack:UA"
+        store, "deploys", reader=READER, organization="acme", user_id="slack:UA", clock=lambda: NOW
     )
     assert block is not None
     assert block.splitlines()[0] == "Background memory for org:acme + user:slack:UA" + SUFFIX
@@ -140,6 +140,7 @@ async def test_repo_and_channel_scopes_join_the_pool_and_the_prefix_names_all_fo
         user_id="slack:UA",
         channel_id="slack:C1",
         repo="o/r",
+        clock=lambda: NOW,
     )
     assert block is not None
     assert block.splitlines()[0] == (
@@ -190,7 +191,13 @@ async def test_a_repo_that_resolves_to_nothing_or_fails_means_no_repo_scope() ->
 
     for source in (nothing(), broken()):
         block = await memory_context_block(
-            store, "deploys", reader=READER, organization="acme", channel_id="slack:C1", repo=source
+            store,
+            "deploys",
+            reader=READER,
+            organization="acme",
+            channel_id="slack:C1",
+            repo=source,
+            clock=lambda: NOW,
         )
         assert block is not None
         assert block.splitlines()[0] == "Background memory for org:acme + channel:slack:C1" + SUFFIX
@@ -245,14 +252,14 @@ async def test_one_token_budget_covers_the_whole_request_not_each_scope() -> Non
     store = InMemoryMemoryStore(clock=lambda: NOW)
     await store.write("org:acme", [fact("deploy " + "org " * 60)])
     await store.write("user:slack:UA", [fact("deploy " + "mine " * 60)])
-    # each bullet alone fits 100 tokens (≈ 70 and ≈ 80); the two together do not
+    # each bullet with the frame fits 120 tokens (≈ 114 and ≈ 129 with its date); the two together do not
     read = await read_memory(
-        store, "deploy", reader=READER, organization="acme", user_id="slack:UA", max_tokens=100
+        store, "deploy", reader=READER, organization="acme", user_id="slack:UA", max_tokens=120
     )
     assert [r.scope_key for r in read.records] == ["org:acme"]
     assert read.block is not None and len(read.block.splitlines()) == 4
     both = await read_memory(
-        store, "deploy", reader=READER, organization="acme", user_id="slack:UA", max_tokens=200
+        store, "deploy", reader=READER, organization="acme", user_id="slack:UA", max_tokens=240
     )
     assert [r.scope_key for r in both.records] == ["org:acme", "user:slack:UA"]
 

@@ -108,6 +108,9 @@ _SCHEMA: Final[tuple[str, ...]] = (
     # The embedder's vector (float32 bytes; pgvector is not assumed) and the model that made it.
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS embedding bytea",
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS embedding_model text",
+    # When each record's source conversation happened: older rows take their `created_at`, once
+    # (`_migrate_observed`); a row an older replica writes later reads its `created_at` too.
+    "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS observed_at double precision",
 )
 
 _ORIGIN_NULLABLE: Final = """
@@ -144,6 +147,13 @@ _REBUILD_TERM_DF: Final = (
     "INSERT INTO memory_meta (key, value) VALUES ('term_df', '1') ON CONFLICT (key) DO NOTHING",
 )
 
+_OBSERVED_MIGRATED: Final = "SELECT value FROM memory_meta WHERE key = 'observed_at'"
+
+_MIGRATE_OBSERVED: Final = (
+    "UPDATE memory_records SET observed_at = created_at WHERE observed_at IS NULL",
+    "INSERT INTO memory_meta (key, value) VALUES ('observed_at', '1') ON CONFLICT (key) DO NOTHING",
+)
+
 _LOCK_SCHEMA: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, {_SCHEMA_LOCK})"
 
 
@@ -160,12 +170,26 @@ async def apply_schema(conn: Connection) -> None:
         for statement in _SCHEMA:
             await conn.execute(statement)
         await _migrate_origin(conn)
+        await _migrate_observed(conn)
         stemmed = await _backfill_stems(conn)
         cursor = await conn.execute(_TERM_DF_BUILT)
         if stemmed or await cursor.fetchone() is None:
             for statement in _REBUILD_TERM_DF:
                 await conn.execute(statement)
             log.info("memory.store.term_df_rebuilt", store="postgres", stemmed=stemmed)
+
+
+async def _migrate_observed(conn: Connection) -> None:
+    """Rows written before records were dated take their `created_at`, once (a marker in
+    `memory_meta`, so later opens never scan the table for it)."""
+    cursor = await conn.execute(_OBSERVED_MIGRATED)
+    if await cursor.fetchone() is not None:
+        return
+    cursor = await conn.execute(_MIGRATE_OBSERVED[0])
+    dated = max(cursor.rowcount, 0)
+    await conn.execute(_MIGRATE_OBSERVED[1])
+    if dated:
+        log.info("memory.store.observed_migrated", store="postgres", records=dated)
 
 
 async def _backfill_stems(conn: Connection) -> int:

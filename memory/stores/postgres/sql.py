@@ -14,7 +14,7 @@ _LOCK_NAMESPACE: Final = 0x5B_4D_45_4D  # "[MEM"
 
 _COLUMNS: Final = (
     "seq, id, scope_key, kind, text, source_thread_key, created_at, keywords, source_run_id,"
-    " last_used_at, use_count, confidence, supersedes, status, origin, origin_conversation"
+    " last_used_at, use_count, confidence, supersedes, status, origin, origin_conversation, observed_at"
 )
 
 # `status = 'active'` stays a literal everywhere so the planner can use the partial FTS index.
@@ -127,8 +127,8 @@ _EVICT: Final = (
 _INSERT: Final = """
     INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, keywords, tokens, source_thread_key,
         source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, stems, origin,
-        origin_conversation)
-    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
+        origin_conversation, observed_at)
+    VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)
 """
 
 _SELECT_BY_IDS: Final = f"""

@@ -80,6 +80,7 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
             stems,
             record.origin,
             record.origin_conversation,
+            record.observed_at,
         ),
     )
     await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))

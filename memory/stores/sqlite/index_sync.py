@@ -21,6 +21,7 @@ from memory.ranking.lexical import record_stems
 from memory.ranking.scope_index import ScopeIndex
 from memory.ranking.vectors import from_blob
 from memory.stores.sqlite.sql import (
+    COLUMN_COUNT,
     R_COLUMNS,
     change_generation,
     chunks,
@@ -167,11 +168,11 @@ class OpenScopes:
         pending = self.bumps.get(scope_key)
         for row in rows:
             seq = int(row[0])
-            record = row_record(row[1:16])
+            record = row_record(row[1 : 1 + COLUMN_COUNT])
             if record.status != "active":
                 index.remove(seq)
                 continue
-            embedding, embedding_model, stems = row[16], row[17], row[18]
+            embedding, embedding_model, stems = row[1 + COLUMN_COUNT :]
             vector = from_blob(embedding) if embedding is not None and embedding_model == model else None
             found = frozenset(str(stems).split()) if stems is not None else record_stems(record)
             if pending is not None:

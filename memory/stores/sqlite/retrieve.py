@@ -18,7 +18,7 @@ from typing import cast
 import structlog
 
 from memory.ranking.embedder import Embedder, Matrix
-from memory.ranking.fusion import Ranked, Ranking, rank
+from memory.ranking.fusion import Ranked, Ranking, rank, time_window
 from memory.ranking.lexical import query_stems
 from memory.rules.engine import (
     candidate_cap,
@@ -146,9 +146,12 @@ class Retriever:
         stems = query_stems(query)
         wanted = frozenset(terms)
         now = self._clock()
-        chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff)
+        window = time_window(query, now)
+        chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff, window)
         if fresh is None and embedder is not None and any(c.cosine is None for c in chosen):
-            wide = index.select(stems, wanted, query_vector, now, self._ranking, candidate_cap(limit), cutoff)
+            wide = index.select(
+                stems, wanted, query_vector, now, self._ranking, candidate_cap(limit), cutoff, window
+            )
             unvectored = [c for c in wide if c.cosine is None]
             return Unvectored(tuple(c.seq for c in unvectored), tuple(c.record.text for c in unvectored))
         results = self._used(connection, scope_key, [Ranked(c.record, c.relevance) for c in chosen], now)

@@ -134,6 +134,7 @@ def prepare_scope(connection: sqlite3.Connection, scope_key: str) -> None:
             ensure_column(connection, table, column, declaration)
         connection.execute("CREATE INDEX IF NOT EXISTS records_changed ON records (changed)")
         _migrate_origin(connection, scope_key)
+        _migrate_observed(connection, scope_key)
         row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
         if row is None:
             connection.execute(
@@ -171,6 +172,17 @@ def _migrate_origin(connection: sqlite3.Connection, scope_key: str) -> None:
             log.info(
                 "memory.store.origin_migrated", scope_key=scope_key, origin=origin, records=len(labelled)
             )
+
+
+def _migrate_observed(connection: sqlite3.Connection, scope_key: str) -> None:
+    """When each record's source conversation happened. Rows written before it was kept take their
+    `created_at` (the best the row knows), once, in the transaction that adds the column."""
+    if not ensure_column(connection, "records", "observed_at", "REAL"):
+        return
+    dated = connection.execute("UPDATE records SET observed_at = created_at RETURNING seq").fetchall()
+    stamp(connection, [int(row[0]) for row in dated])
+    if dated:
+        log.info("memory.store.observed_migrated", scope_key=scope_key, records=len(dated))
 
 
 def _reconcile_fts(connection: sqlite3.Connection, scope_key: str) -> None:

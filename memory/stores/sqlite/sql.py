@@ -41,8 +41,11 @@ NO_CUTOFF = float("-inf")
 
 COLUMNS = (
     "id, scope_key, kind, text, keywords, source_thread_key, source_run_id, "
-    "created_at, last_used_at, use_count, confidence, supersedes, status, origin, origin_conversation"
+    "created_at, last_used_at, use_count, confidence, supersedes, status, origin, origin_conversation, "
+    "observed_at"
 )
+
+COLUMN_COUNT = len(COLUMNS.split(","))
 
 R_COLUMNS = ", ".join(f"r.{name.strip()}" for name in COLUMNS.split(","))
 

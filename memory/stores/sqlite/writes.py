@@ -130,7 +130,7 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
     connection.execute(
         "INSERT INTO records (seq, id, scope_key, kind, text, norm, keywords, source_thread_key, "
         "source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, origin, "
-        "origin_conversation) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "origin_conversation, observed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             seq,
             record.id,
@@ -142,6 +142,7 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
             *stored_values(record),
             record.origin,
             record.origin_conversation,
+            record.observed_at,
         ),
     )
     connection.execute(

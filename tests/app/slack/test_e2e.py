@@ -316,7 +316,7 @@ async def test_with_memory_on_the_model_request_carries_the_background_block_for
     system = _system(request)
     assert system.startswith(
         "Background memory for org:acme + channel:slack:C1 + user:slack:U1 "
-        "(may be outdated — verify before acting):"
+        "(may be outdated — verify before acting; dates are UTC, today is "
     )
     assert "release pipeline" in system
     assert "owns the deploy tooling" in system

@@ -23,7 +23,10 @@ from memory.rules.scorer import (
 from tests.memory.records import DAY, NOW, record
 from tests.memory.rules.scoring import render_memory_block, score_record, unescape_memory_field
 
-PREFIX = "Background memory for org:acme (may be outdated — verify before acting):"
+PREFIX = (
+    "Background memory for org:acme (may be outdated — verify before acting; "
+    "dates are UTC, today is Friday 2027-01-15):"
+)
 
 
 def test_tokenize_is_lowercase_ascii_words_and_digits() -> None:
@@ -82,7 +85,7 @@ def test_the_prompt_never_shows_a_token_that_a_zero_width_split_hid_from_redacti
     half = "A1b2C3d4E5f6G7h8J9k0"
     block = render_memory_block([record(f"use ghp_{half}\u200b{half} for CI")], ["org:acme"])
     assert f"ghp_{half}{half}" not in block and half not in block
-    assert "- use [REDACTED] for CI (source:" in block
+    assert "- 2027-01-15: use [REDACTED] for CI (source:" in block
 
 
 def test_sanitize_collapses_whitespace() -> None:
@@ -104,7 +107,7 @@ def _frame_chars(scope_keys: list[str] = ORG) -> int:
 
 def test_budget_caps_by_record_count() -> None:
     records = [record(f"fact {i}", id=f"mem:org:acme:{i}") for i in range(10)]
-    kept = budget_memory_block(records, ORG, 3, 10_000).records
+    kept = budget_memory_block(records, ORG, 3, 10_000, today=NOW).records
     assert [r.id for r in kept] == [r.id for r in records[:3]]
 
 
@@ -112,7 +115,9 @@ def test_budget_counts_the_rendered_escaped_bullet_and_its_line_break() -> None:
     # "<" renders as "&lt;": four times the raw size, and the budget must count that.
     records = [record("<" * 100, id=f"mem:org:acme:{i}") for i in range(5)]
     bullet = len(render_bullet(records[0])) + 1
-    block = budget_memory_block(records, ORG, 8, max_tokens=math.ceil((_frame_chars() + 2 * bullet) / 4))
+    block = budget_memory_block(
+        records, ORG, 8, max_tokens=math.ceil((_frame_chars() + 2 * bullet) / 4), today=NOW
+    )
     assert len(block.records) == 2
     assert block.text == render_memory_block(records[:2], ORG)
 
@@ -120,23 +125,25 @@ def test_budget_counts_the_rendered_escaped_bullet_and_its_line_break() -> None:
 def test_a_first_record_longer_than_the_budget_is_cut_with_an_ellipsis_and_the_block_fits() -> None:
     big = record("<" * 2000, id="mem:org:acme:1")  # renders 8,000+ characters
     small = record("small", id="mem:org:acme:2")
-    block = budget_memory_block([big, small], ORG, 8, max_tokens=100)
+    block = budget_memory_block([big, small], ORG, 8, max_tokens=100, today=NOW)
     assert block.records == (big,)
     assert block.text is not None and len(block.text) <= 400
     (bullet,) = block.text.splitlines()[2:-1]
-    assert bullet.startswith("- &lt;&lt;") and bullet.endswith(f"&lt;{ELLIPSIS} (source: slack:C1:1.0)")
+    assert bullet.startswith("- 2027-01-15: &lt;&lt;") and bullet.endswith(
+        f"&lt;{ELLIPSIS} (source: slack:C1:1.0)"
+    )
     # exactly as much text as fits: one more escape would not
     assert len(block.text) > 400 - len("&lt;")
 
 
 def test_a_budget_too_small_for_the_frame_gives_no_block() -> None:
-    block = budget_memory_block([record("x")], ORG, 8, max_tokens=_frame_chars() // 4)
+    block = budget_memory_block([record("x")], ORG, 8, max_tokens=_frame_chars() // 4, today=NOW)
     assert block == BudgetedBlock((), None)
 
 
 def test_budget_preserves_order() -> None:
     records = [record(f"r{i}", id=f"mem:org:acme:{i}") for i in (3, 1, 2)]
-    assert list(budget_memory_block(records, ORG, 8, 800).records) == records
+    assert list(budget_memory_block(records, ORG, 8, 800, today=NOW).records) == records
 
 
 def test_block_leads_with_the_exact_advisory_prefix_and_fences_one_bullet_per_record() -> None:
@@ -147,8 +154,8 @@ def test_block_leads_with_the_exact_advisory_prefix_and_fences_one_bullet_per_re
     assert block.splitlines() == [
         PREFIX,
         "<background_memory>",
-        "- We deploy on Tuesdays (source: slack:C1:17.1)",
-        "- CI runs on main (source: slack:C1:1.0)",
+        "- 2027-01-15: We deploy on Tuesdays (source: slack:C1:17.1)",
+        "- 2027-01-15: CI runs on main (source: slack:C1:1.0)",
         "</background_memory>",
     ]
 
@@ -157,7 +164,7 @@ def test_block_prefix_names_every_scope_in_order() -> None:
     block = render_memory_block([record("x")], ["org:acme", "repo:o/r", "channel:slack:C1", "user:slack:U1"])
     assert block.splitlines()[0] == (
         "Background memory for org:acme + repo:o/r + channel:slack:C1 + user:slack:U1 "
-        "(may be outdated — verify before acting):"
+        "(may be outdated — verify before acting; dates are UTC, today is Friday 2027-01-15):"
     )
 
 
@@ -253,9 +260,9 @@ def test_the_whole_rendered_block_never_exceeds_max_tokens_times_four(
     texts: list[tuple[str, str]], scope_keys: list[str], limit: int, max_tokens: int
 ) -> None:
     records = [record(text, source=source, id=f"mem:org:acme:{i}") for i, (text, source) in enumerate(texts)]
-    block = budget_memory_block(records, scope_keys, limit, max_tokens)
+    block = budget_memory_block(records, scope_keys, limit, max_tokens, today=NOW)
     if block.text is None:  # only when not even the frame and a cut first bullet fit
-        first = f"- {ELLIPSIS} (source: {sanitize_memory_field(records[0].source_thread_key)})"
+        first = f"- 2027-01-15: {ELLIPSIS} (source: {sanitize_memory_field(records[0].source_thread_key)})"
         assert len(render_memory_block([], scope_keys)) + 1 + len(first) > max_tokens * 4
         return
     assert len(block.text) <= max_tokens * 4
@@ -265,7 +272,7 @@ def test_the_whole_rendered_block_never_exceeds_max_tokens_times_four(
     # a cut never splits an escape: every & starts one, and the visible text is a prefix of the record's
     for bullet, kept in zip(bullets, block.records, strict=True):
         assert re.fullmatch(r"(?:[^&]|&(?:amp|lt|gt);)*", bullet)
-        shown = unescape_memory_field(bullet[2:].rsplit(" (source: ", 1)[0])
+        shown = unescape_memory_field(bullet.removeprefix("- 2027-01-15: ").rsplit(" (source: ", 1)[0])
         full = clean_memory_field(kept.text)
         assert shown == full or (shown.endswith(ELLIPSIS) and full.startswith(shown[: -len(ELLIPSIS)]))
 

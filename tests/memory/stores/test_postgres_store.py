@@ -145,6 +145,7 @@ async def test_write_then_retrieve_round_trips_namespaced_ids_and_bumps_usage(
         confidence=0.75,
         last_used_at=NOW + 60,
         use_count=1,
+        observed_at=NOW,  # the candidate named none: observed when written
     )
     [stored] = await store.list(SCOPE, 10, query="release")
     assert stored == found  # the bump is persisted, exactly as returned

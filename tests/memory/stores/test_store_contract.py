@@ -18,7 +18,7 @@ from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
 from tests.memory.service_support import TOKEN
-from tests.memory.store_contract import ProvenanceContract, StoreContract, StoreFactory
+from tests.memory.store_contract import DatesContract, ProvenanceContract, StoreContract, StoreFactory
 
 
 @pytest.fixture(params=["in_memory", "sqlite"])
@@ -84,6 +84,14 @@ async def _make_service_store(tmp_path: Path) -> AsyncIterator[StoreFactory]:
 
 class TestServiceProvenanceContract(ProvenanceContract):
     """The provenance behaviours through the service's routes and the bot's HTTP client."""
+
+    @pytest.fixture
+    def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
+        return make_service_store
+
+
+class TestServiceDatesContract(DatesContract):
+    """`observedAt` on the wire both ways, and the service's store ranks by it."""
 
     @pytest.fixture
     def make_store(self, make_service_store: StoreFactory) -> StoreFactory:

@@ -1,0 +1,218 @@
+"""The time a question asks about: a phrase such as "yesterday", "last week", "in March", "since
+2026-10-01" or "two weeks ago" read as a window of time, relative to the run's time. Pure: `now` is an
+argument, and every calendar is UTC (the memory block shows UTC dates, so the two agree).
+
+Our own small parser, not a date library: python-dateutil reads absolute dates but no relative phrase,
+and the libraries that do (dateparser) are large, slow to import and per call, and guess at any number
+in a question. This reads only the phrases written below, whole words, the first one in the question;
+a question without one has no window, and nothing about its ranking changes.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+
+__all__ = ["TimeWindow", "time_window"]
+
+_DAY = 86_400.0
+
+
+@dataclass(frozen=True, slots=True)
+class TimeWindow:
+    """[start, end) in epoch seconds: the span a question's time phrase names."""
+
+    start: float
+    end: float
+
+    def __post_init__(self) -> None:
+        if not self.start < self.end:
+            raise ValueError(f"a time window must start before it ends, got {self.start!r}–{self.end!r}")
+
+
+_MONTHS = (
+    "january", "february", "march", "april", "may", "june",
+    "july", "august", "september", "october", "november", "december",
+)  # fmt: skip
+_MONTH_NUMBER = {name: index + 1 for index, name in enumerate(_MONTHS)}
+_MONTH_NUMBER.update({name[:3]: index + 1 for index, name in enumerate(_MONTHS) if name != "may"})
+_MONTH_NUMBER["sept"] = 9
+_WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_NUMBERS = {
+    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+    "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "a couple of": 2, "a few": 3,
+}  # fmt: skip
+_UNITS = {"day": "day", "days": "day", "week": "week", "weeks": "week", "month": "month",
+          "months": "month", "year": "year", "years": "year"}  # fmt: skip
+
+_MONTH = "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True))
+# "may" is a verb more often than a month: only "in May" and "May 2026" read it as one.
+_DAY_MONTH = "|".join(sorted((m for m in _MONTH_NUMBER if m != "may"), key=len, reverse=True))
+_WEEKDAY = "|".join(_WEEKDAYS)
+_COUNT = r"\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True))
+_UNIT = "|".join(_UNITS)
+_YEAR = r"(?:19|20)\d{2}"
+_ORDINAL = r"(?:st|nd|rd|th)?"
+# "since March", "before 2025": right after an opening word a month or year needs no "in".
+_AFTER_OPENING = r"(?:(?<=since\s)|(?<=after\s)|(?<=before\s)|(?<=until\s))"
+# A point or span of the calendar, each alternative its own named groups.
+_SPAN = "|".join(
+    (
+        r"(?P<iso>\d{4}-\d{2}-\d{2})",
+        rf"(?P<md_month>{_DAY_MONTH})\.?\s+(?P<md_day>\d{{1,2}}){_ORDINAL}(?:,?\s+(?P<md_year>{_YEAR}))?",
+        rf"(?P<dm_day>\d{{1,2}}){_ORDINAL}\s+(?:of\s+)?(?P<dm_month>{_DAY_MONTH})(?:,?\s+(?P<dm_year>{_YEAR}))?",
+        rf"(?P<ago_count>{_COUNT})\s+(?P<ago_unit>{_UNIT})\s+ago",
+        rf"(?P<rel>last|this|past|previous)\s+(?P<rel_unit>week|month|year|weekend|{_WEEKDAY})",
+        r"(?P<day_word>today|tonight|this\s+morning|this\s+afternoon|the\s+day\s+before\s+yesterday|yesterday)",
+        rf"(?:(?:in|during)\s+|{_AFTER_OPENING})(?:(?P<m_month>{_MONTH})(?:\s+(?P<m_year>{_YEAR}))?|(?P<year>{_YEAR}))",
+        rf"on\s+(?P<weekday>{_WEEKDAY})",
+        rf"(?P<ym_month>{_MONTH})\s+(?P<ym_year>{_YEAR})",
+    )
+)
+_LAST_N = (
+    r"(?:(?:in|over|during|within)\s+)?(?:the\s+)?"
+    rf"(?P<last_n>(?:last|past)\s+(?P<n>{_COUNT})\s+(?P<n_unit>{_UNIT}))"
+)
+_PATTERN = re.compile(
+    rf"\b(?:(?P<open>since|after|before|until)\s+(?:the\s+)?)?(?:{_LAST_N}|{_SPAN})\b", re.IGNORECASE
+)
+
+
+def time_window(query: str, now: float) -> TimeWindow | None:
+    """The window the question's first time phrase names, or None when it names none.
+
+    A day, a week (Monday to Sunday), a month or a year is its whole calendar span; "since X" and
+    "after X" run from X to now, "before X" and "until X" from the beginning of time to X; "the last
+    3 weeks" is the 21 days up to now. A month or weekday without a year means the latest one not after
+    today ("in March" asked in February is last year's March). A date the calendar does not hold
+    ("2026-02-30") is no phrase.
+    """
+    today = datetime.fromtimestamp(now, UTC).date()
+    for match in _PATTERN.finditer(query):
+        groups = {key: value.lower() for key, value in match.groupdict().items() if value is not None}
+        try:
+            found = _window(groups, today, now)
+        except ValueError:  # a date the calendar lacks: read on
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _window(groups: dict[str, str], today: date, now: float) -> TimeWindow | None:
+    if "last_n" in groups:
+        days = _count(groups["n"]) * _unit_days(groups["n_unit"])
+        span: tuple[date, date] | None = (today - timedelta(days=days - 1), today)
+    else:
+        span = _span(groups, today)
+    if span is None:
+        return None
+    start, end = _epoch(span[0]), _epoch(span[1] + timedelta(days=1))
+    opening = groups.get("open")
+    if opening in ("since", "after"):
+        start, end = (end if opening == "after" else start), max(now, end)
+    elif opening in ("before", "until"):
+        start, end = 0.0, (start if opening == "before" else end)
+    return TimeWindow(start, end) if start < end else None
+
+
+def _span(groups: dict[str, str], today: date) -> tuple[date, date] | None:
+    """The calendar days (first, last) a point phrase names."""
+    if "iso" in groups:
+        day = date.fromisoformat(groups["iso"])
+        return day, day
+    for prefix in ("md", "dm"):
+        if f"{prefix}_month" in groups:
+            month, number = _MONTH_NUMBER[groups[f"{prefix}_month"]], int(groups[f"{prefix}_day"])
+            year = groups.get(f"{prefix}_year")
+            day = date(int(year), month, number) if year else _latest(today, month, number)
+            return day, day
+    if "ago_count" in groups:
+        return _ago(today, _count(groups["ago_count"]), _UNITS[groups["ago_unit"]])
+    if "rel" in groups:
+        return _relative(today, groups["rel"], groups["rel_unit"])
+    if "day_word" in groups:
+        word = groups["day_word"]
+        back = 2 if word.endswith("before yesterday") else 1 if word == "yesterday" else 0
+        day = today - timedelta(days=back)
+        return day, day
+    for key_month, key_year in (("m_month", "m_year"), ("ym_month", "ym_year")):
+        if key_month in groups:
+            month = _MONTH_NUMBER[groups[key_month]]
+            year = groups.get(key_year)
+            first = date(int(year), month, 1) if year else _latest(today, month, 1)
+            return first, _month_end(first)
+    if "year" in groups:
+        return date(int(groups["year"]), 1, 1), date(int(groups["year"]), 12, 31)
+    if "weekday" in groups:
+        day = today - timedelta(days=(today.weekday() - _WEEKDAYS.index(groups["weekday"])) % 7)
+        return day, day
+    return None
+
+
+def _relative(today: date, rel: str, unit: str) -> tuple[date, date]:
+    """ "last week", "this month", "past year", "last weekend", "last Tuesday"."""
+    back = 0 if rel == "this" else 1
+    if unit in _WEEKDAYS:  # "last Tuesday": the latest one before today; "this Tuesday": this week's
+        wanted = _WEEKDAYS.index(unit)
+        if rel == "this":
+            day = today - timedelta(days=today.weekday() - wanted)
+        else:
+            day = today - timedelta(days=(today.weekday() - wanted - 1) % 7 + 1)
+        return day, day
+    if unit == "weekend":
+        saturday = today - timedelta(days=today.weekday()) + timedelta(days=5 - 7 * back)
+        return saturday, saturday + timedelta(days=1)
+    if rel == "past":  # "the past week": the days up to today, not the calendar week
+        return today - timedelta(days=_unit_days(unit) - 1), today
+    return _ago(today, back, unit)
+
+
+def _ago(today: date, count: int, unit: str) -> tuple[date, date]:
+    """The calendar day, week, month or year `count` of them before today's."""
+    if unit == "day":
+        day = today - timedelta(days=count)
+        return day, day
+    if unit == "week":
+        monday = today - timedelta(days=today.weekday() + 7 * count)
+        return monday, monday + timedelta(days=6)
+    if unit == "month":
+        months = today.year * 12 + today.month - 1 - count
+        first = date(months // 12, months % 12 + 1, 1)
+        return first, _month_end(first)
+    year = today.year - count
+    return date(year, 1, 1), date(year, 12, 31)
+
+
+def _latest(today: date, month: int, day: int) -> date:
+    """This year's date, or last year's when this year's is still to come (February 29th: the latest
+    leap year's)."""
+    year = today.year
+    while True:
+        try:
+            found = date(year, month, day)
+        except ValueError:
+            if month == 2 and day == 29 and year > today.year - 8:
+                year -= 1
+                continue
+            raise
+        if found <= today:
+            return found
+        year -= 1
+
+
+def _month_end(first: date) -> date:
+    return (first.replace(day=28) + timedelta(days=4)).replace(day=1) - timedelta(days=1)
+
+
+def _count(word: str) -> int:
+    return int(word) if word.isdigit() else _NUMBERS[" ".join(word.split())]
+
+
+def _unit_days(unit: str) -> int:
+    return {"day": 1, "week": 7, "month": 30, "year": 365}[_UNITS.get(unit, unit)]
+
+
+def _epoch(day: date) -> float:
+    return datetime(day.year, day.month, day.day, tzinfo=UTC).timestamp()
