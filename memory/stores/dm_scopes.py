@@ -114,7 +114,8 @@ async def _owner(store: MemoryStore, records: Sequence[MemoryRecord]) -> str | N
 
 
 def _moved(record: MemoryRecord, conversation: str) -> MemoryCandidate:
-    """The record as its owner's, labelled as learned in that DM (whatever an old row said)."""
+    """The record as its owner's, labelled as learned in that DM (whatever an old row said), still
+    dated by when its conversation happened (the move itself is no new observation)."""
     return MemoryCandidate(
         kind=record.kind,
         text=record.text,
@@ -124,6 +125,7 @@ def _moved(record: MemoryRecord, conversation: str) -> MemoryCandidate:
         confidence=record.confidence,
         origin="dm",
         origin_conversation=conversation,
+        observed_at=record.observed_at if record.observed_at is not None else record.created_at,
     )
 
 

@@ -40,10 +40,13 @@ OWNED_WORD, LEGACY_WORD, NOBODY_WORD, TWO_WORD = "Quokkavale", "Tamarindo", "Zep
 RETIRED_WORD = "Cormorantix"
 
 
+OBSERVED = 1_700_000_000.0  # when UA's DM conversations happened, long before the migration
+
+
 def old_fact(text: str, conversation: str, run: str | None, thread: str) -> MemoryCandidate:
     return MemoryCandidate(
         "fact", text, thread, keywords=("runbook",), source_run_id=run, confidence=0.9,
-        origin="dm", origin_conversation=conversation,
+        origin="dm", origin_conversation=conversation, observed_at=OBSERVED,
     )  # fmt: skip
 
 
