@@ -100,8 +100,8 @@ async def assert_migrated(store: MemoryStore, done: DmMigration) -> None:
     for scope in (OWNED, LEGACY, NOBODY, TWO, RETIRED):
         assert await store.list(scope, 50) == [], scope
     mine = await store.list(UA, 50, query=OWNED_WORD)
-    assert [(r.origin, r.origin_conversation, r.source_run_id) for r in mine] == [
-        ("dm", "slack:D1", "run-d1")
+    assert [(r.origin, r.origin_conversation, r.source_run_id, r.observed_at) for r in mine] == [
+        ("dm", "slack:D1", "run-d1", OBSERVED)  # still dated by its conversation, not by the move
     ]
     (legacy,) = await store.list(UA, 50, query=LEGACY_WORD)
     assert (legacy.origin, legacy.origin_conversation) == ("dm", "slack:D4")  # not the legacy `private`
