@@ -36,6 +36,7 @@ from memory.context import MemoryRead
 from memory.rules.scope import RequestScopes
 from memory.stores.in_process import NullMemoryStore
 from memory.types import MemoryStore, Origin
+from ops.metrics import Metrics
 from ops.tracing import annotate, span
 
 log = structlog.get_logger("dispatch")
@@ -181,8 +182,10 @@ class Dispatcher:
         new_run_id: Callable[[], str] = _new_run_id,
         agent_runners: Mapping[str, AgentRunner] | None = None,
         clock: Callable[[], float] = time.time,
+        metrics: Metrics | None = None,
     ) -> None:
         self._settings = settings
+        self._metrics = metrics  # the bot's /metrics: its memory reads
         self._providers = providers
         self._agents = agents
         self._memory_enabled = settings.memory.enabled
@@ -308,7 +311,13 @@ class Dispatcher:
         memory_task = (
             asyncio.create_task(
                 read_for_run(
-                    self.memory_store, self._settings, run.message, run.selection.text, repo_task, run.at
+                    self.memory_store,
+                    self._settings,
+                    run.message,
+                    run.selection.text,
+                    repo_task,
+                    run.at,
+                    self._metrics,
                 )
             )
             if self._memory_enabled

@@ -14,6 +14,7 @@ from config.settings import Settings
 from memory.context import MemoryRead, read_memory
 from memory.rules.scope import RequestScopes, list_scope_keys, request_scope_keys
 from memory.types import MemoryStore, ReadAudit
+from ops.metrics import Metrics
 from ops.tracing import span
 
 log = structlog.get_logger("dispatch")
@@ -26,9 +27,10 @@ async def read_for_run(
     query: str,
     repo: Awaitable[str | None],
     at: float,
+    metrics: Metrics | None = None,
 ) -> MemoryRead | None:
     """The run's memory block, dated against the run's time `at`; a read that fails leaves the run
-    without one."""
+    without one. `metrics` (the bot's /metrics) counts the read and its records, or its failure."""
     organization = settings.organization
     assert organization is not None
     with span("memory.read") as read_span:
@@ -48,7 +50,12 @@ async def read_for_run(
         except Exception as error:
             log.warning("memory.read_failed", error=type(error).__name__)
             read_span.set_attribute("error.type", type(error).__name__)
+            if metrics is not None:
+                metrics.memory_read_failures.inc()
             return None
+        if metrics is not None:
+            metrics.memory_reads.inc()
+            metrics.memory_records_read.inc(len(read.records))
         read_span.set_attributes(
             {"memory.scopes": len(list_scope_keys(read.scopes)), "memory.records": len(read.records)}
         )

@@ -164,7 +164,7 @@ def build_runtime(
 ) -> Runtime:
     """Everything a surface needs; raises ConfigError on a setting that cannot work.
 
-    `metrics` (HTTP mode's /metrics) counts model calls and reflection outcomes.
+    `metrics` (HTTP mode's /metrics) counts model calls, memory reads and reflection outcomes.
     """
     providers = providers or build_provider_registry(settings, environ, metrics)
     agents = agents or build_agents(settings)
@@ -190,6 +190,7 @@ def build_runtime(
         post_run=post_run,
         make_caller=make_caller,
         agent_runners=agent_runners,
+        metrics=metrics,
     )
     lifecycle = Lifecycle(dispatcher, deadline_seconds=settings.shutdown_deadline_seconds)
     if settings.memory.enabled:  # the write path: reflection after the reply, drained on shutdown

@@ -28,6 +28,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -46,6 +47,7 @@ DEFAULT_DATA = next(
     Path(__file__).resolve().parents[2] / _DATA,
 )
 NOW = 1_800_000_000.0
+DAY = 86_400.0
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}
 BATCH = 50  # the memory service's batch cap
 
@@ -86,25 +88,51 @@ class Results:
         return total
 
 
-def records_of(conversation: dict[str, object], kind: str) -> list[tuple[str, frozenset[str]]]:
-    """(text, evidence dia_ids) for each record of a conversation."""
+@dataclass
+class Clock:
+    """The stores' clock: fixed, or (with --dated) the day after the conversation being read."""
+
+    now: float = NOW
+
+    def __call__(self) -> float:
+        return self.now
+
+
+Record = tuple[str, frozenset[str], float]
+
+
+def session_time(text: str) -> float:
+    """A LoCoMo session's `date_time` ("1:56 pm on 8 May, 2023") as epoch seconds, UTC."""
+    return datetime.strptime(text, "%I:%M %p on %d %B, %Y").replace(tzinfo=UTC).timestamp()
+
+
+def records_of(conversation: dict[str, object], kind: str) -> list[Record]:
+    """(text, evidence dia_ids, when its session happened) for each record of a conversation."""
+    sessions: list[dict[str, object]] = conversation["sessions"]  # type: ignore[assignment]
+    when = {session["session"]: session_time(str(session["date_time"])) for session in sessions}
     if kind == "turns":
         return [
-            (f"{turn['speaker']}: {turn['text']}", frozenset({turn["dia_id"]}))
-            for session in conversation["sessions"]  # type: ignore[attr-defined]
-            for turn in session["turns"]
+            (f"{turn['speaker']}: {turn['text']}", frozenset({turn["dia_id"]}), when[session["session"]])
+            for session in sessions
+            for turn in session["turns"]  # type: ignore[attr-defined]
         ]
     return [
-        (f"{obs['speaker']}: {obs['text']}", frozenset(obs["evidence"]))
+        (f"{obs['speaker']}: {obs['text']}", frozenset(obs["evidence"]), when[obs["session"]])
         for obs in conversation["observations"]  # type: ignore[attr-defined]
     ]
 
 
-async def evaluate(store: MemoryStore, conversations: list[dict[str, object]], kind: str) -> Results:
+async def evaluate(
+    store: MemoryStore, conversations: list[dict[str, object]], kind: str, clock: Clock | None = None
+) -> Results:
+    """With a clock, records carry the time their session happened and each conversation is read on
+    the day after its last session (time phrases in its questions then mean what they meant)."""
     results = Results()
     for conversation in conversations:
         scope = f"org:{conversation['sample_id']}"
         records = records_of(conversation, kind)
+        if clock is not None:
+            clock.now = max(when for _, _, when in records) + DAY
         evidence_by_id = expected_ids(scope, records)
         inserted = 0
         for start in range(0, len(records), BATCH):
@@ -112,8 +140,14 @@ async def evaluate(store: MemoryStore, conversations: list[dict[str, object]], k
             # Learned where its readers could see it: every record is public, as a conversation the
             # asker took part in would be (an `unknown` origin would be shown to its owner only).
             candidates = [
-                MemoryCandidate(kind="fact", text=text, source_thread_key=scope, origin="public")
-                for text, _ in chunk
+                MemoryCandidate(
+                    kind="fact",
+                    text=text,
+                    source_thread_key=scope,
+                    origin="public",
+                    observed_at=when if clock is not None else None,
+                )
+                for text, _, when in chunk
             ]
             inserted += (await store.write(scope, candidates)).inserted
         assert inserted == len(evidence_by_id), "ids are not what the engine mints"
@@ -129,12 +163,12 @@ async def evaluate(store: MemoryStore, conversations: list[dict[str, object]], k
     return results
 
 
-def expected_ids(scope: str, records: list[tuple[str, frozenset[str]]]) -> dict[str, frozenset[str]]:
+def expected_ids(scope: str, records: list[Record]) -> dict[str, frozenset[str]]:
     """The id each record gets (mem:<scope>:<n>, n counting inserts); a duplicate text dedups into the
     earlier record, which then stands for both evidences."""
     by_norm: dict[str, str] = {}
     evidence: dict[str, frozenset[str]] = {}
-    for text, ids in records:
+    for text, ids, _ in records:
         norm = normalize_text(text)
         if norm in by_norm:
             evidence[by_norm[norm]] |= ids
@@ -180,28 +214,33 @@ def ranking_of(mode: str) -> tuple[Ranking, Embedder | None]:
 
 
 async def run(
-    conversations: list[dict[str, object]], kind: str, modes: Sequence[str], stores: Sequence[str]
+    conversations: list[dict[str, object]],
+    kind: str,
+    modes: Sequence[str],
+    stores: Sequence[str],
+    dated: bool,
 ) -> None:
     summary = ["| mode, store | cat 1–4 R@5 | R@10 | MRR | cat 5 R@5 |", "|---|---:|---:|---:|---:|"]
     for mode in modes:
         ranking, embedder = ranking_of(mode)
         for name in stores:
             with tempfile.TemporaryDirectory() as workdir:
+                clock = Clock()
                 store: MemoryStore
                 if name == "memory":
-                    store = InMemoryMemoryStore(clock=lambda: NOW, ranking=ranking, embedder=embedder)
+                    store = InMemoryMemoryStore(clock=clock, ranking=ranking, embedder=embedder)
                     title = "in-process store"
                 else:
                     store = SqliteMemoryStore(
-                        Path(workdir), cap=10_000, clock=lambda: NOW, ranking=ranking, embedder=embedder
+                        Path(workdir), cap=10_000, clock=clock, ranking=ranking, embedder=embedder
                     )
                     how = "scope index" if ranking.stemmed else "FTS5 bm25 prefilter + engine"
                     title = f"SQLite store ({how})"
                 try:
-                    results = await evaluate(store, conversations, kind)
+                    results = await evaluate(store, conversations, kind, clock if dated else None)
                 finally:
                     await store.aclose()
-            print(table(f"{mode}: {title}, {kind}", results))
+            print(table(f"{mode}: {title}, {kind}{', dated' if dated else ''}", results))
             print()
             summary.append(summary_row(f"{mode}, {name}", results))
     print("\n".join(summary))
@@ -215,11 +254,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--modes", default="spec,v2,wordllama", help="comma-separated: spec, v2, wordllama, minilm"
     )
     parser.add_argument("--stores", default="sqlite", help="comma-separated: sqlite, memory")
+    parser.add_argument(
+        "--dated", action="store_true", help="records carry their session's date; read the day after"
+    )
     args = parser.parse_args(argv)
     conversations = [json.loads(line) for line in args.data.read_text().splitlines() if line.strip()]
     modes = [mode for mode in args.modes.split(",") if mode]
     stores = [name for name in args.stores.split(",") if name]
-    asyncio.run(run(conversations, args.records, modes, stores))
+    asyncio.run(run(conversations, args.records, modes, stores, args.dated))
     return 0
 
 

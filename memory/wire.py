@@ -11,6 +11,7 @@ import math
 import re
 from typing import Any, TypeGuard, cast, get_args
 
+from memory.rules.claims import validate_claim
 from memory.types import (
     ERASE_REASONS,
     MAX_KEYWORD_CHARS,
@@ -217,6 +218,22 @@ def link_from_wire(value: object) -> SourceLink:
 
 def messages_from_wire(value: object) -> tuple[str, ...]:
     return _refs(value, "messages")
+
+
+def claim_to_wire(key: str, ttl_seconds: float) -> JsonObject:
+    return {"key": key, "ttlSeconds": ttl_seconds}
+
+
+def claim_from_wire(value: object) -> tuple[str, float]:
+    """An event claim's key and time-to-live (memory/rules/claims.py)."""
+    obj = _object(value, "body")
+    key = obj.get("key")
+    if isinstance(key, str) and not is_unicode_text(key):
+        raise WireError("key must be valid Unicode text")
+    try:
+        return validate_claim(key, obj.get("ttlSeconds"), ttl_field="ttlSeconds")
+    except ValueError as error:
+        raise WireError(str(error)) from None
 
 
 def audit_to_wire(entry: ReadAudit) -> JsonObject:

@@ -47,7 +47,12 @@ class Metrics:
         if multiprocess_dir is not None:
             self._scraped = CollectorRegistry()
             multiprocess.MultiProcessCollector(self._scraped, path=multiprocess_dir)  # type: ignore[no-untyped-call]
-        r = self.registry
+        self._add_http(self.registry)
+        self._add_memory(self.registry)
+        self._add_model(self.registry)
+        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
+
+    def _add_http(self, r: CollectorRegistry) -> None:
         self.http_requests = Counter(
             "switchboard_http_requests", "HTTP requests answered", ["server", "route", "status"], registry=r
         )
@@ -83,9 +88,18 @@ class Metrics:
             ["server", "phase"],
             registry=r,
         )
-        self.memory_reads = Counter("switchboard_memory_reads", "Scope retrieves served", registry=r)
+
+    def _add_memory(self, r: CollectorRegistry) -> None:
+        # The service counts the retrieves it serves; the bot counts its runs' reads (one per run that
+        # reads memory, whichever store answers it), so each process's /metrics shows its own.
+        self.memory_reads = Counter("switchboard_memory_reads", "Memory retrieval reads", registry=r)
         self.memory_records_read = Counter(
-            "switchboard_memory_records_read", "Records returned by retrieves", registry=r
+            "switchboard_memory_records_read", "Records returned by retrieval reads", registry=r
+        )
+        self.memory_read_failures = Counter(
+            "switchboard_memory_read_failures",
+            "Memory reads that failed (the run went on without memory)",
+            registry=r,
         )
         self.memory_writes = Counter(
             "switchboard_memory_writes", "Written candidates by what the store did", ["result"], registry=r
@@ -102,6 +116,8 @@ class Metrics:
         self.reflection_outcomes = Counter(
             "switchboard_reflection_outcomes", "Reflections by outcome", ["outcome"], registry=r
         )
+
+    def _add_model(self, r: CollectorRegistry) -> None:
         self.model_latency = Histogram(
             "switchboard_model_call_duration_seconds",
             "Time of one model call",
@@ -115,7 +131,6 @@ class Metrics:
             ["provider", "model", "direction"],
             registry=r,
         )
-        self._request_children: dict[tuple[str, str, int], tuple[Counter, Histogram]] = {}
 
     def observe_request(self, server: str, route: str, status: int, seconds: float) -> None:
         # The labelled children, looked up once per series: `labels()` takes a lock and builds a key on

@@ -2,14 +2,15 @@
 
 Agent view: opening the app's Messages tab is `app_home_opened` with `tab == "messages"` (the bot sets
 its suggested prompts for the DM, without a thread), and every top-level DM message starts a new
-conversation (the bot gives it a title). Assistant view (still served while workspaces move):
-`assistant_thread_started` carries the thread, and the prompts are set on that thread.
+conversation (the bot gives it a title once the agent starts on it). Assistant view (still served
+while workspaces move): `assistant_thread_started` carries the thread, and the prompts are set on
+that thread.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 import structlog
 from slack_sdk.errors import SlackClientError
@@ -57,6 +58,36 @@ async def set_title(client: AsyncWebClient, channel: str, thread_ts: str, text: 
         )
     except SlackClientError as error:
         log.info("slack.title_failed", channel=channel, error=type(error).__name__)
+
+
+class RunSurface(Protocol):
+    """The Slack thread surface as the dispatcher uses it (app/slack/surface.py)."""
+
+    async def set_status(self, text: str) -> None: ...
+    async def send_reply(self, text: str) -> None: ...
+    def note_run(self, run_id: str, memory_record_ids: tuple[str, ...]) -> None: ...
+
+
+class TitledConversation:
+    """A new conversation's surface that sets its title when the agent starts work on the message
+    (its first status). A command is answered without the agent, so it never titles the conversation:
+    `memory list` typed in the Messages tab is a command, not what the conversation is about."""
+
+    def __init__(self, surface: RunSurface, set_title: Callable[[], None]) -> None:
+        self._surface = surface
+        self._set_title: Callable[[], None] | None = set_title
+
+    async def set_status(self, text: str) -> None:
+        set_title, self._set_title = self._set_title, None
+        if set_title is not None:
+            set_title()
+        await self._surface.set_status(text)
+
+    async def send_reply(self, text: str) -> None:
+        await self._surface.send_reply(text)
+
+    def note_run(self, run_id: str, memory_record_ids: tuple[str, ...]) -> None:
+        self._surface.note_run(run_id, memory_record_ids)
 
 
 def legacy_thread(event: Mapping[str, Any]) -> tuple[str, str] | None:

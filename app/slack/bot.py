@@ -24,6 +24,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from app.slack.agent_view import on_thread_started
+from app.slack.claims import SharedClaims
 from app.slack.conversations import Conversations
 from app.slack.events import SlackIdentity
 from app.slack.feedback import FEEDBACK_ACTION, log_feedback
@@ -40,6 +41,7 @@ from app.slack.state import TtlCache
 from app.slack.tasks import BackgroundTasks
 from commands.browse import MemoryBrowser
 from commands.provenance import Permalinks
+from memory.rules.claims import EventClaims
 from memory.types import MemoryStore
 
 P = ParamSpec("P")
@@ -116,6 +118,7 @@ class SlackBot:
             options=options,
             runs=self._runs,
             spawn=spawn,
+            memory_on=parts.memory_store is not None,
         )
         self._router = EventRouter(
             identity=identity,
@@ -124,6 +127,7 @@ class SlackBot:
             answerer=answerer,
             memory_events=self._memory_events,
             spawn=spawn,
+            shared=_shared_claims(parts.memory_store, options),
         )
         self._slash = SlashCommand(
             registry=parts.registry,
@@ -226,6 +230,13 @@ class SlackBot:
         async def on_slash(ack: Any, command: dict[str, Any], respond: Any, context: Any) -> None:
             await ack()
             spawn(self._slash.run(command, respond, context.team_id), name="slack-slash")
+
+
+def _shared_claims(store: MemoryStore | None, options: SlackOptions) -> SharedClaims:
+    """A store that claims across processes (SQLite, PostgreSQL, the memory service) shares the
+    replicas' dedupe; any other (in-process, none: memory off) leaves it to each process."""
+    claims = store if isinstance(store, EventClaims) else None
+    return SharedClaims(claims, ttl_seconds=options.dedupe_ttl_seconds)
 
 
 def _bolt_app(client: AsyncWebClient, signing_secret: str | None) -> AsyncApp:

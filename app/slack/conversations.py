@@ -59,13 +59,17 @@ class Conversations:
         key = self._identity.thread_key(team_id, channel, thread_root(source))
         self._threads.observe(key, event)
 
-    async def visibility(self, channel: str, channel_type: object) -> ChannelVisibility | None:
+    def seen_visibility(self, channel: str, channel_type: object) -> ChannelVisibility | None:
+        """What the events already said (this one's channel type, else an earlier one's), with no Web
+        API call: all the bot needs with memory off, which has no write gate or read rule to feed."""
         visibility = visibility_from_channel_type(channel_type)
-        if visibility is not None:
-            return visibility
-        cached = self._visibility_cache.get(channel)
-        if cached is not None:
-            return cached
+        return visibility if visibility is not None else self._visibility_cache.get(channel)
+
+    async def visibility(self, channel: str, channel_type: object) -> ChannelVisibility | None:
+        """What the events said, else conversations.info (briefly cached); None when Slack cannot say."""
+        seen = self.seen_visibility(channel, channel_type)
+        if seen is not None:
+            return seen
         try:
             response = await self._client.conversations_info(channel=channel)
         except SlackClientError as error:

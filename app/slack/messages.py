@@ -1,6 +1,9 @@
 """Answering a message the router accepted (a mention, a DM, a follow-up in a bot thread): the Slack
 event becomes an IncomingMessage with its history and sources, and goes to the dispatcher with a
-thread surface to answer on. A failure becomes a ⚠️ notice with a reference, never silence."""
+thread surface to answer on. A failure becomes a ⚠️ notice with a reference, never silence.
+
+The channel's visibility feeds only memory (the write gate, the read rule): with memory off it is
+what the events said, and no `conversations.info` call is made for it."""
 
 from __future__ import annotations
 
@@ -16,7 +19,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from app.incoming import HistoryTurn, IncomingMessage
-from app.slack.agent_view import set_title
+from app.slack.agent_view import TitledConversation, set_title
 from app.slack.conversations import Conversations
 from app.slack.events import SURFACE, SlackIdentity, history_from_replies, is_thread_reply, message_text
 from app.slack.options import SlackOptions
@@ -69,8 +72,10 @@ class MessageAnswerer:
         options: SlackOptions,
         runs: TtlCache[tuple[str, ...]],
         spawn: Spawn,
+        memory_on: bool = False,
     ) -> None:
         self._dispatcher = dispatcher
+        self._memory_on = memory_on
         self._client = client
         self._identity = identity
         self._conversations = conversations
@@ -111,7 +116,7 @@ class MessageAnswerer:
                 visibility=message.channel_visibility,
                 history_turns=len(message.history),
             )
-            await self._dispatcher.dispatch(message, surface)
+            await self._dispatcher.dispatch(message, self._titled(job, message, surface))
         except asyncio.CancelledError:
             raise
         except Exception as error:
@@ -134,9 +139,11 @@ class MessageAnswerer:
         text = message_text(job.event, job.bot_user_id)
         if not text:
             return None
-        visibility = await self._conversations.visibility(job.channel, job.event.get("channel_type"))
-        if visibility == "dm" and not is_thread_reply(job.event):  # a new agent conversation
-            self._spawn(set_title(self._client, job.channel, job.ts, text), name="slack-title")
+        channel_type = job.event.get("channel_type")
+        if self._memory_on:
+            visibility = await self._conversations.visibility(job.channel, channel_type)
+        else:
+            visibility = self._conversations.seen_visibility(job.channel, channel_type)
         history = await self._history(job, thread_key)
         return IncomingMessage(
             text=text,
@@ -148,6 +155,16 @@ class MessageAnswerer:
             history=history,
             source_messages=self._sources(job, thread_key),
         )
+
+    def _titled(self, job: Job, message: IncomingMessage, surface: SlackThreadSurface) -> Surface:
+        """A new agent conversation (a top-level DM) gets its title once the agent starts on it."""
+        if message.channel_visibility != "dm" or is_thread_reply(job.event):
+            return surface
+
+        def title() -> None:
+            self._spawn(set_title(self._client, job.channel, job.ts, message.text), name="slack-title")
+
+        return TitledConversation(surface, title)
 
     async def _history(self, job: Job, thread_key: str) -> tuple[HistoryTurn, ...]:
         if not is_thread_reply(job.event):

@@ -3,7 +3,8 @@
 Every event is acknowledged at once; the work happens in a tracked background task (so shutdown can
 wait for it). A redelivered event (same `event_id`) and the twin delivery of one message (`app_mention`
 plus `message.channels` for the same `channel`/`ts`) are recognised before any task starts, so a
-message is answered at most once.
+message is answered at most once by this process; with a store the replicas share, the answer first
+takes the message's shared claim (app/slack/claims.py), so it is answered once by all of them.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import structlog
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_sdk.errors import SlackClientError
 
+from app.slack.claims import SharedClaims, message_claim_key
 from app.slack.conversations import Conversations
 from app.slack.events import (
     SlackIdentity,
@@ -55,6 +57,7 @@ class EventRouter:
         answerer: MessageAnswerer,
         memory_events: MemoryFollowsSlack,
         spawn: Spawn,
+        shared: SharedClaims | None = None,
     ) -> None:
         self._identity = identity
         self._allow_bots = options.allow_bots
@@ -63,6 +66,7 @@ class EventRouter:
         self._memory_events = memory_events
         self._spawn = spawn
         opts = options
+        self._shared = shared or SharedClaims(None, ttl_seconds=opts.dedupe_ttl_seconds)
         self._seen_events = RecentKeys(ttl=opts.dedupe_ttl_seconds, max_size=opts.dedupe_max_entries)
         self._claimed_messages = RecentKeys(ttl=opts.dedupe_ttl_seconds, max_size=opts.dedupe_max_entries)
         self._bot_threads = RecentKeys(
@@ -138,8 +142,15 @@ class EventRouter:
             log.info("slack.event", action="twin", **fields)
             return
         self._bot_threads.add(thread_key)
-        log.info("slack.event", action="accepted", how=how, **fields)
-        self._spawn(self._answerer.answer(job, thread_key), name=f"slack-answer-{job.channel}-{job.ts}")
+        log.info("slack.event", action="accepted", how=how, shared=self._shared.shared, **fields)
+        self._spawn(self._answer_once(job, thread_key, fields), name=f"slack-answer-{job.channel}-{job.ts}")
+
+    async def _answer_once(self, job: Job, thread_key: str, fields: Mapping[str, Any]) -> None:
+        """The answer, unless another replica holds the message's shared claim."""
+        if not await self._shared.first(message_claim_key(job.team_id, job.channel, job.ts), fields):
+            log.info("slack.event", action="claimed_elsewhere", **fields)
+            return
+        await self._answerer.answer(job, thread_key)
 
     async def _follow_up_if_bot_thread(self, job: Job, thread_key: str, fields: Mapping[str, Any]) -> None:
         """A thread reply without a mention: ours only when the bot already speaks in that thread."""

@@ -25,6 +25,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from memory.rules.claims import EventClaims
 from memory.rules.engine import is_valid_cap
 from memory.rules.scope import validate_scope_key
 from memory.service.redact_cache import RedactionCache
@@ -38,6 +39,7 @@ from memory.wire import (
     audit_query_from_wire,
     audit_to_wire,
     candidate_from_wire,
+    claim_from_wire,
     erase_reason_from_wire,
     is_unicode_text,
     link_from_wire,
@@ -134,6 +136,7 @@ def create_app(
         Route("/fetch", service.endpoint("/fetch", service.fetch), methods=["POST"]),
         Route("/audit/record", service.endpoint("/audit/record", service.record_read), methods=["POST"]),
         Route("/audit/query", service.endpoint("/audit/query", service.read_audit), methods=["POST"]),
+        Route("/events/claim", service.endpoint("/events/claim", service.claim_event), methods=["POST"]),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: service.http_error})
     app.router.redirect_slashes = False  # /write/ is not /write: 404, never a redirect
@@ -397,6 +400,15 @@ class _Service:
         entries = await self._store.read_audit(query)
         fields["entries"] = len(entries)
         return {"entries": [audit_to_wire(entry) for entry in entries]}
+
+    async def claim_event(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        """Slack event dedupe shared by the bot replicas behind this service (memory/rules/claims.py)."""
+        key, ttl = _wire(claim_from_wire, body)
+        if not isinstance(self._store, EventClaims):
+            raise Refusal(501, f"{type(self._store).__name__} cannot claim events")
+        claimed = await self._store.claim_event(key, ttl)
+        fields["claimed"] = claimed
+        return {"claimed": claimed}
 
 
 def _wire(parse: Callable[[Any], Any], value: object) -> Any:

@@ -15,6 +15,7 @@ from typing import Any
 import httpx
 import structlog
 
+from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch
 from memory.types import (
     AuditQuery,
@@ -33,6 +34,7 @@ from memory.wire import (
     audit_query_to_wire,
     audit_to_wire,
     candidate_to_wire,
+    claim_to_wire,
     link_to_wire,
     ranked_from_wire,
     record_from_wire,
@@ -205,6 +207,15 @@ class HttpMemoryStore:
             except WireError:
                 continue
         return entries
+
+    async def claim_event(self, key: str, ttl_seconds: float) -> bool:
+        """Once per key across every process behind this memory service (memory/rules/claims.py)."""
+        key, ttl = validate_claim(key, ttl_seconds)  # refused here, naming the field, not as a 400
+        reply = await self._checked("/events/claim", claim_to_wire(key, ttl))
+        claimed = reply.get("claimed")
+        if not isinstance(claimed, bool):
+            raise MemoryStoreError("memory service /events/claim: reply has no boolean 'claimed'", status=200)
+        return claimed
 
     async def aclose(self) -> None:
         await self._client.aclose()

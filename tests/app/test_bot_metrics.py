@@ -6,15 +6,21 @@ from __future__ import annotations
 import json
 from contextlib import AsyncExitStack
 
+import aiohttp
+
 from app.agent.agents import build_agents
 from app.agent.providers.base import CompletionRequest, Message
 from app.agent.providers.registry import build_provider_registry
 from app.dispatch import Dispatcher
 from app.reflection_hook import install_reflection
+from app.runtime import build_runtime
 from memory.stores.in_process import InMemoryMemoryStore
+from memory.types import MemoryCandidate
 from ops.metrics import Metrics
 from tests.app.runtime_support import RecordingSurface, message, settings_for
+from tests.app.slack.harness import running_bot
 from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi
 
 
 def value(metrics: Metrics, name: str, **labels: str) -> float:
@@ -66,3 +72,44 @@ async def test_a_settled_reflection_counts_its_outcome_and_its_writes(
     assert value(metrics, "switchboard_reflection_outcomes_total", outcome="written") == 1
     assert value(metrics, "switchboard_reflection_outcomes_total", outcome="rejected") == 1
     assert value(metrics, "switchboard_memory_writes_total", result="inserted") == 1
+
+
+async def test_the_bots_own_metrics_count_its_memory_reads_and_the_records_they_read(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer
+) -> None:
+    """Scraped from the bot's real /metrics: each run that reads memory is one read, with its records
+    (the memory service counts its own retrieves; before, the bot's /metrics said 0 reads)."""
+    metrics = Metrics()
+    settings = settings_for(fake_anthropic, organization="acme", memory={"enabled": True})
+    store = InMemoryMemoryStore()
+    fact = MemoryCandidate(
+        kind="fact", text="deploys run nightly from main", source_thread_key="t", origin="public"
+    )
+    await store.write("org:acme", [fact])
+    fake_anthropic.default_reply = "Nightly."
+    built = build_runtime(settings, environ={}, memory_store=store, metrics=metrics)
+    slack_api.add_conversation("C1", "public")
+    http = {"metrics": metrics, "metrics_token": "scrape-token"}
+    try:
+        async with running_bot(slack_api, built.dispatcher, memory_store=store, http=http) as bot:
+            for text in ("when do deploys run?", "and from which branch do deploys run?"):
+                await bot.slack.event(slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> {text}"))
+                await bot.settle()
+            async with (
+                aiohttp.ClientSession() as session,
+                session.get(
+                    bot.url.replace("/slack/events", "/metrics"),
+                    headers={"Authorization": "Bearer scrape-token"},
+                ) as reply,
+            ):
+                scraped = await reply.text()
+    finally:
+        await built.aclose()
+
+    assert len(fake_anthropic.requests) == 2
+    samples = {
+        line.split(" ")[0]: float(line.split(" ")[1]) for line in scraped.splitlines() if line[:1] != "#"
+    }
+    assert samples["switchboard_memory_reads_total"] == 2
+    assert samples["switchboard_memory_records_read_total"] == 2
+    assert samples["switchboard_memory_read_failures_total"] == 0

@@ -26,10 +26,12 @@ from psycopg import AsyncConnection
 from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms
 from memory.ranking.vectors import REINDEX_BATCH, Progress
+from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.postgres import ledger, reads, writes
+from memory.stores.postgres.claims import ClaimTable
 from memory.stores.postgres.connection import DSN_SETTING, ServerPool, error_kind, failure, first_line
 from memory.stores.postgres.erasure import ScrubList, erase
 from memory.stores.postgres.retrieve import Retriever
@@ -98,6 +100,7 @@ class PostgresMemoryStore:
         self._retention = retention
         self._retriever = Retriever(ranking, embedder, clock, retention)
         self._scrub = ScrubList()  # the erase's SET list, from the live table's columns
+        self._claims = ClaimTable()
 
     @classmethod
     async def connect(cls, dsn: str, cap: int = DEFAULT_SCOPE_CAP, **options: Any) -> PostgresMemoryStore:
@@ -304,6 +307,15 @@ class PostgresMemoryStore:
             return await ledger.read_audit(pool, query, cutoff)
         except psycopg.Error as error:
             raise failure("read_audit", "-", error) from error
+
+    async def claim_event(self, key: str, ttl_seconds: float) -> bool:
+        """Once per key across every replica on this database (memory/rules/claims.py)."""
+        key, ttl = validate_claim(key, ttl_seconds)
+        pool = await self._pool.ready()
+        try:
+            return await self._claims.claim(pool, key, ttl, self._clock())
+        except psycopg.Error as error:
+            raise failure("claim_event", "-", error) from error
 
     async def _erase(self, action: str, where: str, params: Sequence[object], reason: EraseReason) -> int:
         """One UPDATE in place over the not-yet-erased rows matching `where`: text, norm, keywords,

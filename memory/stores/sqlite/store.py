@@ -30,11 +30,12 @@ import structlog
 from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms
 from memory.ranking.vectors import REINDEX_BATCH, Progress
+from memory.rules.claims import validate_claim
 from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
-from memory.stores.sqlite import erasure, ledger, reads
+from memory.stores.sqlite import claims, erasure, ledger, reads
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
 from memory.stores.sqlite.index_sync import OpenScopes, SyncedIndex
 from memory.stores.sqlite.retrieve import Retriever
@@ -285,6 +286,12 @@ class SqliteMemoryStore:
             return []
         cutoff = self._retention.audit_cutoff(self._clock())
         return await self._run_ledger(lambda c: ledger.read_audit(c, query, cutoff))
+
+    async def claim_event(self, key: str, ttl_seconds: float) -> bool:
+        """Once per key across every process over this data directory (memory/rules/claims.py)."""
+        key, ttl = validate_claim(key, ttl_seconds)
+        now = self._clock()
+        return await self._run_ledger(lambda c: claims.claim(c, key, ttl, now))
 
     async def aclose(self) -> None:
         """Finish in-flight work, then close every connection."""

@@ -5,10 +5,15 @@ agent conversation, and answers in both shapes of DM thread."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from app.slack.agent_view import PROMPTS_TITLE, SUGGESTED_PROMPTS, conversation_title
+from app.slack.bot import registry_caller
+from memory.stores.in_process import InMemoryMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, running_bot
+from tests.app.slack.test_e2e import full_runtime
+from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import FakeSlackApi
 
 
@@ -101,3 +106,28 @@ def test_a_long_first_message_is_cut_to_a_one_line_title() -> None:
         "Please summarize everything we decided about the migration plan in Q3\nand more"
     )
     assert "\n" not in title and len(title) <= 60 and title.endswith("…")
+
+
+async def test_a_command_in_the_messages_tab_is_answered_but_never_becomes_the_title(
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer
+) -> None:
+    """`memory list` typed as a new conversation is answered by the registry without the agent, and the
+    conversation keeps no title of it; the next conversation, a question, is titled by its text."""
+    slack_api.add_conversation("D1", "im")
+    fake_anthropic.default_reply = "Rotate it in the vault."
+    built, commands = full_runtime(tmp_path, fake_anthropic, memory=False, store=InMemoryMemoryStore())
+    try:
+        async with running_bot(
+            slack_api, built.dispatcher, registry=commands, caller_factory=registry_caller
+        ) as bot:
+            for text in ("memory list", "memory listt org", "How do we rotate the staging password?"):
+                await bot.slack.event(slack_api.post_as_user("D1", "U1", text))
+                await bot.settle()
+    finally:
+        await built.aclose()
+
+    replies = slack_api.bot_replies("D1")
+    assert len(replies) == 3 and replies[-1].text == "Rotate it in the vault."
+    assert len(fake_anthropic.requests) == 1  # the two commands reached no model
+    [title] = slack_api.calls_to("assistant.threads.setTitle")
+    assert title.args["title"] == "How do we rotate the staging password?"

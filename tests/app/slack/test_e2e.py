@@ -75,7 +75,13 @@ async def _bot(
     slack_api: FakeSlackApi, tmp_path: Path, model: FakeModelServer, store: MemoryStore, memory: bool
 ) -> AsyncIterator[RunningBot]:
     dispatcher, registry = runtime(tmp_path, model, memory=memory, store=store)
-    async with running_bot(slack_api, dispatcher, registry=registry, caller_factory=registry_caller) as bot:
+    async with running_bot(
+        slack_api,
+        dispatcher,
+        registry=registry,
+        caller_factory=registry_caller,
+        memory_store=store if memory else None,  # as `switchboard serve` passes it
+    ) as bot:
         yield bot
 
 
@@ -478,7 +484,7 @@ async def test_a_redelivered_event_makes_one_model_call_one_reply_and_schedules_
     fake_anthropic.script("The release captain.", json.dumps(facts))
     try:
         async with running_bot(
-            slack_api, built.dispatcher, registry=commands, caller_factory=registry_caller
+            slack_api, built.dispatcher, registry=commands, caller_factory=registry_caller, memory_store=store
         ) as bot:
             first = await bot.slack.event(event, event_id="EvREFLECT")
             second = await bot.slack.event(event, event_id="EvREFLECT", retry_num=1)

@@ -107,7 +107,7 @@ async def workspace(
     built, commands = full_runtime(tmp_path, fake_anthropic, memory=True, store=store)
     try:
         async with running_bot(
-            slack_api, built.dispatcher, registry=commands, caller_factory=registry_caller
+            slack_api, built.dispatcher, registry=commands, caller_factory=registry_caller, memory_store=store
         ) as bot:
             yield Workspace(slack_api, fake_anthropic, built, bot)
     finally:
