@@ -21,7 +21,11 @@ Holder = Literal["principal", "member", "anyone"]
 # Origins whose facts may reach the shared, cross-channel scopes (repo, org).
 SHARED_ORIGINS: frozenset[str | None] = frozenset({"public", "machine"})
 # Origins that are one person's (or a small group's) conversation: narrowed to the person first.
-PERSONAL_ORIGINS: frozenset[str | None] = frozenset({"dm", "mpim"})
+PERSONAL_ORIGINS: frozenset[str | None] = frozenset({"dm", "mpim", "unknown"})
+# Origins the read rule shows to the record's owner alone: a shared scope has no owner, so a fact from
+# one of them is never written to one (it could be read by nobody and forgotten by nobody but admins).
+# A DM has no channel scope at all; this keeps an `unknown` fact out of a channel's too.
+CONVERSATION_ORIGINS: frozenset[str | None] = frozenset({"public", "machine", "private", "mpim"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,9 +66,10 @@ class Decision:
 POLICY_TABLE: tuple[Rule, ...] = (
     # A person's own scope, from anywhere.
     Rule(WRITE_ACTION, "user", "principal"),
-    # The run's own channel, from anywhere learned in that channel: its readers are the origin's own
-    # audience. A private or DM fact restated in another channel is not (it is narrowed).
-    Rule(WRITE_ACTION, "channel", "member", same_conversation=True),
+    # The run's own channel, from anywhere learned in that channel that its members may read: its
+    # readers are the origin's own audience. A private fact restated in another channel is not (it is
+    # narrowed), and neither is a dm or unknown one (shown to its owner alone: their user scope).
+    Rule(WRITE_ACTION, "channel", "member", CONVERSATION_ORIGINS, same_conversation=True),
     # The bound repo and the org are read from every channel: only public and machine origins.
     Rule(WRITE_ACTION, "repo", "member", SHARED_ORIGINS),
     Rule(WRITE_ACTION, "org", "anyone", SHARED_ORIGINS),
@@ -127,7 +132,8 @@ def _learned_in(resource: MemoryScopeResource) -> bool:
 
 
 def _narrow(actor: Actor, resource: MemoryScopeResource, origin: str, table: tuple[Rule, ...]) -> Decision:
-    """dm/mpim → the user's scope, else the channel's; private/unknown → the channel's, else the user's."""
+    """dm/mpim/unknown → the user's scope, else the channel's (granted for mpim only); private → the
+    channel's, else the user's."""
     channel = next((key for key in sorted(actor.memberships) if scope_kind(key) == "channel"), None)
     order = (actor.principal, channel) if origin in PERSONAL_ORIGINS else (channel, actor.principal)
     for key in order:

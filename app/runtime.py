@@ -49,6 +49,7 @@ class Runtime:
         """Verify what can be verified before taking messages; raises ConfigError with one clear line."""
         from app.agent.agents import missing_model_message
         from memory.stores.build import open_memory_store
+        from memory.stores.dm_scopes import migrate_dm_scopes_at_start
         from memory.types import MemoryStoreError
 
         if self.agents.default.model_ref is None:
@@ -58,6 +59,7 @@ class Runtime:
         except MemoryStoreError as error:
             raise ConfigError(f"memory store unavailable: {error}") from None
         await erase_expired_at_start(self.memory_store)
+        await migrate_dm_scopes_at_start(self.memory_store)
 
     async def aclose(self) -> None:
         await self.providers.aclose()

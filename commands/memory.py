@@ -34,7 +34,13 @@ from commands.render import is_machine_caller as _is_machine
 from commands.render import quoted_text
 from commands.render import store_failure as _failure
 from memory.rules.engine import parse_record_id, record_id
-from memory.rules.scope import ScopeKind, derive_scope_key, scope_kind, validate_scope_key
+from memory.rules.scope import (
+    ScopeKind,
+    derive_scope_key,
+    is_dm_conversation,
+    scope_kind,
+    validate_scope_key,
+)
 from memory.rules.scorer import clean_memory_field, query_tokens
 from memory.rules.visibility import Reader, may_show
 from memory.types import MAX_LIMIT, MemoryRecord, MemoryStore
@@ -271,6 +277,10 @@ class MemoryCommands:
         if wanted == "me" and own is None:
             return CommandReply(
                 "There is no user identity on this surface, so no records are yours.", ok=False
+            )
+        if wanted == "channel" and channel is None and is_dm_conversation(caller.channel_id):
+            return CommandReply(
+                "A DM has no channel scope: what you teach me here is yours (`memory list me`).", ok=False
             )
         if wanted == "channel" and channel is None:
             return CommandReply(

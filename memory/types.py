@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, runtime_checkable
+from typing import Literal, Protocol, get_args, runtime_checkable
 
 RecordKind = Literal["fact", "summary"]
 RecordStatus = Literal["active", "superseded", "forgotten", "evicted"]
@@ -20,12 +20,12 @@ Origin = Literal["public", "private", "mpim", "dm", "machine", "unknown"]
 ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine", "unknown"})
 
 # Why a record's text was erased (the row keeps id, scope, origin, provenance, dates, status, reason).
+# `migrated`: a DM's old channel scope at start-up (moved into its owner's scope, or erased when no
+# owner could be told).
 EraseReason = Literal[
-    "forgotten", "source_deleted", "source_edited", "expired", "channel_deleted", "user_request"
+    "forgotten", "source_deleted", "source_edited", "expired", "channel_deleted", "user_request", "migrated"
 ]
-ERASE_REASONS: frozenset[str] = frozenset(
-    {"forgotten", "source_deleted", "source_edited", "expired", "channel_deleted", "user_request"}
-)
+ERASE_REASONS: frozenset[str] = frozenset(get_args(EraseReason))
 
 # The per-scope cap when nothing is configured (decay keeps stale records out of the ranking; the cap
 # keeps them out of storage), and the most one may be (the config, the wire and every store agree).

@@ -15,7 +15,7 @@ import structlog
 
 from memory.reflection.parse import ParsedReflection
 from memory.reflection.run import ReflectionRun
-from memory.rules.engine import normalize_text
+from memory.rules.restate import meaning_key
 from memory.rules.visibility import narrower, origin_from_visibility
 from memory.types import MAX_LIMIT, MemoryCandidate, MemoryRecord, MemoryStore, Origin
 
@@ -42,8 +42,9 @@ async def label_candidates(
     retrieved: Sequence[MemoryRecord],
 ) -> ParsedReflection:
     """Every candidate inherits the run's origin label (`run_label`) — or the narrower label of a
-    record of the run's scopes whose normalized text it restates, so a fact learned in a DM or a private
-    channel cannot be laundered wider by re-emitting it from a public run. The gate then narrows by it."""
+    record of the run's scopes it restates (the same `meaning_key`: case, punctuation, markup and
+    spacing aside), so a fact learned in a DM or a private channel cannot be laundered wider by
+    re-emitting it, restyled, from a public run. The gate then narrows by it."""
     if not parsed.candidates:
         return parsed
     labels = await asyncio.gather(
@@ -68,9 +69,9 @@ async def _restated_label(
     scope_keys: Sequence[str],
     retrieved: Sequence[MemoryRecord],
 ) -> Label:
-    """The narrowest label among the run's and every same-text record's (a record's on a tie); a lookup
+    """The narrowest label among the run's and every record's it restates (a record's on a tie); a lookup
     that fails cannot rule a restatement out, so the candidate is labelled `unknown` (read as dm)."""
-    norm = normalize_text(candidate.text)
+    key = meaning_key(candidate.text)
     try:
         listed = await asyncio.gather(
             *(store.list(key, MAX_LIMIT, query=candidate.text) for key in scope_keys)
@@ -80,7 +81,7 @@ async def _restated_label(
         return ("unknown", None)
     label = own
     for record in (*retrieved, *(record for page in listed for record in page)):
-        if normalize_text(record.text) == norm:
+        if meaning_key(record.text) == key:
             # On a tie the record's label wins: a fact from private channel G1 restated in private G2
             # stays G1's, never becomes G2's.
             label = narrower((record.origin, record.origin_conversation), label)

@@ -11,6 +11,9 @@ ScopeKind = Literal["org", "repo", "channel", "user"]
 MAX_SCOPE_KEY_LENGTH = 200
 _FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+# A Slack DM's conversation id as the adapter namespaces it: `slack:D…`, or `slack:T…:D…` when one app
+# serves several workspaces. Slack gives every DM (and only a DM) an id starting with D.
+_SLACK_DM = re.compile(r"^slack:(?:T[A-Z0-9]+:)?D[A-Z0-9]+$")
 
 
 class ScopeError(ValueError):
@@ -28,16 +31,36 @@ def validate_scope_key(key: object) -> str:
     return key
 
 
+def is_dm_conversation(conversation_id: str | None) -> bool:
+    """True for a DM's conversation id (`slack:D…`, `slack:T…:D…`).
+
+    Told by the id's own form rather than a stamped visibility or the records' origins: the id is
+    there on every path (a read, a write, a listing, a stored scope key from before origins were
+    kept), while a visibility may be missing and an old record's origin reads as `private`.
+    """
+    return conversation_id is not None and _SLACK_DM.match(conversation_id) is not None
+
+
+def dm_channel_scope(scope_key: str) -> str | None:
+    """The DM id of a `channel:` scope key written for a DM (the old way), else None."""
+    kind, sep, rest = scope_key.partition(":")
+    return rest if kind == "channel" and sep and is_dm_conversation(rest) else None
+
+
 def derive_scope_key(kind: ScopeKind, value: str | None) -> str:
     """`org:<organization>`, `user:<user id>`, `repo:<owner/name>`, `channel:<channel id>`.
 
-    User and channel ids arrive platform-namespaced from the adapter (`slack:U0123`).
+    User and channel ids arrive platform-namespaced from the adapter (`slack:U0123`). A DM has no
+    channel scope: it is one person's conversation, so what it teaches is theirs (their user scope),
+    which they can forget and an erasure of them reaches; a shared scope there would have no owner.
     """
     if value is None or not value.strip():
         raise ScopeError(f"a {kind} scope needs a {_INPUT_NAMES[kind]}; refusing an anonymous scope")
     value = value.strip()
     if kind == "repo" and not _REPO.match(value):
         raise ScopeError(f"a repo scope needs owner/name, got {value!r}")
+    if kind == "channel" and is_dm_conversation(value):
+        raise ScopeError(f"a DM has no channel scope ({value!r}): what it teaches is the person's")
     return validate_scope_key(f"{kind}:{value}")
 
 
@@ -66,10 +89,12 @@ def request_scope_keys(
     channel_id: str | None = None,
     repo: str | None = None,
 ) -> RequestScopes:
+    """The scopes of a request; a DM's has no channel scope (`derive_scope_key`)."""
+    shared_channel = channel_id if channel_id and not is_dm_conversation(channel_id.strip()) else None
     return RequestScopes(
         org=derive_scope_key("org", organization),
         repo=derive_scope_key("repo", repo) if repo else None,
-        channel=derive_scope_key("channel", channel_id) if channel_id else None,
+        channel=derive_scope_key("channel", shared_channel) if shared_channel else None,
         user=derive_scope_key("user", user_id) if user_id else None,
     )
 

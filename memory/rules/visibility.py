@@ -10,12 +10,13 @@ A reply's audience must be no wider than the record's origin:
 | `private`, `mpim`      | in that same conversation to the same kind of audience (a private channel |
 |                        | read as private), or privately to the record's owner                      |
 | `dm`, `unknown`        | only privately to the record's owner (their DM with the bot, their        |
-|                        | terminal, an ephemeral reply or App Home only they see), or privately in  |
-|                        | that same DM                                                              |
+|                        | terminal, an ephemeral reply or App Home only they see)                   |
 
-The owner of a record is the person whose user scope holds it; a shared-scope record has no owner, so
-a `dm`/`unknown` one there is shown only privately in the DM it came from (a DM's channel scope), and
-nowhere else (the write gate never puts one in a wider scope; a migrated row might).
+The owner of a record is the person whose user scope holds it. A `dm`/`unknown` record is tied to that
+owner, never to a conversation: a reader naming the DM it came from (a crafted payload, an admin's
+listing there) is not its owner, so naming the conversation shows nothing. A shared-scope record has
+no owner, so a `dm`/`unknown` one there is shown to nobody (the write gate never puts one there; a DM
+has no shared scope, and the start-up migration moves what old versions wrote into their owner's).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, cast
 
+from memory.rules.scope import dm_channel_scope
 from memory.types import ORIGINS, MemoryRecord, Origin
 
 # Who will see a reply: everyone in a public channel, the members of a private channel or group DM,
@@ -72,12 +74,15 @@ def narrower(
 
 def legacy_origin(scope_key: str) -> tuple[Origin, str | None]:
     """The conservative label of a record written before origins were stored (the migration):
-    org and repo records were only ever written from public runs; a channel record keeps its channel
-    as the conversation but is read as `private` (its visibility then is not known); a user record
-    has no evidence and is `unknown` (read as dm)."""
+    org and repo records were only ever written from public runs; a DM's channel record (as older
+    versions wrote them) is `dm`; any other channel record keeps its channel as the conversation but
+    is read as `private` (its visibility then is not known); a user record has no evidence and is
+    `unknown` (read as dm)."""
     kind, sep, rest = scope_key.partition(":")
     if kind in ("org", "repo") and sep:
         return "public", None
+    if dm_channel_scope(scope_key) is not None:
+        return "dm", rest
     if kind == "channel" and sep and rest:
         return "private", rest
     return "unknown", None
@@ -112,9 +117,4 @@ def may_show(record: MemoryRecord, reader: Reader) -> bool:
             and reader.conversation_id == record.origin_conversation
         )
         return same_conversation or to_owner_alone
-    in_that_dm = (
-        reader.audience == "self"
-        and record.origin_conversation is not None
-        and reader.conversation_id == record.origin_conversation
-    )
-    return to_owner_alone or in_that_dm  # dm, unknown
+    return to_owner_alone  # dm, unknown: the owner alone, wherever they name

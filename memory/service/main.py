@@ -51,6 +51,7 @@ from memory.service.workers import (
     worker_count,
 )
 from memory.stores.build import data_dir_problem, memory_dir
+from memory.stores.dm_scopes import migrate_dm_scopes_at_start
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.heap import settle_heap
 from ops.http_guard import (
@@ -307,6 +308,7 @@ async def serve(
         else:
             multiprocess_dir = env.get(MULTIPROCESS_DIR_ENV)
         await store.erase_expired()  # retention at start-up; later, each scope's next write
+        await migrate_dm_scopes_at_start(store)
         metrics = Metrics(multiprocess_dir=multiprocess_dir)
         app = create_app(
             store, token, metrics=metrics, metrics_token=env.get(METRICS_TOKEN_ENV) or None, ready=ready

@@ -45,19 +45,25 @@ def test_an_org_write_from_a_dm_is_narrowed_to_the_users_scope(origin: str) -> N
     assert decision == Decision(True, f"narrowed_{origin}_org_to_user", narrowed_to=USER)
 
 
-@pytest.mark.parametrize(
-    ("origin", "token"), [("private", "private"), (None, "unknown"), ("weird", "unknown")]
-)
-def test_an_org_write_from_private_or_unknown_origin_is_narrowed_to_the_channel(
-    origin: str | None, token: str
-) -> None:
+def test_an_org_write_from_a_private_origin_is_narrowed_to_the_channel() -> None:
+    decision = write(ORG, "private")
+    assert decision == Decision(True, "narrowed_private_org_to_channel", narrowed_to=CHANNEL)
+
+
+@pytest.mark.parametrize("origin", [None, "weird"])
+def test_an_org_write_from_an_unknown_origin_is_narrowed_to_the_user(origin: str | None) -> None:
+    """Unknown is read as dm (its owner alone): the user's scope, never a channel nobody owns."""
     decision = write(ORG, origin)
-    assert decision == Decision(True, f"narrowed_{token}_org_to_channel", narrowed_to=CHANNEL)
+    assert decision == Decision(True, "narrowed_unknown_org_to_user", narrowed_to=USER)
 
 
-def test_a_dm_without_a_user_falls_to_the_channel() -> None:
+@pytest.mark.parametrize("origin", ["dm", "unknown"])
+def test_an_owner_only_fact_is_never_written_to_a_channel_scope(origin: str) -> None:
+    """Even a channel scope the actor holds, learned in that very conversation (an old DM's channel
+    scope): a DM has no shared scope, and nobody but its owner may read such a fact."""
     actor = Actor(principal=None, memberships=frozenset({"channel:slack:D1"}))
-    assert write(ORG, "dm", actor, conversation="slack:D1").narrowed_to == "channel:slack:D1"
+    assert not write(ORG, origin, actor, conversation="slack:D1").allowed
+    assert not write("channel:slack:D1", origin, actor, conversation="slack:D1").allowed
 
 
 def test_a_private_origin_without_a_channel_falls_to_the_user() -> None:
@@ -73,7 +79,7 @@ def test_a_narrowed_write_never_lands_in_the_repo() -> None:
 
 
 @pytest.mark.parametrize(
-    ("origin", "narrowed"), [("dm", USER), ("mpim", USER), ("private", CHANNEL), (None, CHANNEL)]
+    ("origin", "narrowed"), [("dm", USER), ("mpim", USER), ("private", CHANNEL), (None, USER)]
 )
 def test_a_repo_write_from_a_non_public_origin_is_narrowed_like_org(
     origin: str | None, narrowed: str
@@ -83,8 +89,12 @@ def test_a_repo_write_from_a_non_public_origin_is_narrowed_like_org(
 
 
 @pytest.mark.parametrize("origin", ["public", "dm", "mpim", "private", None, "machine"])
-def test_user_and_channel_writes_are_granted_as_routed_from_any_origin(origin: str | None) -> None:
+def test_user_writes_are_granted_as_routed_from_any_origin(origin: str | None) -> None:
     assert write(USER, origin) == Decision(True, "granted")
+
+
+@pytest.mark.parametrize("origin", ["public", "mpim", "private", "machine"])
+def test_channel_writes_are_granted_as_routed_from_any_origin_its_members_may_read(origin: str) -> None:
     assert write(CHANNEL, origin) == Decision(True, "granted")
 
 

@@ -607,10 +607,18 @@ async def test_mpim_counts_as_a_dm() -> None:
     assert written(store) == {"user:slack:UA": ["shared fact"]}
 
 
-@pytest.mark.parametrize("origin", ["private", None, "something-new"])
-async def test_private_or_unknown_origin_org_fact_is_narrowed_to_the_channel(origin: str | None) -> None:
-    _, store, _ = await run_reflect(envelope(fact("shared fact"), summary="s"), origin=origin)
+async def test_private_origin_org_fact_is_narrowed_to_the_channel() -> None:
+    _, store, _ = await run_reflect(envelope(fact("shared fact"), summary="s"), origin="private")
     assert written(store) == {"channel:slack:C1": ["shared fact", "s"]}
+
+
+@pytest.mark.parametrize("origin", [None, "something-new"])
+async def test_unknown_origin_org_fact_is_narrowed_to_the_user_who_alone_may_read_it(
+    origin: str | None,
+) -> None:
+    """An unknown origin is read as a DM (its owner alone): a channel scope has no owner to show it to."""
+    _, store, _ = await run_reflect(envelope(fact("shared fact"), summary="s"), origin=origin)
+    assert written(store) == {"user:slack:UA": ["shared fact", "s"]}
 
 
 async def test_private_origin_without_a_channel_narrows_to_the_user() -> None:
@@ -619,10 +627,13 @@ async def test_private_origin_without_a_channel_narrows_to_the_user() -> None:
     assert written(store) == {"user:slack:UA": ["shared fact"]}
 
 
-async def test_dm_origin_without_a_user_narrows_to_the_channel() -> None:
-    scopes = RequestScopes(org="org:acme", channel="channel:slack:D1")
-    _, store, _ = await run_reflect(envelope(fact("shared fact")), scopes=scopes, origin="dm")
-    assert written(store) == {"channel:slack:D1": ["shared fact"]}
+async def test_a_dm_fact_is_never_written_to_a_channel_scope_even_without_a_user() -> None:
+    """A DM has no shared scope: with no user scope to narrow to, its fact is dropped, not shared."""
+    scopes = RequestScopes(org="org:acme", channel="channel:slack:C1")
+    outcome, store, _ = await run_reflect(
+        envelope(fact("shared fact"), fact("chan fact", "channel")), scopes=scopes, origin="dm"
+    )
+    assert store.writes == [] and outcome.outcome == "nothing_durable"
 
 
 async def test_a_fact_that_can_be_written_nowhere_is_dropped_and_counted() -> None:
@@ -663,12 +674,20 @@ async def test_public_and_machine_origins_keep_the_routing(origin: str) -> None:
     }
 
 
-@pytest.mark.parametrize("origin", ["public", "dm", "private", None])
+@pytest.mark.parametrize("origin", ["public", "private"])
 async def test_user_and_channel_facts_are_never_widened(origin: str | None) -> None:
     _, store, _ = await run_reflect(
         envelope(fact("this user fact", "user"), fact("chan fact", "channel")), origin=origin
     )
     assert written(store) == {"channel:slack:C1": ["chan fact"], "user:slack:UA": ["this user fact"]}
+
+
+@pytest.mark.parametrize("origin", ["dm", None])
+async def test_a_channel_fact_of_an_owner_only_origin_goes_to_the_owner(origin: str | None) -> None:
+    _, store, _ = await run_reflect(
+        envelope(fact("this user fact", "user"), fact("chan fact", "channel")), origin=origin
+    )
+    assert written(store) == {"user:slack:UA": ["this user fact", "chan fact"]}
 
 
 async def test_a_narrowed_correction_drops_its_supersedes() -> None:
@@ -916,6 +935,45 @@ async def test_a_dm_fact_re_emitted_from_a_public_run_is_narrowed_to_the_user_ne
     (kept,) = store.records("user:slack:UA")  # the restatement dedups into the DM record
     assert (kept.origin, kept.origin_conversation, kept.use_count) == ("dm", "slack:D1", 1)
     assert outcome.routed[0].scope_key == "user:slack:UA"
+
+
+@pytest.mark.parametrize(
+    "restated",
+    [
+        DM_FACT + "!",
+        f"**{DM_FACT}!**",
+        f"`{DM_FACT}`",
+        f"_{DM_FACT}_.",
+        "This user is interviewing — at another company!!",
+        "  THIS   user is\ninterviewing at another\u200b company  ",
+        "This user is *interviewing* at another company; ",
+    ],
+)
+async def test_a_restatement_differing_only_in_punctuation_or_markup_takes_the_narrower_label(
+    restated: str,
+) -> None:
+    """Issue 23: appending "!" to a DM record's text let the restatement into a public scope."""
+    store = await store_with_a_dm_fact()
+    outcome, store, _ = await run_reflect(envelope(fact(restated, "org")), store=store, origin="public")
+    for scope in ("org:acme", "repo:acme/api", "channel:slack:C1"):
+        assert store.records(scope) == []
+    ((scope, (candidate,)),) = store.writes
+    assert (scope, candidate.origin, candidate.origin_conversation) == ("user:slack:UA", "dm", "slack:D1")
+    assert outcome.routed[0].reason == "narrowed_dm_org_to_user"
+
+
+async def test_a_fact_that_only_shares_words_with_a_dm_record_keeps_the_runs_label() -> None:
+    """The same words in another order, or one word changed, are not a restatement by bytes-after-
+    normalization: a public fact about something else is not narrowed because it looks alike."""
+    store = await store_with_a_dm_fact()
+    _, store, _ = await run_reflect(
+        envelope(fact("this user is interviewing at another company's office", "org")),
+        store=store,
+        origin="public",
+    )
+    assert [r.text for r in store.records("org:acme")] == [
+        "this user is interviewing at another company's office"
+    ]
 
 
 async def test_a_private_channel_fact_re_emitted_in_a_public_channel_stays_out_of_its_scope() -> None:

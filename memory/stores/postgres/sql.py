@@ -58,7 +58,9 @@ _SET_VECTOR: Final = (
     "UPDATE memory_records SET embedding = %s, embedding_model = %s WHERE scope_key = %s AND seq = %s"
 )
 
-_SCOPES: Final = "SELECT DISTINCT scope_key FROM memory_records WHERE status = 'active' ORDER BY scope_key"
+# Every scope still holding a record's text (not yet erased): reindex skips those with no active
+# record, and the start-up migration of DMs' old scopes must reach their superseded rows too.
+_SCOPES: Final = "SELECT DISTINCT scope_key FROM memory_records WHERE erased_at IS NULL ORDER BY scope_key"
 
 _UNVECTORED_WHERE: Final = (
     "scope_key = %s AND status = 'active' AND (embedding IS NULL OR embedding_model IS DISTINCT FROM %s)"

@@ -207,7 +207,8 @@ class PostgresMemoryStore:
             raise failure("list", scope_key, error) from error
 
     async def scope_keys(self) -> builtins.list[str]:
-        """Every scope with an active record (for `switchboard memory reindex`)."""
+        """Every scope holding a record not yet erased (for `switchboard memory reindex` and the
+        start-up migration of DMs' old channel scopes)."""
         pool = await self._pool.ready()
         async with pool.connection() as conn:
             cursor = await conn.execute(_SCOPES)

@@ -4,6 +4,8 @@ from memory.rules.scope import (
     RequestScopes,
     ScopeError,
     derive_scope_key,
+    dm_channel_scope,
+    is_dm_conversation,
     list_scope_keys,
     request_scope_keys,
     scope_kind,
@@ -72,3 +74,25 @@ def test_validate_scope_key_refuses_bad_keys_naming_the_rule(key: str) -> None:
 def test_scope_kind() -> None:
     assert scope_kind("user:slack:U1") == "user"
     assert scope_kind("nothing") == ""
+
+
+@pytest.mark.parametrize("conversation", ["slack:D0123ABC", "slack:T0TEAM:D0123ABC"])
+def test_a_dm_has_no_channel_scope(conversation: str) -> None:
+    """Issue 23: a DM's channel scope would be shared with no owner; what a DM teaches is the person's."""
+    assert is_dm_conversation(conversation)
+    scopes = request_scope_keys("acme", user_id="slack:U1", channel_id=conversation)
+    assert scopes.channel is None and scopes.user == "user:slack:U1"
+    with pytest.raises(ScopeError, match="DM has no channel scope"):
+        derive_scope_key("channel", conversation)
+    assert dm_channel_scope(f"channel:{conversation}") == conversation
+
+
+@pytest.mark.parametrize(
+    "conversation",
+    ["slack:C0123", "slack:G0123", "slack:T0TEAM:C0123", "cli:local", "slack:d0123", "D0123", None],
+)
+def test_a_channel_or_group_keeps_its_channel_scope(conversation: str | None) -> None:
+    assert not is_dm_conversation(conversation)
+    if conversation is not None and conversation.startswith("slack:") and conversation[6] in "CGT":
+        assert request_scope_keys("acme", channel_id=conversation).channel == f"channel:{conversation}"
+    assert dm_channel_scope(f"user:{conversation}") is None

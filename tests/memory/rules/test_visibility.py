@@ -55,10 +55,11 @@ def could_already_see(item: MemoryRecord, reader: Reader) -> bool:
     """The model: is everyone the reply reaches someone who could already see the record's origin?
 
     Origin audiences: public/machine → everyone; private/mpim/dm/unknown learned in conversation X →
-    the members of X (the owner of a user-scope record is one of them: they were asked there). Reply
-    audiences: public → everyone (also people who join later); private/mpim in X → the members of X
-    (a private record is read by a private audience, an mpim one by an mpim audience); self → the one
-    reader, a member of the DM they read in but maybe a late joiner of any other conversation.
+    the members of X (the owner of a user-scope record is one of them: they were asked there); a
+    dm/unknown origin is its owner alone — a DM is one person's, and an unknown one is read as a DM.
+    Reply audiences: public → everyone (also people who join later); private/mpim in X → the members of
+    X (a private record is read by a private audience, an mpim one by an mpim audience); self → the one
+    reader, who says which conversation they are in (a payload can name any).
     """
     if item.origin in OPEN:
         return True
@@ -66,15 +67,13 @@ def could_already_see(item: MemoryRecord, reader: Reader) -> bool:
     where = item.origin_conversation
     if reader.audience == "public":
         return False  # everyone ⊄ any narrower audience
+    if item.origin in ("dm", "unknown"):
+        return reader.audience == "self" and owner is not None and reader.user_id == owner
     if reader.audience in ("private", "mpim"):
         return where is not None and reader.conversation_id == where
-    # self: one person — a member of the origin if they are its owner; inside a DM, its one member. In
-    # a private channel or group DM they may have joined after (or it went public): owner alone.
-    if item.origin in ("private", "mpim"):
-        return owner is not None and reader.user_id == owner
-    return (owner is not None and reader.user_id == owner) or (
-        where is not None and reader.conversation_id == where
-    )
+    # self: one person — a member of the origin if they are its owner. In a private channel or group
+    # DM they may have joined after (or it went public): owner alone.
+    return owner is not None and reader.user_id == owner
 
 
 origins = st.sampled_from(get_args(Origin))
@@ -148,11 +147,71 @@ def test_a_private_fact_stays_in_its_conversation_or_with_its_owner() -> None:
     assert not may_show(own, Reader("public", "slack:U1", "slack:C1"))
 
 
-def test_a_dm_fact_in_the_dms_channel_scope_is_shown_only_privately_in_that_dm() -> None:
+def test_a_dm_fact_in_a_shared_scope_is_shown_to_nobody_not_even_in_that_dm() -> None:
+    """Issue 23: the old "in that DM" branch showed it to any `self` reader naming the DM."""
     fact = record("dm", "slack:D1", "channel:slack:D1")
-    assert may_show(fact, Reader("self", "slack:U1", "slack:D1"))
-    assert not may_show(fact, Reader("self", "slack:U1", "slack:D2"))
-    assert not may_show(fact, Reader("private", "slack:U1", "slack:D1"))
+    for reader in (
+        Reader("self", "slack:U1", "slack:D1"),
+        Reader("self", "slack:U2", "slack:D1"),  # a crafted Why? payload naming U1's DM
+        Reader("self", None, "slack:D1"),
+        Reader("private", "slack:U1", "slack:D1"),
+    ):
+        assert not may_show(fact, reader), reader
+
+
+# Conversation ids a reader may claim: the record's own, the multi-workspace and look-alike forms of a
+# DM, anything an attacker types into a payload.
+FORGED = st.sampled_from(
+    ("slack:D1", "slack:T1:D1", "slack:d1", "slack:D1 ", "D1", "slack:D1:1.0", "cli:local", "")
+) | st.text(max_size=12)
+
+
+@settings(max_examples=3000, deadline=None)
+@given(
+    origin=st.sampled_from(("dm", "unknown")),
+    conversation=conversations,
+    scope_key=st.sampled_from(SCOPES),
+    audience=st.sampled_from(get_args(Audience)),
+    user=st.none() | st.sampled_from((*USERS, "slack:U3", "slack:T1:U1", "U1", "user:slack:U1")),
+    forged=FORGED,
+    names_the_origin=st.booleans(),
+)
+def test_a_dm_record_is_shown_to_its_owner_alone_whatever_conversation_a_reader_names(
+    origin: Origin,
+    conversation: str | None,
+    scope_key: str,
+    audience: Audience,
+    user: str | None,
+    forged: str,
+    names_the_origin: bool,
+) -> None:
+    """Readers × records: naming the record's own conversation (or a forgery of it) never stands in
+    for being its owner, and the owner is shown it only privately."""
+    item = record(origin, conversation, scope_key)
+    reader = Reader(audience, user, conversation if names_the_origin else forged)
+    owner = record_owner(scope_key)
+    expected = audience == "self" and owner is not None and user == owner
+    assert may_show(item, reader) == expected, (item, reader)
+
+
+@settings(max_examples=1000, deadline=None)
+@given(
+    origin=st.sampled_from(("dm", "unknown")),
+    scope_key=st.sampled_from(SCOPES),
+    visibility=st.none() | st.sampled_from(("public", "private", "mpim", "dm", "machine", "shared")),
+    user=st.sampled_from(USERS),
+    forged=FORGED,
+    private_reply=st.booleans(),
+)
+def test_no_surface_shows_another_persons_dm_record_through_a_forged_conversation(
+    origin: Origin, scope_key: str, visibility: str | None, user: str, forged: str, private_reply: bool
+) -> None:
+    """Every surface builds its reader with `conversation_reader` (the Why? button, `/memory list`,
+    the App Home, a run): a payload naming U1's DM as its channel gets U2 nothing of U1's."""
+    item = record(origin, "slack:D1", scope_key)
+    reader = conversation_reader(visibility, user_id=user, channel_id=forged, private_reply=private_reply)
+    if may_show(item, reader):
+        assert record_owner(scope_key) == user and reader.audience == "self", (item, reader)
 
 
 def test_a_run_visibility_becomes_its_origin_and_anything_else_is_unknown() -> None:
@@ -196,6 +255,8 @@ def test_records_from_before_origins_get_conservative_labels() -> None:
     assert legacy_origin("org:acme") == ("public", None)
     assert legacy_origin("repo:acme/api") == ("public", None)
     assert legacy_origin("channel:slack:C0PRIV") == ("private", "slack:C0PRIV")
+    assert legacy_origin("channel:slack:D0OLD") == ("dm", "slack:D0OLD")  # a DM's old channel scope
+    assert legacy_origin("channel:slack:T1:D0OLD") == ("dm", "slack:T1:D0OLD")
     assert legacy_origin("user:slack:U1") == ("unknown", None)
 
 
