@@ -67,11 +67,16 @@ def normalize_untrusted(text: str) -> str:
     text = _LINE_BREAKS.sub("\n", text)
     if text.isascii():
         return _ASCII_CONTROL.sub("", text)
-    text = unicodedata.normalize("NFKC", _drop_marks(_drop(text)))
-    text = _drop(text)
-    if _JOINER_RUN.search(text):
-        text = _JOINER_RUN.sub(_joiner_run, text)
+    # Joiners are settled before NFKC too: a joiner left between a letter's combining mark and the next
+    # letter would keep the mark from being dropped, and NFKC would then compose it into the letter.
+    text = _settle_joiners(_drop(text))
+    text = unicodedata.normalize("NFKC", _drop_marks(text))
+    text = _settle_joiners(_drop(text))
     return _drop_marks(text)
+
+
+def _settle_joiners(text: str) -> str:
+    return _JOINER_RUN.sub(_joiner_run, text) if _JOINER_RUN.search(text) else text
 
 
 def _drop(text: str) -> str:

@@ -194,3 +194,10 @@ def test_redacts_credentials_in_urls_but_keeps_scheme_and_host() -> None:
 )
 def test_ordinary_text_passes_unchanged(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+def test_a_joiner_after_a_combining_mark_cannot_hide_the_rest_of_a_key() -> None:
+    # Found by the property test above: the joiner kept the mark from being dropped before NFKC composed
+    # it into É, which then split the AWS key id at its seventh character.
+    text = "key AKIAIOSFODNN7E\u0301\u200dXAMPLE"
+    assert redact_secrets(text) == "key [REDACTED]"
