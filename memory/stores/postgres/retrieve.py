@@ -124,8 +124,9 @@ class Retriever:
         records = [record for _, record in rows]
         if stats is not None and self._ranking.feedback.enabled:  # feedback stems weigh their IDF too
             stats = await more_term_stats(conn, scope_key, stats, stats_stems(self._ranking, query, records))
-        ranked = rank(
-            records, query, limit, now, self._ranking, stats=stats, cosines=cosines, centered=centered
+        # numpy over up to a whole scope's candidates: off the event loop, like every other CPU-heavy step.
+        ranked = await asyncio.to_thread(
+            rank, records, query, limit, now, self._ranking, stats=stats, cosines=cosines, centered=centered
         )
         seqs = {record.id: seq for seq, record in rows}
         return ranked, [seqs[item.record.id] for item in ranked], fresh
@@ -147,9 +148,10 @@ class Retriever:
         vectors = self._vector_cache.get(scope_key)
         if vectors is None or vectors.generation != generation:
             cursor = await conn.execute(_SELECT_VECTORS, (scope_key, embedder.name))
-            vectors = ScopeVectors.build(generation, await cursor.fetchall())
+            # Up to a scope's cap of vectors decoded into one matrix: not on the event loop.
+            vectors = await asyncio.to_thread(ScopeVectors.build, generation, await cursor.fetchall())
             self._vector_cache[scope_key] = vectors
-        cosines, centered = vectors.cosines(query_vector)
+        cosines, centered = await asyncio.to_thread(vectors.cosines, query_vector)
         threshold = self._ranking.semantic_threshold
         extra = semantic_candidates(cosines, threshold, (seq for seq, _ in rows), candidate_cap(limit))
         if extra:
