@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from functools import partial
 from typing import Literal
 
 from memory.rules.scope import RequestScopes, scope_kind
-from memory.rules.write_gate import WRITE_ACTION, MemoryScopeResource
+from memory.rules.write_gate import WRITE_ACTION, MemoryScopeResource, WriteGate
 
 Holder = Literal["principal", "member", "anyone"]
 
@@ -82,6 +83,11 @@ def reflection_actor(scopes: RequestScopes) -> Actor:
         principal=scopes.user,
         memberships=frozenset(key for key in (scopes.channel, scopes.repo) if key is not None),
     )
+
+
+def write_gate(scopes: RequestScopes) -> WriteGate:
+    """The gate a write for this request asks (`memory remember`): the table, as `reflection_actor`."""
+    return partial(authorize, reflection_actor(scopes), WRITE_ACTION)
 
 
 def authorize(

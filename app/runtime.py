@@ -133,6 +133,7 @@ def build_commands(
     settings: Settings, store: MemoryStore, *, permalinks: Any = None
 ) -> tuple[CommandRegistry, CallerFactory]:
     """The registry every surface shares; `permalinks` (Slack's, cached) links `memory why` sources."""
+    from app.policy import write_gate
     from commands.memory import build_registry
     from commands.registry import Caller
 
@@ -142,6 +143,7 @@ def build_commands(
         organization=settings.organization,
         admins=settings.admins,
         permalinks=permalinks,
+        write_gate=write_gate,
     )
     return registry, Caller
 

@@ -1,7 +1,8 @@
-"""`switchboard memory list|forget …`: the memory commands in a terminal, as `user:cli:local`.
+"""`switchboard memory list|forget|remember …`: the memory commands in a terminal, as `user:cli:local`.
 
 The same registry as Slack and chat answers: the terminal is just another surface. It acts on the
-configured store and is an admin only when `admins` lists `user:cli:local`.
+configured store and is an admin only when `admins` lists `user:cli:local`. `switchboard memory` is
+started by the app (app/memory_cli.py), which lends it the write policy `memory remember` asks.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from commands.memory import build_registry
 from commands.plain import plain_text
 from commands.registry import Caller
 from commands.reindex import run_reindex
+from commands.remember import WriteGateFor
 from memory.rules.visibility import Reader
 from memory.stores.in_process import NullMemoryStore
 from memory.types import MemoryStore
@@ -45,10 +47,15 @@ async def run_memory_cli(
     admins: Iterable[str],
     out: TextIO,
     err: TextIO | None = None,
+    write_gate: WriteGateFor | None = None,
 ) -> int:
     """Answer one `memory …` command on `store`; 0 when it did what was asked, 1 when not, 2 on misuse."""
     registry = build_registry(
-        store=store, memory_enabled=memory_enabled, organization=organization, admins=admins
+        store=store,
+        memory_enabled=memory_enabled,
+        organization=organization,
+        admins=admins,
+        write_gate=write_gate,
     )
     reply = await registry.handle(" ".join(["memory", *argv]), CLI_CALLER)
     if reply is None:
@@ -59,7 +66,7 @@ async def run_memory_cli(
     return 2 if reply.usage_error else 0 if reply.ok else 1
 
 
-def main(argv: list[str]) -> int:
+def main(argv: list[str], *, write_gate: WriteGateFor | None = None) -> int:
     """`switchboard memory …`: load the settings, open the configured store, answer, close it."""
     try:
         argv, level = _log_options(argv)
@@ -73,7 +80,7 @@ def main(argv: list[str]) -> int:
             return 2
         print(usage())
         return 0
-    return asyncio.run(_main(argv))
+    return asyncio.run(_main(argv, write_gate))
 
 
 def usage() -> str:
@@ -104,7 +111,7 @@ def _log_options(argv: Sequence[str]) -> tuple[list[str], str]:
     return rest, level
 
 
-async def _main(argv: list[str]) -> int:
+async def _main(argv: list[str], write_gate: WriteGateFor | None) -> int:
     # Imported here so `--help` works even where the settings cannot load.
     from config.settings import ConfigError, load_settings
     from memory.stores.build import MemoryConfigError, build_memory_store, open_memory_store
@@ -140,6 +147,7 @@ async def _main(argv: list[str]) -> int:
             organization=settings.organization,
             admins=settings.admins,
             out=sys.stdout,
+            write_gate=write_gate,
         )
     finally:
         await store.aclose()

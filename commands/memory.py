@@ -25,6 +25,7 @@ from commands.provenance import (
     register_provenance_commands,
 )
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
+from commands.remember import RememberCommand, WriteGateFor, register_remember_command
 from commands.render import MACHINE_SURFACES as MACHINE_SURFACES
 from commands.render import UNTRUSTED_CLOSE as UNTRUSTED_CLOSE
 from commands.render import UNTRUSTED_NOTE as UNTRUSTED_NOTE
@@ -429,13 +430,19 @@ def build_registry(
     organization: str | None,
     admins: Iterable[str],
     permalinks: Permalinks | None = None,
+    write_gate: WriteGateFor | None = None,
 ) -> CommandRegistry:
-    """The registry every surface shares: the memory commands, `memory why` and `memory audit`."""
+    """The registry every surface shares: the memory commands, `memory why` and `memory audit`
+    (`write_gate`: the app's policy, which `memory remember` asks)."""
     registry = CommandRegistry()
     commands = MemoryCommands(
         store=store, memory_enabled=memory_enabled, organization=organization, admins=admins
     )
     register_memory_commands(registry, commands)
+    remember = RememberCommand(
+        store, memory_enabled, organization, is_admin=commands.is_admin, write_gate=write_gate
+    )
+    register_remember_command(registry, remember)
     register_provenance_commands(
         registry,
         ProvenanceCommands(

@@ -30,7 +30,7 @@ from app.slack.events import SlackIdentity
 from app.slack.feedback import FEEDBACK_ACTION, log_feedback
 from app.slack.home import HomeTab
 from app.slack.home import Permalinks as SlackPermalinks
-from app.slack.home_view import HOME_ACTIONS
+from app.slack.home_view import ADD_VIEW, HOME_ACTIONS
 from app.slack.memory_events import MemoryFollowsSlack
 from app.slack.messages import Dispatcher, MessageAnswerer
 from app.slack.options import SlackOptions
@@ -209,6 +209,11 @@ class SlackBot:
         async def on_home_action(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
             await ack()  # within Slack's 3 s; the work (and the re-publish) runs in the background
             spawn(self._home.on_action(body, action), name="slack-home-action")
+
+        @app.view(ADD_VIEW)
+        async def on_home_add(ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+            await ack()  # the modal closes at once; the write and the re-drawn tab follow
+            spawn(self._home.on_add(body, view), name="slack-home-add")
 
         @app.action(FEEDBACK_ACTION)
         async def on_feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:

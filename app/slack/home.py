@@ -2,8 +2,9 @@
 
 Reading goes through commands/browse.py (the read rule with the viewer as the only reader); a Forget
 goes through the command registry as `memory forget <id>` — the same authorization, receipt and
-`memory.forget` event as typing it — and the tab is re-published. Links to source threads come from
-`chat.getPermalink`, cached.
+`memory.forget` event as typing it — and the tab is re-published. "Add to memory" opens a modal whose
+submission goes through the registry as `memory remember`, the same way. Links to source threads come
+from `chat.getPermalink`, cached.
 """
 
 from __future__ import annotations
@@ -20,12 +21,15 @@ from slack_sdk.web.async_client import AsyncWebClient
 from app.slack.agent_view import set_suggested_prompts
 from app.slack.events import SURFACE, SlackIdentity, user_team
 from app.slack.home_view import (
+    ADD_ACTION,
     CHANNEL_ACTION,
     FORGET_ACTION,
     PAGE_ACTION,
     SCOPE_ACTION,
     SEARCH_ACTION,
     HomeState,
+    add_modal,
+    add_submission,
     clean_query,
     decode_state,
     home_view,
@@ -187,6 +191,9 @@ class HomeTab:
         if action_id == FORGET_ACTION:
             await self._forget(team_id, viewer_team, user, state, action)
             return
+        if action_id == ADD_ACTION:
+            await self._open_add(body, viewer_team, user, state)
+            return
         if action_id.startswith(PAGE_ACTION):
             value = str(action.get("value") or "0")
             state = HomeState(state.scope, state.channel, int(value) if value.isdigit() else 0, state.query)
@@ -201,6 +208,48 @@ class HomeTab:
                 return
             state = HomeState("channel", channel, 0, None)
         await self.publish(team_id, user, state, user_team=viewer_team)
+
+    async def _open_add(
+        self, body: Mapping[str, Any], viewer_team: str | None, user: str, state: HomeState
+    ) -> None:
+        """The "Add to memory" modal; only admins get its scope choice (the command checks again)."""
+        browser = self._browser
+        trigger = str(body.get("trigger_id") or "")
+        if browser is None or not browser.enabled or not trigger:
+            log.warning("slack.home_action_refused", user=user, reason="add_unavailable")
+            return
+        admin = browser.is_admin(self._identity.user(viewer_team, user) or "")
+        try:
+            await self._client.views_open(trigger_id=trigger, view=add_modal(state, admin=admin))
+        except SlackClientError as error:
+            log.warning("slack.home_add_open_failed", user=user, error=type(error).__name__)
+
+    async def on_add(self, body: Mapping[str, Any], view: Mapping[str, Any]) -> None:
+        """The submitted modal (already acknowledged): `memory remember`, then the tab re-drawn."""
+        user = str((body.get("user") or {}).get("id") or "")
+        team_id = (
+            str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "") or None
+        )
+        if not user or self._registry is None:
+            log.warning("slack.home_action_refused", reason="add_without_user")
+            return
+        viewer_team = user_team(body, team_id)
+        text, scope = add_submission(view)
+        caller = self._caller_factory(
+            user_id=self._identity.user(viewer_team, user),
+            channel_id=None,
+            # The tab is no conversation: what is typed into it was written for the scope picked,
+            # like the terminal's words (the gate, not this surface, keeps it from landing wider).
+            channel_visibility="machine",
+            thread_key=f"{SURFACE}:home:{user}",
+            surface=SURFACE,
+        )
+        reply = await self._registry.handle(f"memory remember --scope {scope} -- {text}", caller)
+        outcome = getattr(getattr(reply, "receipt", None), "outcome", None)
+        log.info("slack.home_add", user=user, scope=scope, outcome=outcome)
+        notice = reply.text if reply is not None else None
+        state = decode_state(view.get("private_metadata"))
+        await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
 
     async def _forget(
         self,

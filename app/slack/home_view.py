@@ -16,14 +16,20 @@ from typing import Any
 
 from commands.browse import BrowsePage, BrowseScope
 from memory.rules.scorer import clean_memory_field
-from memory.types import MemoryRecord
+from memory.types import MAX_TEXT_CHARS, MemoryRecord
 
 FORGET_ACTION = "home_forget"
 PAGE_ACTION = "home_page"
 SEARCH_ACTION = "home_search"
 SCOPE_ACTION = "home_scope"
 CHANNEL_ACTION = "home_channel"
-HOME_ACTIONS = (FORGET_ACTION, PAGE_ACTION, SEARCH_ACTION, SCOPE_ACTION, CHANNEL_ACTION)
+ADD_ACTION = "home_add"
+HOME_ACTIONS = (FORGET_ACTION, PAGE_ACTION, SEARCH_ACTION, SCOPE_ACTION, CHANNEL_ACTION, ADD_ACTION)
+# The "Add to memory" modal: its callback id and the inputs its submission carries.
+ADD_VIEW = "home_add_modal"
+ADD_TEXT_BLOCK, ADD_TEXT = "home_add_text", "text"
+ADD_SCOPE_BLOCK, ADD_SCOPE = "home_add_scope", "scope"
+ADD_SCOPES = (("me", "Only me"), ("org", "The whole organization"))
 
 RECORD_TEXT_LIMIT = 2900  # a section's text is at most 3000 characters
 QUERY_LIMIT = 200
@@ -173,6 +179,59 @@ def _pager(page: BrowsePage) -> dict[str, Any] | None:
     return {"type": "actions", "block_id": "home_pager", "elements": buttons} if buttons else None
 
 
+def _add_button() -> dict[str, Any]:
+    button = {"type": "button", "action_id": ADD_ACTION, "text": _plain("Add to memory"), "value": "add"}
+    return {"type": "actions", "block_id": "home_add", "elements": [button]}
+
+
+def add_modal(state: HomeState, *, admin: bool) -> dict[str, Any]:
+    """The "Add to memory" modal (`views.open`): a text and, for admins, the scope it goes into. Its
+    `private_metadata` is where the viewer was, so the tab is re-drawn there after the submission."""
+    text = {
+        "type": "input",
+        "block_id": ADD_TEXT_BLOCK,
+        "label": _plain("What should I remember?"),
+        "element": {
+            "type": "plain_text_input",
+            "action_id": ADD_TEXT,
+            "multiline": True,
+            "max_length": MAX_TEXT_CHARS,
+            "placeholder": _plain("One fact, e.g. Deploys go through make ship from main."),
+        },
+    }
+    blocks = [text]
+    if admin:
+        options = [{"text": _plain(label), "value": word} for word, label in ADD_SCOPES]
+        scope = {
+            "type": "radio_buttons",
+            "action_id": ADD_SCOPE,
+            "options": options,
+            "initial_option": options[0],
+        }
+        blocks.append(
+            {"type": "input", "block_id": ADD_SCOPE_BLOCK, "label": _plain("For"), "element": scope}
+        )
+    return {
+        "type": "modal",
+        "callback_id": ADD_VIEW,
+        "title": _plain("Add to memory"),
+        "submit": _plain("Remember"),
+        "close": _plain("Cancel"),
+        "private_metadata": state.encode(),
+        "blocks": blocks,
+    }
+
+
+def add_submission(view: Mapping[str, Any]) -> tuple[str, str]:
+    """The submitted modal's (text, scope word); a missing or unknown scope is `me` (a crafted `org`
+    from a non-admin still reaches the command, which refuses it)."""
+    values = (view.get("state") or {}).get("values") or {}
+    text = ((values.get(ADD_TEXT_BLOCK) or {}).get(ADD_TEXT) or {}).get("value")
+    option = ((values.get(ADD_SCOPE_BLOCK) or {}).get(ADD_SCOPE) or {}).get("selected_option") or {}
+    scope = next((word for word, _ in ADD_SCOPES if word == option.get("value")), "me")
+    return (text if isinstance(text, str) else ""), scope
+
+
 def home_view(
     page: BrowsePage,
     state: HomeState,
@@ -186,6 +245,7 @@ def home_view(
     if admin:
         blocks.append(_scope_controls(state))
     blocks.append(_search_box(state))
+    blocks.append(_add_button())
     if notice:
         blocks.append({"type": "context", "elements": [_plain(clean_memory_field(notice)[:2900])]})
     if page.problem:

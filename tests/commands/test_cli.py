@@ -244,7 +244,7 @@ def test_the_usage_names_every_verb_with_its_usage_line(capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     head = out.splitlines()[0]
     assert head.startswith("usage: switchboard memory [--verbose | --log-level ")
-    assert head.endswith(" list|forget|why|audit|reindex …")
+    assert head.endswith(" list|forget|remember|why|audit|reindex …")
     for line in (LIST_USAGE, FORGET_USAGE, WHY_USAGE, AUDIT_USAGE, "memory reindex"):
         assert line in out
     assert "`" not in out

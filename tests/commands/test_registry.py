@@ -8,6 +8,7 @@ import pytest
 
 from commands.memory import FORGET_USAGE, LIST_USAGE, build_registry
 from commands.provenance import AUDIT_USAGE, WHY_USAGE
+from commands.remember import REMEMBER_USAGE
 from commands.registry import (
     Caller,
     CommandRegistry,
@@ -235,6 +236,7 @@ def test_build_registry_registers_the_memory_commands_with_one_usage_line_each()
     assert {c.name: c.usage for c in registry.commands} == {
         "memory list": LIST_USAGE,
         "memory forget": FORGET_USAGE,
+        "memory remember": REMEMBER_USAGE,
         "memory why": WHY_USAGE,
         "memory audit": AUDIT_USAGE,
     }

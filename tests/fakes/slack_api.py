@@ -85,6 +85,7 @@ class FakeSlackApi:
         self.calls: list[Call] = []
         self.responses: list[dict[str, Any]] = []  # what arrived at response_url endpoints
         self.home_views: dict[str, list[dict[str, Any]]] = {}  # user → every view published to them
+        self.modals: list[dict[str, Any]] = []  # every view `views.open` opened, in order
         self.conversations: dict[str, str] = {}
         self.messages: dict[str, list[Message]] = {}
         self.refused: dict[str, str] = {}  # method → error returned on every call
@@ -447,6 +448,17 @@ class FakeSlackApi:
         if len(view.get("blocks") or []) > 100:
             return _error("invalid_blocks")
         self.home_views.setdefault(user, []).append(view)
+        return _ok(view={"id": f"V{len(self.calls)}", **view})
+
+    def _m_views_open(self, args: Mapping[str, Any]) -> web.Response:
+        view = args.get("view")
+        if isinstance(view, str):
+            view = json.loads(view)
+        if not args.get("trigger_id") or not isinstance(view, dict) or view.get("type") != "modal":
+            return _error("invalid_arguments")
+        if len(view.get("blocks") or []) > 100:
+            return _error("invalid_blocks")
+        self.modals.append(view)
         return _ok(view={"id": f"V{len(self.calls)}", **view})
 
     def _m_chat_getPermalink(self, args: Mapping[str, Any]) -> web.Response:
