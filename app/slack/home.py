@@ -238,9 +238,10 @@ class HomeTab:
         caller = self._caller_factory(
             user_id=self._identity.user(viewer_team, user),
             channel_id=None,
-            # The tab is no conversation: what is typed into it was written for the scope picked,
-            # like the terminal's words (the gate, not this surface, keeps it from landing wider).
-            channel_visibility="machine",
+            # The tab is no conversation. A note for oneself is private to its owner (`dm`: never in
+            # a public channel's prompt); an admin's note for the organization was written for everyone
+            # in it, like the terminal's words (the gate, not this surface, keeps it from landing wider).
+            channel_visibility="dm" if scope == "me" else "machine",
             thread_key=f"{SURFACE}:home:{user}",
             surface=SURFACE,
         )

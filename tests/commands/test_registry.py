@@ -8,13 +8,13 @@ import pytest
 
 from commands.memory import FORGET_USAGE, LIST_USAGE, build_registry
 from commands.provenance import AUDIT_USAGE, WHY_USAGE
-from commands.remember import REMEMBER_USAGE
 from commands.registry import (
     Caller,
     CommandRegistry,
     CommandReply,
     UsageError,
 )
+from commands.remember import REMEMBER_USAGE
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate
 

@@ -101,7 +101,7 @@ async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraw
     assert body == ""  # acknowledged at once: the modal closes
     [record] = store.records("user:slack:U1")
     assert record.text == "I deploy with the token [REDACTED] on Fridays"
-    assert (record.origin, record.source_thread_key) == ("machine", "slack:home:U1")
+    assert (record.origin, record.source_thread_key) == ("dm", "slack:home:U1")  # its owner's alone
     redrawn = slack_api.home_views["U1"][-1]
     assert record_texts(redrawn) == [record.text]
     [notice] = [b["elements"][0]["text"] for b in redrawn["blocks"] if b["type"] == "context"][:1]
