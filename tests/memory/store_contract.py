@@ -330,6 +330,7 @@ class CoreContract:
         store = make_store(clock=clock)
         first = "Deploys go through make ship from the main branch."
         await store.write(ORG, [replace(fact(first, origin="public"), observed_at=START - 9 * DAY)])
+        assert ids(await store.retrieve(ORG, "make ship", 5)) == [rid(ORG, 1)]  # used once; indexed
         clock.advance(DAY)
         lowered = replace(fact("deploys go through make ship from the main branch"), observed_at=START - DAY)
         assert await store.write(ORG, [lowered]) == WriteResult(deduped=1)
@@ -341,10 +342,11 @@ class CoreContract:
 
         (kept,) = await store.list(ORG, 50)
         assert (kept.id, kept.text, kept.origin) == (rid(ORG, 1), first, "public")
-        assert (kept.use_count, kept.last_used_at) == (2, last)
+        assert (kept.use_count, kept.last_used_at) == (3, last)
         assert kept.observed_at == START - DAY  # the latest telling dates it; an older one never does
         assert await store.fetch(ORG, [rid(ORG, 1)]) == [kept]
-        assert ids(await store.retrieve(ORG, "make ship", 5)) == [rid(ORG, 1)]
+        (found,) = await store.retrieve(ORG, "make ship", 5)  # the index built earlier sees the new date
+        assert (found.id, found.observed_at) == (rid(ORG, 1), START - DAY)
 
     async def test_near_miss_pairs_in_one_scope_stay_two_records(self, make_store: StoreFactory) -> None:
         store = make_store()
