@@ -35,7 +35,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.ranking.embedder import Embedder, load_embedder, tuned_feedback, tuned_weight
 from memory.ranking.fusion import Ranking
-from memory.rules.engine import normalize_text, record_id
+from memory.rules.engine import record_id
+from memory.rules.restate import meaning_key
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryStore
@@ -169,7 +170,7 @@ def expected_ids(scope: str, records: list[Record]) -> dict[str, frozenset[str]]
     by_norm: dict[str, str] = {}
     evidence: dict[str, frozenset[str]] = {}
     for text, ids, _ in records:
-        norm = normalize_text(text)
+        norm = meaning_key(text)
         if norm in by_norm:
             evidence[by_norm[norm]] |= ids
             continue

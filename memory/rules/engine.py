@@ -7,10 +7,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, TypeGuard
 
 from memory.rules.redact import redact_candidate
+from memory.rules.restate import meaning_key
 from memory.rules.scorer import query_terms, query_tokens, recency_score, record_tokens, weighted_score
 from memory.types import (
     MAX_KEYWORD_CHARS,
@@ -34,7 +35,6 @@ MAX_MATCH_TOKENS = 24
 MIN_CANDIDATES = 50
 CANDIDATES_PER_RESULT = 5
 
-_WHITESPACE = re.compile(r"\s+")
 _RECORD_ID = re.compile(r"^mem:(?P<scope>.+):(?P<seq>[0-9]+)$")
 
 
@@ -62,11 +62,6 @@ ERASE_KEEPS: frozenset[str] = frozenset(
         "erased_at",
     }
 )
-
-
-def normalize_text(text: str) -> str:
-    """The dedup key: trimmed, lowercased, whitespace collapsed."""
-    return _WHITESPACE.sub(" ", text.strip().lower())
 
 
 def record_id(scope_key: str, seq: int) -> str:
@@ -229,25 +224,36 @@ class WritePlan:
 def plan_write(scope_key: str, candidate: MemoryCandidate, pool: Sequence[MemoryRecord]) -> WritePlan:
     """Decide one candidate against the rows that can matter to it: a dedup, a supersede or an insert.
 
-    `pool` needs only the scope's active rows whose normalized text equals the candidate's (in seq
-    order) and the active row the candidate supersedes; anything else in it is ignored.
+    The dedup key is `meaning_key`, the same one restatement labels use: a candidate that restates an
+    active record (case, punctuation, markup, spacing aside) is folded into it, not stored again.
+    `pool` needs only the scope's active rows whose key equals the candidate's (in seq order) and the
+    active row the candidate supersedes; anything else in it is ignored.
 
     A candidate that names a record to supersede dedups only against that record: a collision with an
     unrelated record must never swallow a correction.
     """
     active = [r for r in pool if r.status == "active" and r.scope_key == scope_key]
-    norm = normalize_text(candidate.text)
+    norm = meaning_key(candidate.text)
     if candidate.supersedes:
         target = next((r for r in active if r.id == candidate.supersedes), None)
         if target is None:
             return WritePlan("insert")
-        if normalize_text(target.text) == norm:
+        if meaning_key(target.text) == norm:
             return WritePlan("dedup", dedup_id=target.id)
         return WritePlan("insert", supersede_id=target.id)
-    same = next((r for r in active if normalize_text(r.text) == norm), None)
+    same = next((r for r in active if meaning_key(r.text) == norm), None)
     if same is not None:
         return WritePlan("dedup", dedup_id=same.id)
     return WritePlan("insert")
+
+
+def fold_into(record: MemoryRecord, candidate: MemoryCandidate, now: float) -> MemoryRecord:
+    """The record a restating candidate confirms: used once more, now, and observed as late as the
+    later of the two (a fact heard again is as fresh as its newest telling). Text, origin and
+    provenance stay the first record's."""
+    heard = now if candidate.observed_at is None else float(candidate.observed_at)
+    observed = heard if record.observed_at is None else max(record.observed_at, heard)
+    return replace(record, use_count=record.use_count + 1, last_used_at=now, observed_at=observed)
 
 
 def mint_record(

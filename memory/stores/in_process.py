@@ -17,13 +17,14 @@ from memory.ranking.vectors import ScopeVectors
 from memory.rules.audit import audit_matches
 from memory.rules.engine import (
     WritePlan,
+    fold_into,
     matches_filter,
     mint_record,
-    normalize_text,
     plan_eviction,
     plan_write,
     prepare_batch,
 )
+from memory.rules.restate import meaning_key
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.types import (
     AuditQuery,
@@ -301,11 +302,11 @@ def _from_runs(run_ids: set[str]) -> Callable[[MemoryRecord], bool]:
 
 def _pool(rows: Sequence[MemoryRecord], candidate: MemoryCandidate) -> builtins.list[MemoryRecord]:
     """Exactly the rows plan_write reads: same-norm actives (seq order) and the supersede target."""
-    norm = normalize_text(candidate.text)
+    norm = meaning_key(candidate.text)
     return [
         r
         for r in rows
-        if r.status == "active" and (r.id == candidate.supersedes or normalize_text(r.text) == norm)
+        if r.status == "active" and (r.id == candidate.supersedes or meaning_key(r.text) == norm)
     ]
 
 
@@ -318,7 +319,7 @@ def _apply(
     next_seq: Callable[[], int],
 ) -> tuple[builtins.list[MemoryRecord], int]:
     if plan.action == "dedup":
-        return [replace(r, use_count=r.use_count + 1) if r.id == plan.dedup_id else r for r in rows], 0
+        return [fold_into(r, candidate, now) if r.id == plan.dedup_id else r for r in rows], 0
     superseded = 0
     if plan.supersede_id is not None:
         rows = [replace(r, status="superseded") if r.id == plan.supersede_id else r for r in rows]

@@ -11,8 +11,9 @@ import asyncio
 import contextlib
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 import pytest
@@ -128,3 +129,10 @@ class TcpForwarder:
         finally:
             sink.transport.abort()
             self._writers.discard(sink)
+
+
+async def schema_rows(schema: TempSchema, query: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
+    """One statement in the test's schema, outside any store (autocommit): its rows, if it returns any."""
+    async with await psycopg.AsyncConnection.connect(schema.dsn, autocommit=True) as conn:
+        cursor = await conn.execute(query.encode(), params)
+        return await cursor.fetchall() if cursor.description else []

@@ -35,6 +35,7 @@ from memory.types import (
     WriteResult,
 )
 from tests.memory.embedders import ConceptEmbedder
+from tests.memory.rules.restate_corpus import NEAR_MISSES
 
 START = 1_800_000_000.0
 DAY = 86_400.0
@@ -321,6 +322,40 @@ class CoreContract:
         assert list(rows) == [rid(ORG, 1)]
         assert rows[rid(ORG, 1)].use_count == 1
         assert rows[rid(ORG, 1)].text == "Deploy with make deploy"
+
+    async def test_restatements_fold_into_one_active_record_that_they_confirm(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = make_store(clock=clock)
+        first = "Deploys go through make ship from the main branch."
+        await store.write(ORG, [replace(fact(first, origin="public"), observed_at=START - 9 * DAY)])
+        assert ids(await store.retrieve(ORG, "make ship", 5)) == [rid(ORG, 1)]  # used once; indexed
+        clock.advance(DAY)
+        lowered = replace(fact("deploys go through make ship from the main branch"), observed_at=START - DAY)
+        assert await store.write(ORG, [lowered]) == WriteResult(deduped=1)
+        last = clock.advance(DAY)
+        marked = replace(
+            fact("Deploys go through `make ship` from the main branch!"), observed_at=START - 30 * DAY
+        )
+        assert await store.write(ORG, [marked]) == WriteResult(deduped=1)
+
+        (kept,) = await store.list(ORG, 50)
+        assert (kept.id, kept.text, kept.origin) == (rid(ORG, 1), first, "public")
+        assert (kept.use_count, kept.last_used_at) == (3, last)
+        assert kept.observed_at == START - DAY  # the latest telling dates it; an older one never does
+        assert await store.fetch(ORG, [rid(ORG, 1)]) == [kept]
+        (found,) = await store.retrieve(ORG, "make ship", 5)  # the index built earlier sees the new date
+        assert (found.id, found.observed_at) == (rid(ORG, 1), START - DAY)
+
+    async def test_near_miss_pairs_in_one_scope_stay_two_records(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        texts = list(dict.fromkeys(text for pair in NEAR_MISSES for text in pair))  # each text once
+        # Every text inserted, none folded: each pair is two records.
+        assert await store.write(ORG, [fact(text) for text in texts]) == WriteResult(inserted=len(texts))
+        for pair in NEAR_MISSES:
+            found = await store.fetch(ORG, [rid(ORG, texts.index(text) + 1) for text in pair])
+            assert [record.text for record in found] == list(pair)
 
     async def test_a_batch_dedups_against_its_own_earlier_insert(self, make_store: StoreFactory) -> None:
         store = make_store()

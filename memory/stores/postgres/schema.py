@@ -9,6 +9,7 @@ import structlog
 from psycopg import IsolationLevel
 
 from memory.ranking.lexical import stems_of
+from memory.rules.restate import meaning_key
 from memory.rules.visibility import legacy_origin
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, one
 from memory.stores.postgres.sql import _LOCK_NAMESPACE
@@ -154,6 +155,20 @@ _MIGRATE_OBSERVED: Final = (
     "INSERT INTO memory_meta (key, value) VALUES ('observed_at', '1') ON CONFLICT (key) DO NOTHING",
 )
 
+# The marker that the stored `norm` is the dedup key the engine uses now (`meaning_key`).
+_NORM_MARKER: Final = ("norm_key", "meaning")
+
+_NORM_MIGRATED: Final = "SELECT value FROM memory_meta WHERE key = %s"
+
+_STORED_NORMS: Final = "SELECT scope_key, seq, text, norm FROM memory_records WHERE erased_at IS NULL"
+
+_SET_NORM: Final = "UPDATE memory_records SET norm = %s WHERE scope_key = %s AND seq = %s"
+
+_MARK_NORM: Final = (
+    "INSERT INTO memory_meta (key, value) VALUES (%s, %s)"
+    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
+
 _LOCK_SCHEMA: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, {_SCHEMA_LOCK})"
 
 
@@ -171,6 +186,7 @@ async def apply_schema(conn: Connection) -> None:
             await conn.execute(statement)
         await _migrate_origin(conn)
         await _migrate_observed(conn)
+        await _migrate_norm(conn)
         stemmed = await _backfill_stems(conn)
         cursor = await conn.execute(_TERM_DF_BUILT)
         if stemmed or await cursor.fetchone() is None:
@@ -190,6 +206,29 @@ async def _migrate_observed(conn: Connection) -> None:
     await conn.execute(_MIGRATE_OBSERVED[1])
     if dated:
         log.info("memory.store.observed_migrated", store="postgres", records=dated)
+
+
+async def _migrate_norm(conn: Connection) -> None:
+    """The stored dedup key recomputed once with `meaning_key` (a marker in `memory_meta`): rows
+    written under the older, stricter key would otherwise never meet the restatements that should
+    fold into them. Two old rows that now share a key both stay; a new restatement folds into the
+    earlier."""
+    key, value = _NORM_MARKER
+    cursor = await conn.execute(_NORM_MIGRATED, (key,))
+    marked = await cursor.fetchone()
+    if marked is not None and marked[0] == value:
+        return
+    cursor = await conn.execute(_STORED_NORMS)
+    keyed = [
+        (meaning_key(str(text)), norm, scope_key, seq)
+        for scope_key, seq, text, norm in await cursor.fetchall()
+    ]
+    changed = [(new, scope_key, seq) for new, old, scope_key, seq in keyed if new != old]
+    if changed:
+        async with conn.cursor() as batch:
+            await batch.executemany(_SET_NORM, changed)
+        log.info("memory.store.norm_migrated", store="postgres", records=len(changed))
+    await conn.execute(_MARK_NORM, (key, value))
 
 
 async def _backfill_stems(conn: Connection) -> int:

@@ -105,7 +105,11 @@ _MAX_SEQ_OF_SCOPE: Final = "SELECT COALESCE(MAX(seq), 0) FROM memory_records WHE
 
 _COUNT_ACTIVE: Final = "SELECT COUNT(*) FROM memory_records WHERE scope_key = %s AND status = 'active'"
 
-_BUMP_DEDUP: Final = "UPDATE memory_records SET use_count = use_count + 1 WHERE scope_key = %s AND seq = %s"
+# A restatement folded into its record (`fold_into`): used once more, and dated by its later telling.
+_BUMP_DEDUP: Final = (
+    "UPDATE memory_records SET use_count = use_count + 1, last_used_at = %s, observed_at = %s"
+    " WHERE scope_key = %s AND seq = %s"
+)
 
 # The usage bump: ONE statement for the whole returned set, by primary key.
 _BUMP_USAGE: Final = (

@@ -17,11 +17,12 @@ from memory.ranking.vectors import (
     to_blob,
 )
 from memory.rules.engine import (
+    fold_into,
     mint_record,
-    normalize_text,
     plan_eviction,
     plan_write,
 )
+from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.rules.scorer import record_tokens
 from memory.stores.postgres.erasure import ScrubList, erase_rows
@@ -59,8 +60,17 @@ async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandida
         if seq is None:
             return []
         return await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, seq, candidate.supersedes))
-    norm = normalize_text(candidate.text)
+    norm = meaning_key(candidate.text)
     return await fetch_rows(conn, _SELECT_SAME_NORM, (scope_key, norm, norm))
+
+
+async def _fold(
+    conn: Connection, seq: int, record: MemoryRecord, candidate: MemoryCandidate, now: float
+) -> None:
+    """The restated record confirmed as the engine says (`fold_into`): the count incremented in
+    place, the last use and the date set."""
+    folded = fold_into(record, candidate, now)
+    await conn.execute(_BUMP_DEDUP, (folded.last_used_at, folded.observed_at, record.scope_key, seq))
 
 
 async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
@@ -73,7 +83,7 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
             record.id,
             record.kind,
             record.text,
-            normalize_text(record.text),
+            meaning_key(record.text),
             builtins.list(record.keywords),
             sorted(token for token in record_tokens(record) if len(token) <= MAX_LEXEME),
             *stored_values(record),
@@ -123,7 +133,8 @@ async def write_batch(
             plan = plan_write(scope_key, candidate, [record for _, record in lookup])
             seqs = {record.id: row_seq for row_seq, record in lookup}
             if plan.action == "dedup" and plan.dedup_id is not None:
-                await conn.execute(_BUMP_DEDUP, (scope_key, seqs[plan.dedup_id]))
+                target = next(record for _, record in lookup if record.id == plan.dedup_id)
+                await _fold(conn, seqs[plan.dedup_id], target, candidate, now)
                 deduped += 1
                 continue
             if plan.supersede_id is not None:

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import structlog
 
+from memory.rules.restate import meaning_key
 from memory.rules.scope import validate_scope_key
 from memory.rules.visibility import legacy_origin
 from memory.stores.sqlite.sql import (
@@ -37,6 +38,9 @@ from memory.types import (
 log = structlog.get_logger("memory")
 
 SCHEMA_VERSION = "1"
+
+# The `meta` marker that a database's stored `norm` is the dedup key the engine uses now (`meaning_key`).
+NORM_MARKER = ("norm_key", "meaning")
 
 _PREFIX_LENGTH = 48
 
@@ -135,6 +139,7 @@ def prepare_scope(connection: sqlite3.Connection, scope_key: str) -> None:
         connection.execute("CREATE INDEX IF NOT EXISTS records_changed ON records (changed)")
         _migrate_origin(connection, scope_key)
         _migrate_observed(connection, scope_key)
+        _migrate_norm(connection, scope_key)
         row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
         if row is None:
             connection.execute(
@@ -183,6 +188,23 @@ def _migrate_observed(connection: sqlite3.Connection, scope_key: str) -> None:
     stamp(connection, [int(row[0]) for row in dated])
     if dated:
         log.info("memory.store.observed_migrated", scope_key=scope_key, records=len(dated))
+
+
+def _migrate_norm(connection: sqlite3.Connection, scope_key: str) -> None:
+    """The stored dedup key recomputed once with `meaning_key` (a marker in `meta`): rows written under
+    the older, stricter key would otherwise never meet the restatements that should fold into them.
+    Two old rows that now share a key both stay; a new restatement folds into the earlier."""
+    key, value = NORM_MARKER
+    marked = connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    if marked is not None and marked[0] == value:
+        return
+    rows = connection.execute("SELECT seq, text, norm FROM records WHERE erased_at IS NULL").fetchall()
+    keyed = [(meaning_key(str(text)), norm, int(seq)) for seq, text, norm in rows]
+    changed = [(new, seq) for new, old, seq in keyed if new != old]
+    connection.executemany("UPDATE records SET norm = ? WHERE seq = ?", changed)
+    connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+    if changed:
+        log.info("memory.store.norm_migrated", scope_key=scope_key, records=len(changed))
 
 
 def _reconcile_fts(connection: sqlite3.Connection, scope_key: str) -> None:

@@ -13,12 +13,13 @@ from collections.abc import Callable, Sequence
 
 from memory.ranking.embedder import Embedder, Matrix
 from memory.rules.engine import (
+    fold_into,
     mint_record,
-    normalize_text,
     plan_eviction,
     plan_write,
 )
 from memory.rules.engine import record_id as make_record_id
+from memory.rules.restate import meaning_key
 from memory.stores.sql_common import stored_values
 from memory.stores.sqlite.erasure import erase_rows
 from memory.stores.sqlite.sql import (
@@ -61,11 +62,10 @@ def write_batch(
             expired = erase_rows(connection, "created_at < ?", (expired_before,), "expired", now)
         seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
         for index, candidate in enumerate(batch):
-            plan = plan_write(scope_key, candidate, _write_pool(connection, candidate))
+            pool = _write_pool(connection, candidate)
+            plan = plan_write(scope_key, candidate, pool)
             if plan.action == "dedup":
-                connection.execute(
-                    "UPDATE records SET use_count = use_count + 1 WHERE id = ?", (plan.dedup_id,)
-                )
+                _fold(connection, next(r for r in pool if r.id == plan.dedup_id), candidate, now)
                 deduped += 1
                 continue
             if plan.supersede_id is not None:
@@ -114,7 +114,7 @@ def _write_pool(connection: sqlite3.Connection, candidate: MemoryCandidate) -> b
     records_status_norm) and, when the candidate names one, the active row it supersedes."""
     rows = connection.execute(
         f"SELECT {COLUMNS} FROM records WHERE status = 'active' AND norm = ? ORDER BY seq",
-        (normalize_text(candidate.text),),
+        (meaning_key(candidate.text),),
     ).fetchall()
     pool = [row_record(row) for row in rows]
     if candidate.supersedes:  # the same truthiness test as plan_write: "" names nothing
@@ -124,6 +124,22 @@ def _write_pool(connection: sqlite3.Connection, candidate: MemoryCandidate) -> b
         if target is not None:
             pool.append(row_record(target))
     return pool
+
+
+def _fold(
+    connection: sqlite3.Connection, record: MemoryRecord, candidate: MemoryCandidate, now: float
+) -> None:
+    """The restated record confirmed as the engine says (`fold_into`). The count is incremented in
+    place, not set, so a usage bump buffered for the same row still adds to it; a moved date is a
+    change the scope index must see (`stamp`), a moved count is not."""
+    folded = fold_into(record, candidate, now)
+    rows = connection.execute(
+        "UPDATE records SET use_count = use_count + 1, last_used_at = ?, observed_at = ? WHERE id = ? "
+        "RETURNING seq",
+        (folded.last_used_at, folded.observed_at, record.id),
+    ).fetchall()
+    if folded.observed_at != record.observed_at:
+        stamp(connection, [int(row[0]) for row in rows])
 
 
 def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> None:
@@ -137,7 +153,7 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
             record.scope_key,
             record.kind,
             record.text,
-            normalize_text(record.text),
+            meaning_key(record.text),
             json.dumps(builtins.list(record.keywords)),
             *stored_values(record),
             record.origin,

@@ -15,7 +15,7 @@ import pytest
 
 from app.slack.bot import registry_caller
 from app.slack.provenance import WHY_ACTION
-from memory.rules.engine import normalize_text
+from memory.rules.restate import meaning_key
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, ReadAudit
 from tests.app.slack.harness import running_bot
@@ -113,9 +113,7 @@ async def test_a_dm_fact_routed_to_the_channel_is_the_persons_to_forget_and_to_e
     assert erased.startswith("🧹 Erased 1 record"), erased
     for word in (CHANNEL_WORD, USER_WORD):
         assert files_holding(data_dir, word) == [], word
-    assert all(
-        normalize_text(USER_FACT) != normalize_text(r.text) for r in await store.list("user:slack:UA", 50)
-    )
+    assert all(meaning_key(USER_FACT) != meaning_key(r.text) for r in await store.list("user:slack:UA", 50))
 
 
 async def test_the_bots_start_up_moves_an_old_dm_channel_scope_into_its_owners(

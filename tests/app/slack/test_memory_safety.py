@@ -22,7 +22,7 @@ import pytest
 from app.runtime import Runtime
 from app.slack.bot import registry_caller
 from memory.reflection import REFLECTION_SYSTEM
-from memory.rules.engine import normalize_text
+from memory.rules.restate import meaning_key
 from memory.stores.build import memory_dir
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryRecord
@@ -115,7 +115,7 @@ async def workspace(
 
 
 async def holding(store: SqliteMemoryStore, scope: str, text: str) -> list[MemoryRecord]:
-    return [r for r in await store.list(scope, 50) if normalize_text(r.text) == normalize_text(text)]
+    return [r for r in await store.list(scope, 50) if meaning_key(r.text) == meaning_key(text)]
 
 
 def facts(*items: tuple[str, str]) -> dict[str, Any]:

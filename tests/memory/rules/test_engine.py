@@ -4,8 +4,8 @@ import pytest
 
 from memory.rules.engine import (
     WritePlan,
+    fold_into,
     mint_record,
-    normalize_text,
     parse_record_id,
     plan_eviction,
     plan_write,
@@ -14,6 +14,16 @@ from memory.rules.engine import (
 )
 from memory.types import MAX_TEXT_CHARS
 from tests.memory.records import DAY, NOW, fact, record
+from tests.memory.rules.restate_corpus import NEAR_MISSES
+
+DEPLOYS = "Deploys go through make ship from the main branch."
+# The three restatements of one fact: as written, lower-cased without the period, and with
+# the command in backticks and a "!".
+RESTATED = (
+    DEPLOYS,
+    "deploys go through make ship from the main branch",
+    "Deploys go through `make ship` from the main branch!",
+)
 
 
 def test_rank_records_gates_on_a_whole_token_match() -> None:
@@ -50,8 +60,25 @@ def test_rank_records_with_no_query_tokens_returns_nothing() -> None:
     assert rank_records([record("deploy")], "?!", 8, NOW) == []
 
 
-def test_normalize_text_trims_lowercases_and_collapses_whitespace() -> None:
-    assert normalize_text("  We  Deploy\n on TUESDAYS ") == "we deploy on tuesdays"
+def test_plan_write_folds_a_restatement_into_the_active_record() -> None:
+    pool = [record(DEPLOYS, id="mem:org:acme:1")]
+    for text in RESTATED:
+        assert plan_write("org:acme", fact(text), pool) == WritePlan("dedup", dedup_id="mem:org:acme:1")
+
+
+@pytest.mark.parametrize(("first", "second"), NEAR_MISSES)
+def test_plan_write_never_folds_a_near_miss(first: str, second: str) -> None:
+    assert plan_write("org:acme", fact(second), [record(first)]) == WritePlan("insert")
+
+
+def test_fold_into_confirms_the_record_and_keeps_the_later_date() -> None:
+    kept = record(DEPLOYS, observed_at=NOW - 9 * DAY, origin="public")
+    later = fold_into(kept, replace(fact(RESTATED[2]), observed_at=NOW - DAY), NOW)
+    assert (later.use_count, later.last_used_at, later.observed_at) == (1, NOW, NOW - DAY)
+    assert (later.text, later.origin, later.id) == (kept.text, "public", kept.id)
+    earlier = fold_into(kept, replace(fact(RESTATED[1]), observed_at=NOW - 30 * DAY), NOW)
+    assert earlier.observed_at == NOW - 9 * DAY  # an older telling never dates the record back
+    assert fold_into(kept, fact(RESTATED[1]), NOW).observed_at == NOW  # undated: heard now
 
 
 def test_plan_write_dedups_against_an_active_record_with_the_same_normalized_text() -> None:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from structlog.testing import capture_logs
 
-from memory.rules.engine import normalize_text
+from memory.rules.restate import meaning_key
 from memory.stores.build import memory_dir
 from memory.stores.dm_scopes import DmMigration, migrate_dm_scopes, migrate_dm_scopes_at_start
 from memory.stores.http import HttpMemoryStore
@@ -92,7 +92,7 @@ def files_holding(data_dir: Path, word: str) -> list[str]:
 
 
 async def texts(store: MemoryStore, scope: str) -> set[str]:
-    return {normalize_text(r.text) for r in await store.list(scope, 50, query=None)}
+    return {meaning_key(r.text) for r in await store.list(scope, 50, query=None)}
 
 
 async def assert_migrated(store: MemoryStore, done: DmMigration) -> None:

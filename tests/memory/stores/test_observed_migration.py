@@ -9,14 +9,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 from structlog.testing import capture_logs
 
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.schema import database_filename
 from memory.stores.sqlite.store import SqliteMemoryStore
-from tests.memory.postgres_support import TempSchema, temp_schema, unique_application_name
+from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
 from tests.memory.records import DAY, NOW, fact
 
 SCOPE = "org:acme"
@@ -107,12 +106,6 @@ def schema() -> Iterator[TempSchema]:
         yield made
 
 
-async def _pg(schema: TempSchema, query: str, params: Sequence[object] = ()) -> list[tuple[Any, ...]]:
-    async with await psycopg.AsyncConnection.connect(schema.dsn, autocommit=True) as conn:
-        cursor = await conn.execute(query.encode(), params)
-        return await cursor.fetchall() if cursor.description else []
-
-
 async def _connect(schema: TempSchema, clock: StepClock) -> PostgresMemoryStore:
     return await PostgresMemoryStore.connect(
         schema.dsn, clock=clock, application_name=unique_application_name()
@@ -129,8 +122,8 @@ async def test_a_postgres_table_of_todays_schema_dates_its_rows_by_created_at(sc
     finally:
         await store.aclose()
     # Today's schema: no column, no marker.
-    await _pg(schema, "ALTER TABLE memory_records DROP COLUMN observed_at")
-    await _pg(schema, "DELETE FROM memory_meta WHERE key = 'observed_at'")
+    await schema_rows(schema, "ALTER TABLE memory_records DROP COLUMN observed_at")
+    await schema_rows(schema, "DELETE FROM memory_meta WHERE key = 'observed_at'")
 
     clock.now += DAY
     with capture_logs() as logs:
@@ -144,14 +137,14 @@ async def test_a_postgres_table_of_todays_schema_dates_its_rows_by_created_at(sc
     finally:
         await migrated.aclose()
     assert [entry["records"] for entry in _migrated(logs)] == [2]
-    assert await _pg(schema, "SELECT observed_at, created_at FROM memory_records ORDER BY seq") == [
+    assert await schema_rows(schema, "SELECT observed_at, created_at FROM memory_records ORDER BY seq") == [
         (NOW, NOW),
         (NOW + DAY, NOW + DAY),
         (NOW - 9 * DAY, NOW + 2 * DAY),
     ]
     # A row an older replica writes later has none: it reads as observed when it was written, and a
     # second open does not scan the table again.
-    await _pg(
+    await schema_rows(
         schema,
         "INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, tokens, source_thread_key,"
         " created_at, origin) VALUES (%s, 4, %s, 'fact', 'old replica', 'old replica',"
@@ -166,4 +159,4 @@ async def test_a_postgres_table_of_todays_schema_dates_its_rows_by_created_at(sc
     finally:
         await reopened.aclose()
     assert _migrated(again) == []
-    assert await _pg(schema, "SELECT observed_at FROM memory_records WHERE seq = 4") == [(None,)]
+    assert await schema_rows(schema, "SELECT observed_at FROM memory_records WHERE seq = 4") == [(None,)]

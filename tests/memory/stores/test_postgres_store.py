@@ -184,7 +184,7 @@ async def test_dedup_is_case_and_whitespace_insensitive_and_bumps_use_count(
     await store.write(SCOPE, [fact("We deploy on Tuesdays")])
     assert await store.write(SCOPE, [fact("  we DEPLOY   on tuesdays ")]) == WriteResult(deduped=1)
     [only] = await store.list(SCOPE, 10)
-    assert only.use_count == 1 and only.last_used_at is None
+    assert only.use_count == 1 and only.last_used_at == NOW  # a restatement confirms: used now
 
 
 async def test_a_later_candidate_dedups_against_its_own_batch(store: PostgresMemoryStore) -> None:
