@@ -20,8 +20,8 @@ import structlog
 
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.render import code_span, store_failure
-from memory.rules.engine import normalize_text
 from memory.rules.redact import REDACTED, redact_secrets
+from memory.rules.restate import meaning_key
 from memory.rules.scope import RequestScopes, ScopeError, derive_scope_key, list_scope_keys, scope_kind
 from memory.rules.scorer import query_tokens
 from memory.rules.visibility import origin_from_visibility
@@ -251,9 +251,9 @@ class RememberCommand:
 
     async def _new_id(self, scope_key: str, text: str) -> str | None:
         """The active record that now holds `text` (an insert, or the record it deduplicated into)."""
-        norm = normalize_text(text)
+        norm = meaning_key(text)
         listed = await self._store.list(scope_key, MAX_LIMIT, query=text)
-        return next((record.id for record in listed if normalize_text(record.text) == norm), None)
+        return next((record.id for record in listed if meaning_key(record.text) == norm), None)
 
 
 def _land(gate: WriteGate, scopes: RequestScopes, asked: str, candidate: MemoryCandidate) -> _Landing:
