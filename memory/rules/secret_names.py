@@ -25,11 +25,13 @@ _NAME_END = r"(?![A-Za-z0-9])"
 _SUFFIX = r"(?:[_.-]?(?:id|value|b64|base64|hex))?"
 _STRONG_NAME = rf"(?:[A-Za-z0-9_.-]*?(?:{_STRONG}){_SUFFIX}|(?:[A-Za-z0-9_.-]*?[_.-])?pass){_NAME_END}"
 _WEAK_NAME = rf"[A-Za-z0-9_.-]*?(?:{_WEAK}){_NAME_END}"
-# name, closing quote (backslash-escaped too: JSON quoted inside a string), separator (=, :, =>, ->
-# or →, never == or ::), a YAML block indicator the collapsed sanitizer line may still hold, opening
-# quote; the value follows.
+# Quotes around a name (backslash-escaped too: JSON quoted inside a string), or the Slack and
+# Markdown marks that set it in bold, italics, strike or code (`*password*:`).
+_QUOTE = r"(?:\\?[\"']|[*_~`]{1,2})?"
+# name, closing quote, separator (=, :, =>, -> or →, never == or ::), a YAML block indicator the
+# collapsed sanitizer line may still hold, opening quote; the value follows.
 _ASSIGN = (
-    r"\\?[\"']?(?i:{name})\\?[\"']?[ \t]*(?:=>|->|\u2192|=(?!=)|:(?!:))[ \t]*"
+    rf"{_QUOTE}(?i:(?P<strong>{_STRONG_NAME})|{_WEAK_NAME}){_QUOTE}[ \t]*(?:=>|->|\u2192|=(?!=)|:(?!:))[ \t]*"
     r"(?:[|>][+-]?[0-9]?[ \t]+(?=\S))?"
 )
 # A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`);
@@ -42,15 +44,18 @@ _VALUE = (
 
 _ASSIGNMENT = re.compile(
     # Only where a separator follows the word: most words are not assignments, so most starts fail here.
-    r"(?<![A-Za-z0-9_.$-])(?=\\?[\"']?[A-Za-z0-9_.-]+\\?[\"']?[ \t]*(?:[:=]|->|\u2192))"
-    + _ASSIGN.format(name=f"(?P<strong>{_STRONG_NAME})|{_WEAK_NAME}")
+    rf"(?<![A-Za-z0-9_.$-])(?={_QUOTE}[A-Za-z0-9_.-]+{_QUOTE}[ \t]*(?:[:=]|->|\u2192))"
+    + _ASSIGN
     + _VALUE
+    # The words after a bare value up to the clause's end: no separator, arrow, quote or comment in
+    # them, so the next `name: value` on the line is matched on its own.
+    + r"(?P<clause>(?:[ \t]+[^\s:=,;>\u2192\"'`#]*[^\s:=,;.!?>\u2192\"'`#](?=[ \t]|[,;.!?]|$))*)"
 )
 
 _PROSE = re.compile(
     r"(?i)\b(?P<word>pass(?:word|wd|phrase|code)|pwd|secret|token|api[ _-]?key|apikey|access[ _-]?key"
     r"|secret[ _-]?key|private[ _-]?key)s?"
-    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+)?"
+    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+(?:[ \t]+[A-Za-z0-9./@_-]+){0,2})?"
     r"(?P<verb>[ \t]+(?:(?:is|was|are|were|has[ \t]+been|got)(?:[ \t]+(?:now|still))?"
     r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?|became|(?:set|changed|reset|updated)[ \t]+to):?[ \t]+)"
     + _VALUE
@@ -161,6 +166,18 @@ def _value_of(match: re.Match[str]) -> tuple[str, int, int]:
     raise AssertionError("the value pattern always sets one group")
 
 
+def _clause_length(match: re.Match[str]) -> int | None:
+    """After `password: ` (a colon and a space, as in prose and YAML) a bare password runs to the
+    end of its clause ("my password: correct horse battery staple"); elsewhere it is one word."""
+    start = match.start("bare")
+    clause = match.group("clause")
+    if start < 0 or not clause or not _password_name(match.group("strong")):
+        return None
+    if match.group("bare")[-1] in _PUNCTUATION_TAIL or not re.search(r":[ \t]+$", match.string[:start]):
+        return None
+    return match.end("clause") - start
+
+
 def _replace_value(match: re.Match[str], redact: bool, length: int | None = None) -> str:
     """The match with its value (or the value's first `length` characters) replaced by the marker."""
     if not redact:
@@ -182,7 +199,10 @@ def _assignment(match: re.Match[str]) -> str:
     value, _, _ = _value_of(match)
     name = match.group("strong")
     if name is not None:
-        return _replace_value(match, not _not_a_value(match, value) and _strong_value(name, value))
+        if name.lower() == "pass" and value.lower() in _PROSE_WORDS:
+            return match.group(0)  # the verb: "pass: the ball to Bob"
+        redact = not _not_a_value(match, value) and _strong_value(name, value)
+        return _replace_value(match, redact, _clause_length(match) if redact else None)
     run = _TOKEN_RUN.match(value)
     token = run.group(0) if run else ""
     return _replace_value(match, high_entropy(token), len(token))
@@ -200,9 +220,19 @@ def _prose(match: re.Match[str]) -> str:
     if looks_random(value):
         return _replace_value(match, True)
     if _password_word(match.group("word")):
-        last = not match.string[end:].strip(_PUNCTUATION_TAIL + " \t")
-        return _replace_value(match, last and _PROSE_SHAPE.fullmatch(value) is None)
+        word = _PROSE_SHAPE.fullmatch(value) is not None
+        return _replace_value(match, _ends_clause(match.string, end) and not word)
     return _replace_value(match, len(value) >= 20 and re.fullmatch(r"[A-Za-z0-9_+/=-]+", value) is not None)
+
+
+# What ends a clause after a value: the line's end, or punctuation before a space or the end.
+_CLAUSE_END = re.compile(r"[ \t]*(?:$|[.,;:!?)\]}…]+(?:[ \t]|$))")
+
+
+def _ends_clause(line: str, end: int) -> bool:
+    """The value is the last word of its clause ("… is swordfish, don't share"), as a password is
+    and a word of a sentence that goes on ("… is something we rotate") is not."""
+    return _CLAUSE_END.match(line, end) is not None
 
 
 def _password_word(word: str) -> bool:

@@ -195,3 +195,46 @@ PIECES = [
 def test_redaction_settles_in_one_call_whatever_the_pieces_overlap(text: str) -> None:
     once = redact_secrets(text)
     assert redact_secrets(once) == once
+
+
+# What a security review got through the generalized redactor, each with the part that must go.
+REVIEW_FINDINGS = [
+    ("*password*: hunter2", "hunter2"),
+    ("_password_: hunter2", "hunter2"),
+    ("`password`: `hunter2`", "hunter2"),
+    ("~api_key~ = Zk3pQ9rT2vX7yB4nM8wL", "Zk3pQ9rT2vX7yB4nM8wL"),
+    ("The password for the staging db is swordfish.", "swordfish"),
+    ("staging db password is swordfish, don't share", "swordfish"),
+    ("my password: correct horse battery staple", "horse battery staple"),
+]
+
+
+@pytest.mark.parametrize(("text", "secret"), REVIEW_FINDINGS)
+def test_what_the_review_got_through_is_redacted(text: str, secret: str) -> None:
+    out = redact_secrets(text)
+    assert secret not in out and REDACTED in out, out
+    assert redact_secrets(out) == out
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("my password: correct horse battery staple, ok?", f"my password: {REDACTED}, ok?"),
+        ("password: hunter2 user: bob", f"password: {REDACTED} user: bob"),
+        ("DB_PASSWORD=hunter2 extra words", f"DB_PASSWORD={REDACTED} extra words"),
+        ("the password is something we rotate", None),
+    ],
+)
+def test_a_password_takes_its_clause_and_no_more(text: str, expected: str | None) -> None:
+    assert redact_secrets(text) == (text if expected is None else expected)
+
+
+# Engineering text the review saw destroyed: left as typed.
+REVIEW_BENIGN = [
+    "pass: the ball to Bob",
+]
+
+
+@pytest.mark.parametrize("text", REVIEW_BENIGN)
+def test_what_the_review_saw_destroyed_is_left_alone(text: str) -> None:
+    assert redact_secrets(text) == text
