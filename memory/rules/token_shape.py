@@ -3,9 +3,10 @@ is random, not one of the long runs ordinary engineering text is full of.
 
 Random means several character classes, many switches between them and high entropy per
 character. Not random: hex alone (commit SHAs, digests; a vendor prefix in front makes it a token),
-UUIDs, version strings, words joined by `-`, `_`, `.` or `/` or in camelCase (identifiers, paths,
-module names, URLs), digests named by their algorithm (`sha512-…`), and base64 that decodes to
-plain text (a badge's inline SVG). A vendor prefix (`glpat-`, `hvs.`, `NRAK-`) lowers the bar for
+UUIDs, version strings, Kubernetes pod names, branches named after an issue key, OpenSSH public
+keys, words joined by `-`, `_`, `.` or `/` or in camelCase (identifiers, paths, module names,
+URLs), digests named by their algorithm (`sha512-…`), and base64 that decodes to plain text (a
+badge's inline SVG). A vendor prefix (`glpat-`, `hvs.`, `NRAK-`) lowers the bar for
 the rest: two character classes are enough.
 
 Every judgment here costs the run's length, and runs never overlap, so a text costs its length.
@@ -36,6 +37,15 @@ _PUBLIC_ID = re.compile(
     r"|chatcmpl-"
 )
 _DIGEST_PREFIX = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|xxh\d*|crc32)[_.:-]")
+# Kubernetes pod names: a Deployment's name, its ReplicaSet's hash, the pod's five characters.
+_POD_NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*-[a-z0-9]{6,10}-[a-z0-9]{5}")
+# A branch or slug that starts with an issue key (`JIRA-1234-add-OAuth2PKCEFlow`).
+_ISSUE_SLUG = re.compile(r"[A-Z][A-Z0-9]{1,9}-[0-9]{1,6}(?:[-_][A-Za-z0-9]+)+")
+# The key type an OpenSSH public key line starts with: the base64 after it is the public key.
+_SSH_PUBLIC = re.compile(
+    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp[0-9]+|sk-(?:ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
+    r"[ \t]+$"
+)
 _UUID = re.compile(r"(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _VERSION = re.compile(r"(?i)v?[0-9]+(?:\.[0-9]+)+")
 _SEPARATORS = re.compile(r"[_.~+/=-]+")
@@ -130,6 +140,8 @@ def is_random_token(run: str) -> bool:
     run = run.strip(_EDGE)
     if len(run) < 20 or _DIGEST_PREFIX.match(run) or _PUBLIC_ID.match(run) or _UUID.fullmatch(run):
         return False
+    if _POD_NAME.fullmatch(run) or _ISSUE_SLUG.fullmatch(run):
+        return False
     prefix = _PREFIX.match(run)
     if prefix is not None and len(run) - prefix.end() >= 20 and _random(run[prefix.end() :], 2):
         return True
@@ -140,6 +152,8 @@ def _replace_run(match: re.Match[str]) -> str:
     """A random run → the marker; a run with `/` in it is judged by its parts first (a URL or path
     keeps its words, only a random part of it goes), then whole (base64 holds `/` too)."""
     run = match.group(0)
+    if _ssh_public_key(match):
+        return run
     if "/" not in run:
         return _marked(run) if is_random_token(run) else run
     parts = run.split("/")
@@ -148,6 +162,18 @@ def _replace_run(match: re.Match[str]) -> str:
     if "." not in run and not run.startswith(("/", "~")) and is_random_token(run):
         return _marked(run)
     return run
+
+
+def _ssh_public_key(match: re.Match[str]) -> bool:
+    """The run is an OpenSSH public key: after its key type, and its blob opens with that type's
+    name (a length, then `ssh-…`, `ecdsa-…` or `sk-…`), so a secret after `ssh-rsa ` still goes."""
+    if not _SSH_PUBLIC.search(match.string, max(match.start() - 48, 0), match.start()):
+        return False
+    try:
+        head = base64.b64decode(match.group(0)[:24], validate=True)
+    except binascii.Error:
+        return False
+    return head[:2] == b"\0\0" and head[4:].startswith((b"ssh-", b"ecdsa-", b"sk-"))
 
 
 def _marked(run: str) -> str:

@@ -232,9 +232,20 @@ def test_a_password_takes_its_clause_and_no_more(text: str, expected: str | None
 # Engineering text the review saw destroyed: left as typed.
 REVIEW_BENIGN = [
     "pass: the ball to Bob",
+    "kubectl logs payments-worker-5f7b9c8d6-q2w4e -n prod",
+    "api-server-7d9f8b6c5d-x4k2p is CrashLoopBackOff",
+    "ingress-nginx-controller-7b9d5c8f4d-h2j4k restarted twice",
+    "merged feature/JIRA-1234-add-OAuth2PKCEFlow into main",
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtQ9rT2vX7yB4nM8wL1cD6fG5hJ0sAZk3pQ9rT2vX7 ops@bastion",
+    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQC7kP9xR2mT5vW8yZ1bC4dF7gH0jK3nL6pQ9rS2tU5vW8xY1zA4bC7 ops@laptop",
 ]
 
 
 @pytest.mark.parametrize("text", REVIEW_BENIGN)
 def test_what_the_review_saw_destroyed_is_left_alone(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+def test_a_random_run_after_an_ssh_key_type_is_still_a_secret() -> None:
+    """Only a blob that opens with its key type's name is a public key."""
+    assert redact_secrets("ssh-rsa Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA ops") == f"ssh-rsa {REDACTED} ops"
