@@ -19,6 +19,7 @@ import binascii
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from itertools import pairwise
 
 REDACTED = "[REDACTED]"
@@ -99,16 +100,23 @@ def _wordy(value: str) -> bool:
 
 
 def _plain_base64(value: str) -> bool:
-    """Base64 of printable text (an inline SVG, a JSON header): an encoding, not a secret."""
+    """Base64 of printable text (an inline SVG, a JSON header): an encoding, not a secret (unless the
+    text holds one: `redact_encoded_secrets`)."""
+    return _base64_text(value) is not None
+
+
+def _base64_text(value: str) -> str | None:
+    """The printable text `value` is base64 (or base64url) of, or None."""
     if len(value) < 16 or _BASE64.fullmatch(value) is None:
-        return False
+        return None
     body = value.rstrip("=").replace("-", "+").replace("_", "/")
     try:
         raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
         text = raw.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
-        return False
-    return bool(text) and all(c.isprintable() or c in "\n\t\r" for c in text)
+        return None
+    printable = bool(text) and all(c.isprintable() or c in "\n\t\r" for c in text)
+    return text if printable else None
 
 
 def _random(value: str, min_classes: int) -> bool:
@@ -187,6 +195,18 @@ def _marked(run: str) -> str:
 def redact_random_runs(text: str) -> str:
     """Every random run of ≥ 20 token characters in `text` → the marker."""
     return _RUN.sub(_replace_run, text)
+
+
+def redact_encoded_secrets(text: str, redact: Callable[[str], str]) -> str:
+    """Every run of `text` that is base64 of text in which `redact` finds a secret (a connection
+    string, a `user:password` pair) → the marker; the rest stays, exempt as plain base64 is."""
+
+    def replace(match: re.Match[str]) -> str:
+        run = match.group(0)
+        decoded = _base64_text(run.strip(_EDGE))
+        return _marked(run) if decoded is not None and redact(decoded) != decoded else run
+
+    return _RUN.sub(replace, text)
 
 
 def secretlike(value: str) -> bool:

@@ -206,6 +206,12 @@ REVIEW_FINDINGS = [
     ("The password for the staging db is swordfish.", "swordfish"),
     ("staging db password is swordfish, don't share", "swordfish"),
     ("my password: correct horse battery staple", "horse battery staple"),
+    # base64 of postgres://admin:hunter2@db.example.com/prod, of password=hunter2
+    ("DATABASE_URL_B64 cG9zdGdyZXM6Ly9hZG1pbjpodW50ZXIyQGRiLmV4YW1wbGUuY29tL3Byb2Q=", "cG9zdGdyZXM6Ly9h"),
+    ("echo cGFzc3dvcmQ9aHVudGVyMg== | base64 -d", "cGFzc3dvcmQ9aHVudGVyMg"),
+    # a percent-escaped signature: every part of it, the part before the first escape too
+    ("&sig=Xk3Jd8%2F2mQ9w%2BqZ7vT4nR8pL1cD6fG5hJ0sA%3D&se=2024", "Xk3Jd8"),
+    ("https://x.blob.core.windows.net/c?sv=2021&sig=Xk3Jd8%2F2mQ9w%2BqZ7vT4nR8pL1cD6fG5%3D", "2mQ9w"),
 ]
 
 
@@ -232,6 +238,8 @@ def test_a_password_takes_its_clause_and_no_more(text: str, expected: str | None
 # Engineering text the review saw destroyed: left as typed.
 REVIEW_BENIGN = [
     "pass: the ball to Bob",
+    # base64 of plain text with no secret in it stays
+    "the badge is data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIC8+",
     "kubectl logs payments-worker-5f7b9c8d6-q2w4e -n prod",
     "api-server-7d9f8b6c5d-x4k2p is CrashLoopBackOff",
     "ingress-nginx-controller-7b9d5c8f4d-h2j4k restarted twice",
