@@ -69,14 +69,26 @@ _CLI_FLAG = re.compile(
 _USER_PASSWORD = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:\"']*:(?=\S)" + _VALUE)
 _NAME_THEN_VALUE = re.compile(r"(?i)\b(?:password|passwd|passphrase|pwd)[ \t]+(?=[^\s-])" + _VALUE)
 # Programs that take a password in a short flag after their name: mysql's `-pVALUE` (attached, as
-# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm login's `-p`, redis-cli's `-a`.
+# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm login's `-p`, redis-cli's `-a`, openssl's
+# `-k`, zip's and unzip's `-P`.
 _PASSWORD_PROGRAM = re.compile(
-    r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|sshpass"
+    r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|(?P<openssl>openssl)"
+    r"|(?P<zip>unzip|zip)|sshpass"
     r"|(?:docker|podman|nerdctl)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
 )
 _ATTACHED_P = re.compile(r"(?<=[ \t])-p(?=\S)" + _VALUE)
 _FLAG_P = re.compile(r"(?<=[ \t])-p[ \t]*(?=[^\s-])" + _VALUE)
 _FLAG_A = re.compile(r"(?<=[ \t])-a[ \t]+(?=[^\s-])" + _VALUE)
+_FLAG_K = re.compile(r"(?<=[ \t])-k[ \t]+(?=[^\s-])" + _VALUE)
+_FLAG_CAPITAL_P = re.compile(r"(?<=[ \t])-P[ \t]*(?=[^\s-])" + _VALUE)
+# An XML element named as a secret (`<password>hunter2</password>`, Maven's settings.xml).
+_ELEMENT = re.compile(rf"(?i)<(?P<tag>{_STRONG_NAME})>(?P<value>[^<\n]{{1,256}})</(?P=tag)>")
+# A quoted secret name and a quoted value passed to a setter: PHP's `define('DB_PASSWORD', '…')`,
+# `putenv`, `setenv`, `os.environ.setdefault`, a config's `set`.
+_SETTER = re.compile(
+    rf"(?i)\b(?:define|putenv|setenv|setdefault|set)\([ \t]*[\"'](?P<strong>{_STRONG_NAME})[\"'][ \t]*,[ \t]*"
+    r"(?=[\"'])" + _VALUE
+)
 # netrc(5): `machine HOST login USER password VALUE` (or `default login …`), on one line.
 _NETRC = re.compile(
     r"(?i)\b(?:machine[ \t]+\S+|default(?=[ \t]+login))(?:[ \t]+(?:login|account|port)[ \t]+\S+)*"
@@ -201,7 +213,7 @@ def _assignment(match: re.Match[str]) -> str:
     if name is not None:
         if name.lower() == "pass" and value.lower() in _PROSE_WORDS:
             return match.group(0)  # the verb: "pass: the ball to Bob"
-        redact = not _not_a_value(match, value) and _strong_value(name, value)
+        redact = _strong_secret(match, value)
         return _replace_value(match, redact, _clause_length(match) if redact else None)
     run = _TOKEN_RUN.match(value)
     token = run.group(0) if run else ""
@@ -263,13 +275,34 @@ def _keyed(match: re.Match[str]) -> str:
     return match.group(0)[:start] + REDACTED + match.group(0)[start + len(value) :]
 
 
+def _element(match: re.Match[str]) -> str:
+    """`<password>VALUE</password>`: the value by the strong-name rule."""
+    value = match.group("value").strip()
+    if _NOT_A_VALUE.match(value) or not _strong_value(match.group("tag"), value):
+        return match.group(0)
+    start, end = match.span("value")
+    return match.string[match.start() : start] + REDACTED + match.string[end : match.end()]
+
+
+def _setter(match: re.Match[str]) -> str:
+    value, _, _ = _value_of(match)
+    return _replace_value(match, _strong_secret(match, value))
+
+
+def _strong_secret(match: re.Match[str], value: str) -> bool:
+    """The value of a strong name (the `strong` group) is a secret: neither a reference nor a
+    placeholder, and a value that name holds."""
+    return not _not_a_value(match, value) and _strong_value(match.group("strong"), value)
+
+
 def _program_password(line: str) -> str:
     """The flag's value after the first program name on the line (searched from there once, so a
     line full of program names costs its length)."""
     program = _PASSWORD_PROGRAM.search(line)
     if program is None:
         return line
-    flag = _ATTACHED_P if program.group("mysql") else _FLAG_A if program.group("redis") else _FLAG_P
+    flags = {"mysql": _ATTACHED_P, "redis": _FLAG_A, "openssl": _FLAG_K, "zip": _FLAG_CAPITAL_P}
+    flag = next((flags[name] for name, seen in program.groupdict().items() if seen), _FLAG_P)
     return line[: program.end()] + flag.sub(_attached, line[program.end() :])
 
 
@@ -283,7 +316,7 @@ def _attached(match: re.Match[str]) -> str:
 # skipped, which is most lines of a transcript.
 _NAME_WORDS = (
     "pass", "pwd", "secret", "token", "key", "auth", "cred", "salt", "hmac", "sig", "cookie", "session",
-    "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat",
+    "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat", "openssl", "zip",
 )  # fmt: skip
 
 
@@ -354,6 +387,10 @@ def _redact_line(line: str) -> str:
     if not any(word in lowered for word in _NAME_WORDS):
         return line
     line = _ASSIGNMENT.sub(_assignment, line)
+    if "<" in line:
+        line = _ELEMENT.sub(_element, line)
+    if "(" in line:
+        line = _SETTER.sub(_setter, line)
     line = _CLI_FLAG.sub(_flag, line)
     line = _USER_PASSWORD.sub(_attached, line)
     line = _program_password(line)

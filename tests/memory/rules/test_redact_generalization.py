@@ -151,6 +151,9 @@ ADVERSARIAL = {
     "colons and at signs": "h:1:a:b:c@" * 30_000,
     "netrc chain": "machine a login b " * 15_000,
     "key then a run ending in padding": ("key " + "a1" * 50 + "===") * 3_000,
+    "password elements never closed": "<password>hunter2 " * 18_000,
+    "a password's clause": "my password: " + "word " * 60_000,
+    "base64 of text": "cGFzc3dvcmQ9aHVudGVyMg" * 14_000,
 }
 
 
@@ -212,6 +215,12 @@ REVIEW_FINDINGS = [
     # a percent-escaped signature: every part of it, the part before the first escape too
     ("&sig=Xk3Jd8%2F2mQ9w%2BqZ7vT4nR8pL1cD6fG5hJ0sA%3D&se=2024", "Xk3Jd8"),
     ("https://x.blob.core.windows.net/c?sv=2021&sig=Xk3Jd8%2F2mQ9w%2BqZ7vT4nR8pL1cD6fG5%3D", "2mQ9w"),
+    ("<password>hunter2</password>", "hunter2"),
+    ("define('DB_PASSWORD','hunter2');", "hunter2"),
+    ('os.environ.setdefault("API_TOKEN", "Zk3pQ9rT2vX7yB4nM8wL")', "Zk3pQ9rT2vX7yB4nM8wL"),
+    ("openssl enc -aes-256-cbc -in backup.tar -out backup.enc -k hunter2", "hunter2"),
+    ("unzip -P hunter2 backup.zip", "hunter2"),
+    ("use 3f9a0c1d2e8b7a6f5e4d3c2b1a0f9e8d-us21 for the list", "3f9a0c1d2e8b7a6f5e4d3c2b1a0f9e8d"),
 ]
 
 
@@ -238,6 +247,9 @@ def test_a_password_takes_its_clause_and_no_more(text: str, expected: str | None
 # Engineering text the review saw destroyed: left as typed.
 REVIEW_BENIGN = [
     "pass: the ball to Bob",
+    "<password>${DB_PASS}</password> and <token>5</token>",
+    'define("DB_PASSWORD", getenv("DB_PASSWORD"));',
+    "openssl s_client -connect host:443 -k",
     # base64 of plain text with no secret in it stays
     "the badge is data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIC8+",
     "kubectl logs payments-worker-5f7b9c8d6-q2w4e -n prod",
