@@ -38,8 +38,9 @@ _PUBLIC_ID = re.compile(
     r"|chatcmpl-"
 )
 _DIGEST_PREFIX = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|xxh\d*|crc32)[_.:-]")
-# Kubernetes pod names: a Deployment's name, its ReplicaSet's hash, the pod's five characters.
-_POD_NAME = re.compile(r"[a-z][a-z0-9]*(?:-[a-z0-9]+)*-[a-z0-9]{6,10}-[a-z0-9]{5}")
+# Names of three or more lower-case parts joined by `-`, as DNS labels are: Kubernetes pods
+# (`payments-worker-5f7b9c8d6-q2w4e`), nodes, buckets, cache keys; the hash in them is no secret.
+_LABEL_NAME = re.compile(r"[a-z0-9]{1,20}(?:-[a-z0-9]{1,20}){2,}")
 # A branch or slug that starts with an issue key (`JIRA-1234-add-OAuth2PKCEFlow`).
 _ISSUE_SLUG = re.compile(r"[A-Z][A-Z0-9]{1,9}-[0-9]{1,6}(?:[-_][A-Za-z0-9]+)+")
 # The key type an OpenSSH public key line starts with: the base64 after it is the public key.
@@ -148,7 +149,7 @@ def is_random_token(run: str) -> bool:
     run = run.strip(_EDGE)
     if len(run) < 20 or _DIGEST_PREFIX.match(run) or _PUBLIC_ID.match(run) or _UUID.fullmatch(run):
         return False
-    if _POD_NAME.fullmatch(run) or _ISSUE_SLUG.fullmatch(run):
+    if _LABEL_NAME.fullmatch(run) or _ISSUE_SLUG.fullmatch(run):
         return False
     prefix = _PREFIX.match(run)
     if prefix is not None and len(run) - prefix.end() >= 20 and _random(run[prefix.end() :], 2):
