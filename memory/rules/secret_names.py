@@ -221,9 +221,9 @@ def _assignment(match: re.Match[str]) -> str:
 
 
 def _prose(match: re.Match[str]) -> str:
-    """After "the password is": a quoted value, a random-looking one, or a last word that does not read
-    as prose ("… is swordfish", not "… is probably wrong"); after "the token is" only a random-looking
-    or quoted value, or one of ≥ 20 token characters."""
+    """After "the password is": a quoted value, a random-looking one, or a word that ends its clause
+    and does not read as prose ("… is swordfish, don't share", not "… is probably wrong"); after "the
+    token is" only a random-looking or quoted value, or one of ≥ 20 token characters."""
     value, _, end = _value_of(match)
     if _not_a_value(match, value) or value.lower() in _PROSE_WORDS:
         return match.group(0)
