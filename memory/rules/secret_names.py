@@ -31,7 +31,9 @@ _QUOTE = r"(?:\\?[\"']|[*_~`]{1,2})?"
 # name, closing quote, separator (=, :, =>, -> or →, never == or ::), a YAML block indicator the
 # collapsed sanitizer line may still hold, opening quote; the value follows.
 _ASSIGN = (
-    rf"{_QUOTE}(?i:(?P<strong>{_STRONG_NAME})|{_WEAK_NAME}){_QUOTE}[ \t]*(?:=>|->|\u2192|=(?!=)|:(?!:))[ \t]*"
+    rf"{_QUOTE}(?i:(?P<strong>{_STRONG_NAME})|{_WEAK_NAME}){_QUOTE}[ \t]*(?:=>|->|\u2192|=(?!=)|:(?!:))"
+    # the mark closing a name set with its colon (`*Password:* hunter2`)
+    r"(?:[*_~]{1,2}(?=[ \t]))?[ \t]*"
     r"(?:[|>][+-]?[0-9]?[ \t]+(?=\S))?"
 )
 # A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`);

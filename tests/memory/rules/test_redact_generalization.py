@@ -206,6 +206,8 @@ REVIEW_FINDINGS = [
     ("_password_: hunter2", "hunter2"),
     ("`password`: `hunter2`", "hunter2"),
     ("~api_key~ = Zk3pQ9rT2vX7yB4nM8wL", "Zk3pQ9rT2vX7yB4nM8wL"),
+    ("*Password:* hunter2", "hunter2"),  # Slack's bold with the colon inside it
+    ("_password:_ hunter2", "hunter2"),
     ("The password for the staging db is swordfish.", "swordfish"),
     ("staging db password is swordfish, don't share", "swordfish"),
     ("my password: correct horse battery staple", "horse battery staple"),
