@@ -85,6 +85,12 @@ _FLAG_K = re.compile(r"(?<=[ \t])-k[ \t]+(?=[^\s-])" + _VALUE)
 _FLAG_CAPITAL_P = re.compile(r"(?<=[ \t])-P[ \t]*(?=[^\s-])" + _VALUE)
 # An XML element named as a secret (`<password>hunter2</password>`, Maven's settings.xml).
 _ELEMENT = re.compile(rf"(?i)<(?P<tag>{_STRONG_NAME})>(?P<value>[^<\n]{{1,256}})</(?P=tag)>")
+# A Markdown table row whose cell names a secret and whose next cell is one word: its value.
+_TABLE_CELL = re.compile(
+    rf"(?i)\|[ \t]*{_QUOTE}(?P<strong>{_STRONG_NAME}){_QUOTE}[ \t]*\|[ \t]*(?=[^\s|])"
+    + _VALUE
+    + r"(?=[ \t]*\|)"
+)
 # A quoted secret name and a quoted value passed to a setter: PHP's `define('DB_PASSWORD', '…')`,
 # `putenv`, `setenv`, `os.environ.setdefault`, a config's `set`.
 _SETTER = re.compile(
@@ -291,6 +297,12 @@ def _setter(match: re.Match[str]) -> str:
     return _replace_value(match, _strong_secret(match, value))
 
 
+def _cell(match: re.Match[str]) -> str:
+    """A table cell after a secret's name: a value, not a word of its description."""
+    value, _, _ = _value_of(match)
+    return _replace_value(match, value.lower() not in _PROSE_WORDS and _strong_secret(match, value))
+
+
 def _strong_secret(match: re.Match[str], value: str) -> bool:
     """The value of a strong name (the `strong` group) is a secret: neither a reference nor a
     placeholder, and a value that name holds."""
@@ -393,6 +405,8 @@ def _redact_line(line: str) -> str:
         line = _ELEMENT.sub(_element, line)
     if "(" in line:
         line = _SETTER.sub(_setter, line)
+    if "|" in line:
+        line = _TABLE_CELL.sub(_cell, line)
     line = _CLI_FLAG.sub(_flag, line)
     line = _USER_PASSWORD.sub(_attached, line)
     line = _program_password(line)

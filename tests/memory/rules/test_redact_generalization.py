@@ -154,6 +154,7 @@ ADVERSARIAL = {
     "password elements never closed": "<password>hunter2 " * 18_000,
     "a password's clause": "my password: " + "word " * 60_000,
     "base64 of text": "cGFzc3dvcmQ9aHVudGVyMg" * 14_000,
+    "table cells never closed": "| password | hunter2|" + "a" * 300_000,
 }
 
 
@@ -208,6 +209,7 @@ REVIEW_FINDINGS = [
     ("~api_key~ = Zk3pQ9rT2vX7yB4nM8wL", "Zk3pQ9rT2vX7yB4nM8wL"),
     ("*Password:* hunter2", "hunter2"),  # Slack's bold with the colon inside it
     ("_password:_ hunter2", "hunter2"),
+    ("| `DB_PASSWORD` | `hunter2` | prod |", "hunter2"),  # a Markdown table
     ("The password for the staging db is swordfish.", "swordfish"),
     ("staging db password is swordfish, don't share", "swordfish"),
     ("my password: correct horse battery staple", "horse battery staple"),
@@ -252,6 +254,8 @@ REVIEW_BENIGN = [
     "<password>${DB_PASS}</password> and <token>5</token>",
     'define("DB_PASSWORD", getenv("DB_PASSWORD"));',
     "openssl s_client -connect host:443 -k",
+    "| password | string | required |",
+    "| password | The user's password |",
     # base64 of plain text with no secret in it stays
     "the badge is data:image/svg+xml;base64,PHN2ZyB4bWxucz0iaHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmciIC8+",
     "kubectl logs payments-worker-5f7b9c8d6-q2w4e -n prod",
