@@ -149,12 +149,17 @@ def is_random_token(run: str) -> bool:
     run = run.strip(_EDGE)
     if len(run) < 20 or _DIGEST_PREFIX.match(run) or _PUBLIC_ID.match(run) or _UUID.fullmatch(run):
         return False
-    if _LABEL_NAME.fullmatch(run) or _ISSUE_SLUG.fullmatch(run):
+    if _named(run):
         return False
     prefix = _PREFIX.match(run)
     if prefix is not None and len(run) - prefix.end() >= 20 and _random(run[prefix.end() :], 2):
         return True
     return _random(run, 3)
+
+
+def _named(run: str) -> bool:
+    """A label or an issue-key slug: a name, and a path holding one is a path, not base64."""
+    return _LABEL_NAME.fullmatch(run) is not None or _ISSUE_SLUG.fullmatch(run) is not None
 
 
 def _replace_run(match: re.Match[str]) -> str:
@@ -168,7 +173,8 @@ def _replace_run(match: re.Match[str]) -> str:
     parts = run.split("/")
     if any(is_random_token(part) for part in parts):
         return "/".join(_marked(part) if is_random_token(part) else part for part in parts)
-    if "." not in run and not run.startswith(("/", "~")) and is_random_token(run):
+    whole = "." not in run and not run.startswith(("/", "~")) and not any(map(_named, parts))
+    if whole and is_random_token(run):
         return _marked(run)
     return run
 

@@ -263,6 +263,7 @@ REVIEW_BENIGN = [
     "ingress-nginx-controller-7b9d5c8f4d-h2j4k restarted twice",
     "node gke-prod-default-pool-3f9a2b8c-x7k2 and bucket terraform-state-bucket-8f3a2c1d9e7b",
     "merged feature/JIRA-1234-add-OAuth2PKCEFlow into main",
+    "see docs/ADR-0012-UseOAuth2ForSSO for why",
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGtQ9rT2vX7yB4nM8wL1cD6fG5hJ0sAZk3pQ9rT2vX7 ops@bastion",
     "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABgQC7kP9xR2mT5vW8yZ1bC4dF7gH0jK3nL6pQ9rS2tU5vW8xY1zA4bC7 ops@laptop",
 ]
