@@ -6,7 +6,8 @@ Three detectors, so a shape nobody listed is still caught: the shapes vendors do
 whatever the value looks like (`secret_names`), and token shape — a long random run of token
 characters that is none of the long runs engineering text is full of (`token_shape`). They run on
 the normalized text (`normalize`: nothing invisible, NFKC), then on a line's decoded spelling where it
-holds HTML entities or percent-escapes, then across a line break that split a token in two. Every
+holds HTML entities or percent-escapes, inside base64 that decodes to text, then across a line
+break that split a token in two. Every
 later cleaning step (the prompt sanitizer, `memory list`) goes through this module.
 
 Engine: our own patterns, not Yelp's `detect-secrets` (1.5.0), evaluated first on this module's
@@ -29,7 +30,7 @@ from dataclasses import replace
 from memory.rules.normalize import ESCAPE, decode_escapes, normalize_untrusted
 from memory.rules.secret_names import redact_names
 from memory.rules.secret_shapes import redact_shapes
-from memory.rules.token_shape import REDACTED, looks_random, redact_random_runs
+from memory.rules.token_shape import REDACTED, looks_random, redact_encoded_secrets, redact_random_runs
 from memory.types import MemoryCandidate, MemoryRecord
 
 __all__ = ["REDACTED", "normalize_untrusted", "redact_candidate", "redact_record", "redact_secrets"]
@@ -55,15 +56,21 @@ def redact_secrets(text: str) -> str:
 
 
 def _pass(text: str) -> str:
-    text = _redact(text)
+    # Decoded first: a raw pass would redact the part of a token after its first escape, and the
+    # decoded pass would then see too little of it to redact the part before.
     if ESCAPE.search(text):
         text = "\n".join(_redact_decoded(line) for line in text.split("\n"))
+    text = _redact(text)
     if "\n" in text:
         text = _rejoin(text)
     return text
 
 
 def _redact(text: str) -> str:
+    return redact_encoded_secrets(_detect(text), _detect)
+
+
+def _detect(text: str) -> str:
     return redact_random_runs(redact_names(redact_shapes(text)))
 
 

@@ -25,11 +25,15 @@ _NAME_END = r"(?![A-Za-z0-9])"
 _SUFFIX = r"(?:[_.-]?(?:id|value|b64|base64|hex))?"
 _STRONG_NAME = rf"(?:[A-Za-z0-9_.-]*?(?:{_STRONG}){_SUFFIX}|(?:[A-Za-z0-9_.-]*?[_.-])?pass){_NAME_END}"
 _WEAK_NAME = rf"[A-Za-z0-9_.-]*?(?:{_WEAK}){_NAME_END}"
-# name, closing quote (backslash-escaped too: JSON quoted inside a string), separator (=, :, =>, ->
-# or →, never == or ::), a YAML block indicator the collapsed sanitizer line may still hold, opening
-# quote; the value follows.
+# Quotes around a name (backslash-escaped too: JSON quoted inside a string), or the Slack and
+# Markdown marks that set it in bold, italics, strike or code (`*password*:`).
+_QUOTE = r"(?:\\?[\"']|[*_~`]{1,2})?"
+# name, closing quote, separator (=, :, =>, -> or →, never == or ::), a YAML block indicator the
+# collapsed sanitizer line may still hold, opening quote; the value follows.
 _ASSIGN = (
-    r"\\?[\"']?(?i:{name})\\?[\"']?[ \t]*(?:=>|->|\u2192|=(?!=)|:(?!:))[ \t]*"
+    rf"{_QUOTE}(?i:(?P<strong>{_STRONG_NAME})|{_WEAK_NAME}){_QUOTE}[ \t]*(?:=>|->|\u2192|=(?!=)|:(?!:))"
+    # the mark closing a name set with its colon (`*Password:* hunter2`)
+    r"(?:[*_~]{1,2}(?=[ \t]))?[ \t]*"
     r"(?:[|>][+-]?[0-9]?[ \t]+(?=\S))?"
 )
 # A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`);
@@ -42,15 +46,18 @@ _VALUE = (
 
 _ASSIGNMENT = re.compile(
     # Only where a separator follows the word: most words are not assignments, so most starts fail here.
-    r"(?<![A-Za-z0-9_.$-])(?=\\?[\"']?[A-Za-z0-9_.-]+\\?[\"']?[ \t]*(?:[:=]|->|\u2192))"
-    + _ASSIGN.format(name=f"(?P<strong>{_STRONG_NAME})|{_WEAK_NAME}")
+    rf"(?<![A-Za-z0-9_.$-])(?={_QUOTE}[A-Za-z0-9_.-]+{_QUOTE}[ \t]*(?:[:=]|->|\u2192))"
+    + _ASSIGN
     + _VALUE
+    # The words after a bare value up to the clause's end: no separator, arrow, quote or comment in
+    # them, so the next `name: value` on the line is matched on its own.
+    + r"(?P<clause>(?:[ \t]+[^\s:=,;>\u2192\"'`#]*[^\s:=,;.!?>\u2192\"'`#](?=[ \t]|[,;.!?]|$))*)"
 )
 
 _PROSE = re.compile(
     r"(?i)\b(?P<word>pass(?:word|wd|phrase|code)|pwd|secret|token|api[ _-]?key|apikey|access[ _-]?key"
     r"|secret[ _-]?key|private[ _-]?key)s?"
-    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+)?"
+    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+(?:[ \t]+[A-Za-z0-9./@_-]+){0,2})?"
     r"(?P<verb>[ \t]+(?:(?:is|was|are|were|has[ \t]+been|got)(?:[ \t]+(?:now|still))?"
     r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?|became|(?:set|changed|reset|updated)[ \t]+to):?[ \t]+)"
     + _VALUE
@@ -64,14 +71,32 @@ _CLI_FLAG = re.compile(
 _USER_PASSWORD = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:\"']*:(?=\S)" + _VALUE)
 _NAME_THEN_VALUE = re.compile(r"(?i)\b(?:password|passwd|passphrase|pwd)[ \t]+(?=[^\s-])" + _VALUE)
 # Programs that take a password in a short flag after their name: mysql's `-pVALUE` (attached, as
-# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm login's `-p`, redis-cli's `-a`.
+# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm login's `-p`, redis-cli's `-a`, openssl's
+# `-k`, zip's and unzip's `-P`.
 _PASSWORD_PROGRAM = re.compile(
-    r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|sshpass"
+    r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|(?P<openssl>openssl)"
+    r"|(?P<zip>unzip|zip)|sshpass"
     r"|(?:docker|podman|nerdctl)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
 )
 _ATTACHED_P = re.compile(r"(?<=[ \t])-p(?=\S)" + _VALUE)
 _FLAG_P = re.compile(r"(?<=[ \t])-p[ \t]*(?=[^\s-])" + _VALUE)
 _FLAG_A = re.compile(r"(?<=[ \t])-a[ \t]+(?=[^\s-])" + _VALUE)
+_FLAG_K = re.compile(r"(?<=[ \t])-k[ \t]+(?=[^\s-])" + _VALUE)
+_FLAG_CAPITAL_P = re.compile(r"(?<=[ \t])-P[ \t]*(?=[^\s-])" + _VALUE)
+# An XML element named as a secret (`<password>hunter2</password>`, Maven's settings.xml).
+_ELEMENT = re.compile(rf"(?i)<(?P<tag>{_STRONG_NAME})>(?P<value>[^<\n]{{1,256}})</(?P=tag)>")
+# A Markdown table row whose cell names a secret and whose next cell is one word: its value.
+_TABLE_CELL = re.compile(
+    rf"(?i)\|[ \t]*{_QUOTE}(?P<strong>{_STRONG_NAME}){_QUOTE}[ \t]*\|[ \t]*(?=[^\s|])"
+    + _VALUE
+    + r"(?=[ \t]*\|)"
+)
+# A quoted secret name and a quoted value passed to a setter: PHP's `define('DB_PASSWORD', '…')`,
+# `putenv`, `setenv`, `os.environ.setdefault`, a config's `set`.
+_SETTER = re.compile(
+    rf"(?i)\b(?:define|putenv|setenv|setdefault|set)\([ \t]*[\"'](?P<strong>{_STRONG_NAME})[\"'][ \t]*,[ \t]*"
+    r"(?=[\"'])" + _VALUE
+)
 # netrc(5): `machine HOST login USER password VALUE` (or `default login …`), on one line.
 _NETRC = re.compile(
     r"(?i)\b(?:machine[ \t]+\S+|default(?=[ \t]+login))(?:[ \t]+(?:login|account|port)[ \t]+\S+)*"
@@ -161,6 +186,18 @@ def _value_of(match: re.Match[str]) -> tuple[str, int, int]:
     raise AssertionError("the value pattern always sets one group")
 
 
+def _clause_length(match: re.Match[str]) -> int | None:
+    """After `password: ` (a colon and a space, as in prose and YAML) a bare password runs to the
+    end of its clause ("my password: correct horse battery staple"); elsewhere it is one word."""
+    start = match.start("bare")
+    clause = match.group("clause")
+    if start < 0 or not clause or not _password_name(match.group("strong")):
+        return None
+    if match.group("bare")[-1] in _PUNCTUATION_TAIL or not re.search(r":[ \t]+$", match.string[:start]):
+        return None
+    return match.end("clause") - start
+
+
 def _replace_value(match: re.Match[str], redact: bool, length: int | None = None) -> str:
     """The match with its value (or the value's first `length` characters) replaced by the marker."""
     if not redact:
@@ -182,16 +219,19 @@ def _assignment(match: re.Match[str]) -> str:
     value, _, _ = _value_of(match)
     name = match.group("strong")
     if name is not None:
-        return _replace_value(match, not _not_a_value(match, value) and _strong_value(name, value))
+        if name.lower() == "pass" and value.lower() in _PROSE_WORDS:
+            return match.group(0)  # the verb: "pass: the ball to Bob"
+        redact = _strong_secret(match, value)
+        return _replace_value(match, redact, _clause_length(match) if redact else None)
     run = _TOKEN_RUN.match(value)
     token = run.group(0) if run else ""
     return _replace_value(match, high_entropy(token), len(token))
 
 
 def _prose(match: re.Match[str]) -> str:
-    """After "the password is": a quoted value, a random-looking one, or a last word that does not read
-    as prose ("… is swordfish", not "… is probably wrong"); after "the token is" only a random-looking
-    or quoted value, or one of ≥ 20 token characters."""
+    """After "the password is": a quoted value, a random-looking one, or a word that ends its clause
+    and does not read as prose ("… is swordfish, don't share", not "… is probably wrong"); after "the
+    token is" only a random-looking or quoted value, or one of ≥ 20 token characters."""
     value, _, end = _value_of(match)
     if _not_a_value(match, value) or value.lower() in _PROSE_WORDS:
         return match.group(0)
@@ -200,9 +240,19 @@ def _prose(match: re.Match[str]) -> str:
     if looks_random(value):
         return _replace_value(match, True)
     if _password_word(match.group("word")):
-        last = not match.string[end:].strip(_PUNCTUATION_TAIL + " \t")
-        return _replace_value(match, last and _PROSE_SHAPE.fullmatch(value) is None)
+        word = _PROSE_SHAPE.fullmatch(value) is not None
+        return _replace_value(match, _ends_clause(match.string, end) and not word)
     return _replace_value(match, len(value) >= 20 and re.fullmatch(r"[A-Za-z0-9_+/=-]+", value) is not None)
+
+
+# What ends a clause after a value: the line's end, or punctuation before a space or the end.
+_CLAUSE_END = re.compile(r"[ \t]*(?:$|[.,;:!?)\]}…]+(?:[ \t]|$))")
+
+
+def _ends_clause(line: str, end: int) -> bool:
+    """The value is the last word of its clause ("… is swordfish, don't share"), as a password is
+    and a word of a sentence that goes on ("… is something we rotate") is not."""
+    return _CLAUSE_END.match(line, end) is not None
 
 
 def _password_word(word: str) -> bool:
@@ -233,13 +283,40 @@ def _keyed(match: re.Match[str]) -> str:
     return match.group(0)[:start] + REDACTED + match.group(0)[start + len(value) :]
 
 
+def _element(match: re.Match[str]) -> str:
+    """`<password>VALUE</password>`: the value by the strong-name rule."""
+    value = match.group("value").strip()
+    if _NOT_A_VALUE.match(value) or not _strong_value(match.group("tag"), value):
+        return match.group(0)
+    start, end = match.span("value")
+    return match.string[match.start() : start] + REDACTED + match.string[end : match.end()]
+
+
+def _setter(match: re.Match[str]) -> str:
+    value, _, _ = _value_of(match)
+    return _replace_value(match, _strong_secret(match, value))
+
+
+def _cell(match: re.Match[str]) -> str:
+    """A table cell after a secret's name: a value, not a word of its description."""
+    value, _, _ = _value_of(match)
+    return _replace_value(match, value.lower() not in _PROSE_WORDS and _strong_secret(match, value))
+
+
+def _strong_secret(match: re.Match[str], value: str) -> bool:
+    """The value of a strong name (the `strong` group) is a secret: neither a reference nor a
+    placeholder, and a value that name holds."""
+    return not _not_a_value(match, value) and _strong_value(match.group("strong"), value)
+
+
 def _program_password(line: str) -> str:
     """The flag's value after the first program name on the line (searched from there once, so a
     line full of program names costs its length)."""
     program = _PASSWORD_PROGRAM.search(line)
     if program is None:
         return line
-    flag = _ATTACHED_P if program.group("mysql") else _FLAG_A if program.group("redis") else _FLAG_P
+    flags = {"mysql": _ATTACHED_P, "redis": _FLAG_A, "openssl": _FLAG_K, "zip": _FLAG_CAPITAL_P}
+    flag = next((flags[name] for name, seen in program.groupdict().items() if seen), _FLAG_P)
     return line[: program.end()] + flag.sub(_attached, line[program.end() :])
 
 
@@ -253,7 +330,7 @@ def _attached(match: re.Match[str]) -> str:
 # skipped, which is most lines of a transcript.
 _NAME_WORDS = (
     "pass", "pwd", "secret", "token", "key", "auth", "cred", "salt", "hmac", "sig", "cookie", "session",
-    "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat",
+    "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat", "openssl", "zip",
 )  # fmt: skip
 
 
@@ -324,6 +401,12 @@ def _redact_line(line: str) -> str:
     if not any(word in lowered for word in _NAME_WORDS):
         return line
     line = _ASSIGNMENT.sub(_assignment, line)
+    if "<" in line:
+        line = _ELEMENT.sub(_element, line)
+    if "(" in line:
+        line = _SETTER.sub(_setter, line)
+    if "|" in line:
+        line = _TABLE_CELL.sub(_cell, line)
     line = _CLI_FLAG.sub(_flag, line)
     line = _USER_PASSWORD.sub(_attached, line)
     line = _program_password(line)

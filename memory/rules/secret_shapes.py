@@ -110,6 +110,8 @@ _SHAPES: tuple[_Shape, ...] = (
     _shape(r"(?i)pypi-[A-Za-z0-9_-]{40,}", "pypi-"),
     # Twilio API key and account SIDs: lower-case hex with letters and digits both (not a SKU).
     _shape(r"(?P<value>(?:SK|AC)[0-9a-f]{32})(?![A-Za-z0-9])", check=lambda value: _mixed_hex(value[2:])),
+    # Mailchimp API keys: 32 lower-case hex and the data center (`-us21`).
+    _shape(r"(?P<value>[0-9a-f]{32})-us[0-9]{1,2}(?![A-Za-z0-9])", "-us", check=_mixed_hex),
     # SendGrid.
     _shape(r"(?i)sg\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", "sg."),
     # JWTs (signed or not).

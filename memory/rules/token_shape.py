@@ -3,9 +3,10 @@ is random, not one of the long runs ordinary engineering text is full of.
 
 Random means several character classes, many switches between them and high entropy per
 character. Not random: hex alone (commit SHAs, digests; a vendor prefix in front makes it a token),
-UUIDs, version strings, words joined by `-`, `_`, `.` or `/` or in camelCase (identifiers, paths,
-module names, URLs), digests named by their algorithm (`sha512-…`), and base64 that decodes to
-plain text (a badge's inline SVG). A vendor prefix (`glpat-`, `hvs.`, `NRAK-`) lowers the bar for
+UUIDs, version strings, Kubernetes pod names, branches named after an issue key, OpenSSH public
+keys, words joined by `-`, `_`, `.` or `/` or in camelCase (identifiers, paths, module names,
+URLs), digests named by their algorithm (`sha512-…`), and base64 that decodes to plain text (a
+badge's inline SVG). A vendor prefix (`glpat-`, `hvs.`, `NRAK-`) lowers the bar for
 the rest: two character classes are enough.
 
 Every judgment here costs the run's length, and runs never overlap, so a text costs its length.
@@ -18,6 +19,7 @@ import binascii
 import math
 import re
 from collections import Counter
+from collections.abc import Callable
 from itertools import pairwise
 
 REDACTED = "[REDACTED]"
@@ -36,6 +38,16 @@ _PUBLIC_ID = re.compile(
     r"|chatcmpl-"
 )
 _DIGEST_PREFIX = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|xxh\d*|crc32)[_.:-]")
+# Names of three or more lower-case parts joined by `-`, as DNS labels are: Kubernetes pods
+# (`payments-worker-5f7b9c8d6-q2w4e`), nodes, buckets, cache keys; the hash in them is no secret.
+_LABEL_NAME = re.compile(r"[a-z0-9]{1,20}(?:-[a-z0-9]{1,20}){2,}")
+# A branch or slug that starts with an issue key (`JIRA-1234-add-OAuth2PKCEFlow`).
+_ISSUE_SLUG = re.compile(r"[A-Z][A-Z0-9]{1,9}-[0-9]{1,6}(?:[-_][A-Za-z0-9]+)+")
+# The key type an OpenSSH public key line starts with: the base64 after it is the public key.
+_SSH_PUBLIC = re.compile(
+    r"(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-nistp[0-9]+|sk-(?:ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
+    r"[ \t]+$"
+)
 _UUID = re.compile(r"(?i)[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 _VERSION = re.compile(r"(?i)v?[0-9]+(?:\.[0-9]+)+")
 _SEPARATORS = re.compile(r"[_.~+/=-]+")
@@ -89,16 +101,23 @@ def _wordy(value: str) -> bool:
 
 
 def _plain_base64(value: str) -> bool:
-    """Base64 of printable text (an inline SVG, a JSON header): an encoding, not a secret."""
+    """Base64 of printable text (an inline SVG, a JSON header): an encoding, not a secret (unless the
+    text holds one: `redact_encoded_secrets`)."""
+    return _base64_text(value) is not None
+
+
+def _base64_text(value: str) -> str | None:
+    """The printable text `value` is base64 (or base64url) of, or None."""
     if len(value) < 16 or _BASE64.fullmatch(value) is None:
-        return False
+        return None
     body = value.rstrip("=").replace("-", "+").replace("_", "/")
     try:
         raw = base64.b64decode(body + "=" * (-len(body) % 4), validate=True)
         text = raw.decode("utf-8")
     except (binascii.Error, UnicodeDecodeError):
-        return False
-    return bool(text) and all(c.isprintable() or c in "\n\t\r" for c in text)
+        return None
+    printable = bool(text) and all(c.isprintable() or c in "\n\t\r" for c in text)
+    return text if printable else None
 
 
 def _random(value: str, min_classes: int) -> bool:
@@ -130,24 +149,46 @@ def is_random_token(run: str) -> bool:
     run = run.strip(_EDGE)
     if len(run) < 20 or _DIGEST_PREFIX.match(run) or _PUBLIC_ID.match(run) or _UUID.fullmatch(run):
         return False
+    if _named(run):
+        return False
     prefix = _PREFIX.match(run)
     if prefix is not None and len(run) - prefix.end() >= 20 and _random(run[prefix.end() :], 2):
         return True
     return _random(run, 3)
 
 
+def _named(run: str) -> bool:
+    """A label or an issue-key slug: a name, and a path holding one is a path, not base64."""
+    return _LABEL_NAME.fullmatch(run) is not None or _ISSUE_SLUG.fullmatch(run) is not None
+
+
 def _replace_run(match: re.Match[str]) -> str:
     """A random run → the marker; a run with `/` in it is judged by its parts first (a URL or path
     keeps its words, only a random part of it goes), then whole (base64 holds `/` too)."""
     run = match.group(0)
+    if _ssh_public_key(match):
+        return run
     if "/" not in run:
         return _marked(run) if is_random_token(run) else run
     parts = run.split("/")
     if any(is_random_token(part) for part in parts):
         return "/".join(_marked(part) if is_random_token(part) else part for part in parts)
-    if "." not in run and not run.startswith(("/", "~")) and is_random_token(run):
+    whole = "." not in run and not run.startswith(("/", "~")) and not any(map(_named, parts))
+    if whole and is_random_token(run):
         return _marked(run)
     return run
+
+
+def _ssh_public_key(match: re.Match[str]) -> bool:
+    """The run is an OpenSSH public key: after its key type, and its blob opens with that type's
+    name (a length, then `ssh-…`, `ecdsa-…` or `sk-…`), so a secret after `ssh-rsa ` still goes."""
+    if not _SSH_PUBLIC.search(match.string, max(match.start() - 48, 0), match.start()):
+        return False
+    try:
+        head = base64.b64decode(match.group(0)[:24], validate=True)
+    except binascii.Error:
+        return False
+    return head[:2] == b"\0\0" and head[4:].startswith((b"ssh-", b"ecdsa-", b"sk-"))
 
 
 def _marked(run: str) -> str:
@@ -161,6 +202,18 @@ def _marked(run: str) -> str:
 def redact_random_runs(text: str) -> str:
     """Every random run of ≥ 20 token characters in `text` → the marker."""
     return _RUN.sub(_replace_run, text)
+
+
+def redact_encoded_secrets(text: str, redact: Callable[[str], str]) -> str:
+    """Every run of `text` that is base64 of text in which `redact` finds a secret (a connection
+    string, a `user:password` pair) → the marker; the rest stays, exempt as plain base64 is."""
+
+    def replace(match: re.Match[str]) -> str:
+        run = match.group(0)
+        decoded = _base64_text(run.strip(_EDGE))
+        return _marked(run) if decoded is not None and redact(decoded) != decoded else run
+
+    return _RUN.sub(replace, text)
 
 
 def secretlike(value: str) -> bool:
