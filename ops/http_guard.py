@@ -13,8 +13,11 @@ request ends.
 - once the server has the head, its body must be complete within `body_timeout` (30 s), else the
   connection is closed (nothing can be answered on it any more);
 - at most `max_connections` connections are open at once; one more sheds the connection that has waited
-  longest without completing a request head (a 503, closed), and only when every connection is in a
-  request is the new one answered with a 503 and closed before the server sees it;
+  longest without completing a request head (a 503, closed); failing that, the body-phase connection
+  that has sent nothing for longest, once that is longer than `header_timeout` (closed: a client that
+  sent a head and then stops must not hold its slot for the whole body deadline); and only when every
+  connection is in a live request is the new one answered with a 503 and closed before the server
+  sees it;
 - an idle keep-alive connection between requests is the server's own keep-alive timeout (`keep_alive`).
 """
 
@@ -111,7 +114,8 @@ HEAD_TOO_LARGE = _response(b"431 Request Header Fields Too Large", b'{"error":"r
 class ConnectionGuard:
     """One per listening server: the limits, the open connections, and the protocol wrapper.
 
-    `waiting` holds the connections owing a request head, oldest first: the ones shed at the cap.
+    `waiting` holds the connections owing a request head, oldest first: the ones shed first at the cap;
+    `in_body` the ones whose body is still arriving, shed next once stalled.
     `coalesce_writes` hands the server's protocol a transport that sends each loop turn's writes as
     one (ops/coalesce.py): uvicorn's head and body leave in one send instead of two.
     """
@@ -129,6 +133,7 @@ class ConnectionGuard:
         self.open = 0
         self.coalesce_writes = coalesce_writes
         self.waiting: dict[_GuardedProtocol, None] = {}
+        self.in_body: dict[_GuardedProtocol, None] = {}
         self._metrics = metrics
 
     def wrap(self, factory: Callable[..., asyncio.Protocol]) -> Callable[..., asyncio.Protocol]:
@@ -141,10 +146,11 @@ class ConnectionGuard:
 
     def _admit(self) -> bool:
         """Room for one more connection: free already, or made by shedding the longest-waiting one."""
-        if self.open >= self.limits.max_connections and self.waiting:
-            oldest = next(iter(self.waiting))
-            oldest._shed()
-            log.info("http.connection_shed", server=self.server, open=self.open)
+        victim = self._sheddable() if self.open >= self.limits.max_connections else None
+        if victim is not None:
+            phase = victim.phase
+            victim._shed()
+            log.info("http.connection_shed", server=self.server, open=self.open, phase=phase)
             if self._metrics is not None:
                 self._metrics.connections_shed.labels(self.server).inc()
         if self.open >= self.limits.max_connections:
@@ -153,6 +159,17 @@ class ConnectionGuard:
             return False
         self._count(+1)
         return True
+
+    def _sheddable(self) -> _GuardedProtocol | None:
+        """The longest-waiting connection owing a head, else the longest-stalled body, else None."""
+        if self.waiting:
+            return next(iter(self.waiting))
+        if not self.in_body:
+            return None
+        stalled = min(self.in_body, key=lambda connection: connection.last_byte)
+        if asyncio.get_running_loop().time() - stalled.last_byte > self.limits.header_timeout:
+            return stalled
+        return None
 
     def _count(self, change: int) -> None:
         self.open += change
@@ -184,6 +201,7 @@ class _GuardedProtocol(asyncio.Protocol):
         self._heads = 0  # request heads the server has had on this connection
         self._head_bytes = 0
         self._deadline = 0.0
+        self._last_byte = 0.0
         self._counted = False
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -206,6 +224,7 @@ class _GuardedProtocol(asyncio.Protocol):
         if self._inner is None or self._progress is None:
             return
         heads = self._heads
+        self._last_byte = asyncio.get_running_loop().time()
         self.head_begun()
         self._inner.data_received(data)
         self._progress.after_data()
@@ -214,7 +233,7 @@ class _GuardedProtocol(asyncio.Protocol):
         self._head_bytes += len(data)
         if self._head_bytes > MAX_HEAD_BYTES and self._transport is not None:
             self._cancel()
-            self._guard.waiting.pop(self, None)
+            self._forget()
             log.info("http.head_too_large", server=self._guard.server, length=self._head_bytes)
             self._transport.write(HEAD_TOO_LARGE)
             self._transport.close()
@@ -224,7 +243,7 @@ class _GuardedProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._cancel()
-        self._guard.waiting.pop(self, None)
+        self._forget()
         if self._counted:
             self._counted = False
             self._guard._count(-1)
@@ -254,18 +273,24 @@ class _GuardedProtocol(asyncio.Protocol):
         """The server has a whole request head: its body (if any) has the body deadline."""
         self._phase = "body"
         self._heads += 1
-        self._guard.waiting.pop(self, None)
+        self._forget()
+        self._guard.in_body[self] = None
         self._arm(self._guard.limits.body_timeout)
 
     def message_complete(self) -> None:
         """The server has the whole request: no deadline of ours until the next one begins."""
         self._phase = "idle"
-        self._guard.waiting.pop(self, None)
+        self._forget()
         self._cancel()
 
     @property
     def phase(self) -> Phase:
         return self._phase
+
+    @property
+    def last_byte(self) -> float:
+        """When (loop time) the connection's last bytes arrived."""
+        return self._last_byte
 
     @property
     def deadline(self) -> float:
@@ -280,6 +305,11 @@ class _GuardedProtocol(asyncio.Protocol):
         self._deadline = loop.time() + delay
         self._timer = loop.call_at(self._deadline, self._expire, self._phase)
 
+    def _forget(self) -> None:
+        """Off both of the guard's shedding lists (its phase has moved on, or it is closing)."""
+        self._guard.waiting.pop(self, None)
+        self._guard.in_body.pop(self, None)
+
     def _cancel(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
@@ -291,7 +321,7 @@ class _GuardedProtocol(asyncio.Protocol):
         if transport is None or transport.is_closing():
             return
         self._guard._timed_out(phase)
-        self._guard.waiting.pop(self, None)
+        self._forget()
         if phase == "head":  # nothing answered yet on this request: say why, then close
             transport.write(REQUEST_TIMEOUT)
             transport.close()
@@ -299,15 +329,20 @@ class _GuardedProtocol(asyncio.Protocol):
             transport.abort()
 
     def _shed(self) -> None:
-        """Make room at the cap: this connection has no request in progress; it is told to retry."""
+        """Make room at the cap: this connection owes a head (it is told to retry) or its body stalled
+        (closed: the server may have answered on it already, so nothing more can be written)."""
+        phase = self._phase
         self._cancel()
-        self._guard.waiting.pop(self, None)
+        self._forget()
         if self._counted:  # its slot is free now, though the socket closes on the next loop turn
             self._counted = False
             self._guard._count(-1)
         if self._transport is not None and not self._transport.is_closing():
-            self._transport.write(REFUSAL)
-            self._transport.close()
+            if phase == "head":
+                self._transport.write(REFUSAL)
+                self._transport.close()
+            else:
+                self._transport.abort()
         # Off the server's books now, not when the socket has closed: uvicorn counts its connections
         # against `limit_concurrency` when the new one's request arrives, maybe in this same loop turn.
         inner, self._inner = self._inner, None

@@ -5,9 +5,10 @@ its reason (never the body): a missing or malformed `X-Slack-Request-Timestamp` 
 timestamp, a wrong signature → 401. A signed request whose payload is not what Slack sends is acked
 (200) with one warning: Slack would only redeliver the same bytes.
 
-Slack always sends a Content-Length: a body without one (chunked) gets a 411 and a longer one than
-aiohttp reads (`client_max_size`) a 413, both before a byte of it is read, so no client holds the
-handler waiting on a body it will never send.
+Everything that can be refused without the body is refused before a byte of it is read, so a client
+that is not Slack cannot hold a connection (and the handler) waiting on a body it will never send:
+the timestamp and the signature's form (401), a missing Content-Length (chunked: 411), a longer one
+than any Slack payload (`MAX_BODY_BYTES`: 413). Only the signature's value needs the body.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import re
 import time
 from collections.abc import Callable, Mapping
 from typing import Any, Literal, Protocol
@@ -31,9 +33,20 @@ log = structlog.get_logger("slack")
 HEALTH_PATH = "/healthz"
 # Slack's own replay window for a signed request.
 MAX_CLOCK_SKEW_SECONDS = 300
+# The largest body read. Slack's largest payloads are view submissions (a modal of 100 blocks at
+# Slack's 3,000-character text limit, plus its state, is around 300 KB of JSON); this leaves headroom
+# over that and keeps a client that is not Slack from making the handler buffer megabytes.
+MAX_BODY_BYTES = 512 * 1024
+# `v0=` and a hex HMAC-SHA256: the only signature form Slack sends.
+_SIGNATURE = re.compile(r"v0=[0-9a-f]{64}")
 
 Rejection = Literal[
-    "missing_timestamp", "malformed_timestamp", "stale_timestamp", "missing_signature", "bad_signature"
+    "missing_timestamp",
+    "malformed_timestamp",
+    "stale_timestamp",
+    "missing_signature",
+    "malformed_signature",
+    "bad_signature",
 ]
 
 
@@ -51,6 +64,19 @@ class ServedBot(Protocol):
 
 def rejection(body: bytes, headers: Mapping[str, str], secret: str, *, now: float) -> Rejection | None:
     """Why a request is not Slack's (None when its `v0` signature and timestamp check out)."""
+    early = head_rejection(headers, now=now)
+    if early is not None:
+        return early
+    stamp, signature = headers["X-Slack-Request-Timestamp"], headers["X-Slack-Signature"]
+    base = b"v0:" + stamp.encode() + b":" + body
+    expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
+    if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
+        return "bad_signature"
+    return None
+
+
+def head_rejection(headers: Mapping[str, str], *, now: float) -> Rejection | None:
+    """Why a request cannot be Slack's, from its head alone (None when only the body can tell)."""
     stamp = headers.get("X-Slack-Request-Timestamp")
     signature = headers.get("X-Slack-Signature")
     if stamp is None or not stamp.strip():
@@ -63,10 +89,8 @@ def rejection(body: bytes, headers: Mapping[str, str], secret: str, *, now: floa
         return "stale_timestamp"
     if not signature:
         return "missing_signature"
-    base = b"v0:" + stamp.encode() + b":" + body
-    expected = "v0=" + hmac.new(secret.encode(), base, hashlib.sha256).hexdigest()
-    if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
-        return "bad_signature"
+    if _SIGNATURE.fullmatch(signature) is None:
+        return "malformed_signature"
     return None
 
 
@@ -111,7 +135,7 @@ def _envelope_problem(data: Any) -> str | None:
 
 def build_web_app(bot: ServedBot, *, path: str, clock: Callable[[], float] = time.time) -> web.Application:
     """The aiohttp application: the events endpoint and the health check, nothing else."""
-    app = web.Application()
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
     app.router.add_post(path, _events_handler(bot, clock))
     add_health_route(app, bot)
     return app
@@ -134,21 +158,20 @@ def _events_handler(bot: ServedBot, clock: Callable[[], float]) -> Callable[[web
         if length is None or length > request.client_max_size:
             status = 411 if length is None else 413
             log.warning("slack.request_rejected", reason=f"http_{status}", path=request.path, length=length)
-            return web.Response(status=status, text="length required" if length is None else "too large")
-        body = await request.read()
+            return await _unread(request, status, "length required" if length is None else "too large")
         secret = bot.signing_secret
         if secret is None:  # never serve HTTP unverified
             log.warning("slack.request_rejected", reason="no_signing_secret", path=request.path)
-            return web.Response(status=401, text="unverified")
-        reason = rejection(body, request.headers, secret, now=clock())
+            return await _unread(request, 401, "unverified")
+        now = clock()
+        early = head_rejection(request.headers, now=now)
+        if early is not None:  # before the body: a client that is not Slack never holds the handler
+            _log_refusal(request, early, length)
+            return await _unread(request, 401, "invalid request")
+        body = await request.read()
+        reason = rejection(body, request.headers, secret, now=now)
         if reason is not None:
-            log.warning(
-                "slack.request_rejected",
-                reason=reason,
-                path=request.path,
-                length=len(body),
-                remote=request.remote,
-            )
+            _log_refusal(request, reason, len(body))
             return web.Response(status=401, text="invalid request")
         problem = payload_problem(body, request.content_type)
         if problem is not None:
@@ -161,3 +184,23 @@ def _events_handler(bot: ServedBot, clock: Callable[[], float]) -> Callable[[web
         return await to_aiohttp_response(response)
 
     return handle
+
+
+def _log_refusal(request: web.Request, reason: Rejection, length: int) -> None:
+    log.warning(
+        "slack.request_rejected", reason=reason, path=request.path, length=length, remote=request.remote
+    )
+
+
+async def _unread(request: web.Request, status: int, text: str) -> web.Response:
+    """A refusal sent before the body was read, then the connection closed.
+
+    aiohttp would otherwise keep reading ("lingering on") the unread body for up to 10 s after the
+    answer, holding the connection's slot for a client that was refused.
+    """
+    response = web.Response(status=status, text=text)
+    response.force_close()
+    await response.prepare(request)
+    await response.write_eof()
+    request.protocol.force_close()  # the answer is written first: the transport flushes before closing
+    return response

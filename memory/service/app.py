@@ -8,6 +8,7 @@ the body read and parsed, and every field validated (400 naming the field) befor
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import inspect
 import json
@@ -62,6 +63,10 @@ _ID_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 LogFields = dict[str, object]
 # Why the store cannot write right now, or None when it can (/readyz).
 ReadinessProbe = Callable[[], Awaitable[str | None]]
+# How long one probe's verdict answers /readyz: the endpoint is open to anyone, and a probe costs a
+# file written and synced (SQLite) or a connection to the server (PostgreSQL).
+READY_CACHE_SECONDS = 1.0
+NO_TOKEN = "no data token is set: every data request is refused"
 
 
 class JsonReply(JSONResponse):
@@ -108,8 +113,8 @@ def create_app(
 
     `/metrics` answers only `metrics_token` (ops/metrics.py), never the data token. `redaction` is the
     outgoing records' redaction cache (a fresh one unless given). `/healthz` is liveness (the process
-    answers); `/readyz` is readiness: 503 while `ready` says the store cannot write (a load balancer
-    sends no writes there).
+    answers); `/readyz` is readiness: 503 while `ready` says the store cannot write, or while there is
+    no token (the service refuses every data request), so a load balancer sends nothing there.
     """
     if "cap" not in inspect.signature(store.write).parameters:
         raise TypeError(f"{type(store).__name__}.write must accept cap= (the wire's per-batch cap)")
@@ -124,7 +129,7 @@ def create_app(
         Route("/retrieve", service.endpoint("/retrieve", service.retrieve), methods=["POST"]),
         Route("/retrieve_many", service.endpoint("/retrieve_many", service.retrieve_many), methods=["POST"]),
         Route("/healthz", _healthz, methods=["GET"]),
-        Route("/readyz", _Readiness(ready).endpoint, methods=["GET"]),
+        Route("/readyz", _Readiness(ready, token_set=bool(token)).endpoint, methods=["GET"]),
         Route(METRICS_PATH, service.scrape(metrics_token), methods=["GET"]),
         Route("/write", service.endpoint("/write", service.write), methods=["POST"]),
         Route("/list", service.endpoint("/list", service.list), methods=["POST"]),
@@ -148,24 +153,43 @@ async def _healthz(request: Request) -> Response:
 
 
 class _Readiness:
-    """`/readyz`: the probe's verdict. Open like /healthz, so the reply names no path; the reason is
+    """`/readyz`: the probe's verdict, at most one probe a `READY_CACHE_SECONDS` however many ask (the
+    ones asking while it runs share it). Open like /healthz, so the reply names no path; the reason is
     logged once each time readiness changes, not on every probe."""
 
-    def __init__(self, probe: ReadinessProbe | None) -> None:
+    def __init__(self, probe: ReadinessProbe | None, *, token_set: bool) -> None:
         self._probe = probe
+        self._token_set = token_set
         self._failing: str | None = None
+        self._checked_at = float("-inf")
+        self._probing = asyncio.Lock()
+
+    async def _verdict(self) -> str | None:
+        if not self._token_set:
+            return NO_TOKEN
+        if self._probe is None:
+            return None
+        async with self._probing:
+            if time.monotonic() - self._checked_at >= READY_CACHE_SECONDS:
+                self._record(await self._probe())
+                self._checked_at = time.monotonic()
+        return self._failing
 
     async def endpoint(self, request: Request) -> Response:
-        problem = None if self._probe is None else await self._probe()
+        problem = await self._verdict()
+        self._record(problem)
+        if problem is not None:
+            error = NO_TOKEN if problem == NO_TOKEN else "the store cannot write"
+            return JsonReply({"ok": False, "error": error}, status_code=503)
+        return JsonReply({"ok": True})
+
+    def _record(self, problem: str | None) -> None:
         if problem != self._failing:
             if problem is None:
                 log.info("memory.service_ready")
             else:
                 log.warning("memory.service_not_ready", reason=problem)
             self._failing = problem
-        if problem is not None:
-            return JsonReply({"ok": False, "error": "the store cannot write"}, status_code=503)
-        return JsonReply({"ok": True})
 
 
 class _Service:

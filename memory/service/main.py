@@ -6,7 +6,9 @@ such processes on one port under a supervising parent (memory/service/workers.py
 
 What cannot work is refused at start-up with one line naming the flag, exit 2, before anything is
 served: a port in use (the socket is bound before `memory.service_started`), a data directory the
-store cannot write in. `/healthz` is liveness; `/readyz` answers 503 while the store cannot write.
+store cannot write in. `/healthz` is liveness; `/readyz` answers 503 while the store cannot write
+(SQLite: a file cannot be written and synced in its directory; PostgreSQL: the server does not answer
+`SELECT 1` on a fresh connection) or while MEMORY_TOKEN is unset.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import signal
 import socket
 import sys
 from collections.abc import Callable, Coroutine, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -71,6 +74,7 @@ log = structlog.get_logger("memory.service")
 T = TypeVar("T")
 
 TOKEN_ENV = "MEMORY_TOKEN"
+READY_CONNECT_TIMEOUT = 2  # seconds (psycopg's smallest): a load balancer's probe waits about that long
 DATABASE_URL_ENV = "DATABASE_URL"
 
 
@@ -281,7 +285,6 @@ async def serve(
         )
     path = memory_dir(data_dir)
     store: CapAwareStore
-    ready: ReadinessProbe | None = None
     if database_url:  # PostgreSQL: verified before serving, so a bad DSN is one line at start-up
         from memory.stores.postgres.store import PostgresMemoryStore
 
@@ -297,7 +300,7 @@ async def serve(
         store = SqliteMemoryStore(
             path, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
         )
-        ready = _writable(path)
+    ready = readiness_probe(path, database_url)
     try:
         if listener is None:  # bound now: a port in use is one line, before anything says it started
             try:
@@ -330,13 +333,36 @@ def refuse_unwritable(data_dir: Path) -> None:
         raise MemoryStoreError(f"--data-dir {data_dir}: the memory store cannot write there: {problem}")
 
 
-def _writable(path: Path) -> ReadinessProbe:
-    """/readyz for the SQLite store: why it cannot write under `path` now, or None."""
+def readiness_probe(path: Path, database_url: str | None) -> ReadinessProbe:
+    """/readyz: why the store cannot write now, or None. PostgreSQL: `SELECT 1` on a fresh connection
+    (what a new pooled connection would meet); SQLite: a file written and synced under `path`, on a
+    thread of its own, so a slow disk never queues behind (or ahead of) the event loop's default
+    executor, which the redaction cache uses."""
+    if database_url:
+        return _answers(database_url)
+    executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memory-readyz")
 
-    async def probe() -> str | None:
-        return await asyncio.to_thread(data_dir_problem, path)
+    async def writable() -> str | None:
+        return await asyncio.get_running_loop().run_in_executor(executor, data_dir_problem, path)
 
-    return probe
+    return writable
+
+
+def _answers(database_url: str) -> ReadinessProbe:
+    import psycopg
+
+    async def answers() -> str | None:
+        try:
+            connection = await psycopg.AsyncConnection.connect(
+                database_url, autocommit=True, connect_timeout=READY_CONNECT_TIMEOUT
+            )
+            async with connection:
+                await connection.execute("SELECT 1")
+        except psycopg.Error as error:  # the class only: a server's message may quote the DSN
+            return f"PostgreSQL did not answer SELECT 1: {type(error).__name__}"
+        return None
+
+    return answers
 
 
 def uvicorn_config(app: Any, host: str, port: int, limits: GuardLimits, metrics: Metrics) -> uvicorn.Config:

@@ -20,9 +20,13 @@ Supervision, as a well-kept process manager does it: each worker tells its paren
 byte on an inherited pipe, `--ready-fd`). A worker that dies after that is logged (pid, exit status) and
 always replaced, after a short backoff (`BACKOFF_FIRST` seconds, doubling with each death in the last
 `BACKOFF_WINDOW` seconds, at most `BACKOFF_MAX`): however often something crashes a worker, the others
-keep serving and the service never stops on its own. Only a worker that dies before it served stops
-the service: every restart would fail the same way (a bad DSN, an unusable data directory). The parent
-then exits with that worker's status when it is 2 (a refusal, with its one line on stderr), else 1.
+keep serving and the service never stops on its own. Only a first worker (one started with the service)
+that dies before it served stops the service: every restart would fail the same way (a bad DSN, an
+unusable data directory). The parent then exits with that worker's status when it is 2 (a refusal, with
+its one line on stderr), else 1. A replacement that dies before it served met something that worked a
+moment ago (PostgreSQL restarting, a full disk) while the others still serve: it is retried, after
+`BACKOFF_FIRST` seconds doubling with each boot failure in a row, at most `BOOT_RETRY_MAX` (each try
+starts a whole process, so a long outage is not met with one a second).
 SIGTERM or SIGINT to the parent sends SIGTERM to every worker (a graceful stop: in-flight requests
 finish, each store is closed) and waits for them; `STOP_TIMEOUT` seconds later a worker still alive is
 killed. Workers run in their own session, so a terminal's ^C reaches only the parent, and on Linux each
@@ -57,6 +61,7 @@ STARTUP_REFUSED = 2  # a worker's exit status when its store or settings cannot 
 BACKOFF_FIRST = 0.1
 BACKOFF_MAX = 1.0
 BACKOFF_WINDOW = 10.0
+BOOT_RETRY_MAX = 5.0
 STOP_TIMEOUT = 30.0
 
 
@@ -187,6 +192,7 @@ def _family(host: str) -> socket.AddressFamily:
 class _Worker:
     process: asyncio.subprocess.Process
     booted: asyncio.Future[bool]  # True once it said it serves; False when its pipe closed first
+    replacement: bool  # started in place of a worker that died, not with the service
 
 
 class _Supervisor:
@@ -196,6 +202,7 @@ class _Supervisor:
         self._workers: dict[int, _Worker] = {}  # pid → worker
         self._restarts: set[asyncio.Future[Any]] = set()
         self._deaths: list[float] = []
+        self._boot_failures = 0  # replacements in a row that died before they served
 
     async def run(self) -> int:
         if not hasattr(socket, "SO_REUSEPORT"):
@@ -219,7 +226,7 @@ class _Supervisor:
         self._port = listeners[0].getsockname()[1]  # --port 0: the kernel's choice, for every worker
         listeners += [bind_listener(self._plan.host, self._port) for _ in range(self._plan.workers - 1)]
         for listener in listeners:
-            await self._spawn(listener, env)
+            await self._spawn(listener, env, replacement=False)
         log.info(
             "memory.service_workers_started",
             host=self._plan.host,
@@ -256,16 +263,21 @@ class _Supervisor:
         status = await worker.process.wait()
         booted = await worker.booted  # the pipe closes with the process: this never waits long
         mark_worker_dead(pid, metrics_dir)
-        if not booted:
+        if not booted and not worker.replacement:
             log.error("memory.service_worker_exited", worker_pid=pid, exit_status=status, action="stop")
             return STARTUP_REFUSED if status == STARTUP_REFUSED else 1
-        delay = self._backoff()
+        if booted:
+            delay, action = self._backoff(), "restart"
+        else:
+            self._boot_failures += 1
+            delay, action = self._boot_retry(), "retry"
         log.warning(
             "memory.service_worker_exited",
             worker_pid=pid,
             exit_status=status,
-            action="restart",
+            action=action,
             restart_in_s=delay,
+            boot_failures=self._boot_failures,
         )
         self._restarts.add(asyncio.ensure_future(self._restart(delay, env)))
         return None
@@ -276,11 +288,19 @@ class _Supervisor:
         self._deaths = [at for at in self._deaths if now - at < BACKOFF_WINDOW] + [now]
         return float(min(BACKOFF_MAX, BACKOFF_FIRST * 2 ** (len(self._deaths) - 1)))
 
+    def _boot_retry(self) -> float:
+        """Seconds before another replacement after `_boot_failures` in a row: doubling, capped."""
+        return float(min(BOOT_RETRY_MAX, BACKOFF_FIRST * 2 ** (self._boot_failures - 1)))
+
     async def _restart(self, delay: float, env: Mapping[str, str]) -> None:
         await asyncio.sleep(delay)
-        await self._spawn(bind_listener(self._plan.host, self._port), env)
+        await self._spawn(bind_listener(self._plan.host, self._port), env, replacement=True)
 
-    async def _spawn(self, listener: socket.socket, env: Mapping[str, str]) -> None:
+    def _served(self, booted: asyncio.Future[bool]) -> None:
+        if not booted.cancelled() and booted.exception() is None and booted.result():
+            self._boot_failures = 0
+
+    async def _spawn(self, listener: socket.socket, env: Mapping[str, str], *, replacement: bool) -> None:
         read_end, write_end = os.pipe()
         try:
             with listener:  # the worker holds its own copy; the parent's is closed (see the module doc)
@@ -299,7 +319,8 @@ class _Supervisor:
         finally:
             os.close(write_end)  # the worker's copy alone: the pipe reads end-of-file when it dies
         booted = asyncio.ensure_future(_booted(read_end, process.pid))
-        self._workers[process.pid] = _Worker(process, booted)
+        booted.add_done_callback(self._served)
+        self._workers[process.pid] = _Worker(process, booted, replacement)
         log.info("memory.service_worker_started", worker_pid=process.pid, port=self._port)
 
     async def _stop_all(self, metrics_dir: str) -> None:

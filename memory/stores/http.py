@@ -44,6 +44,8 @@ from ops.tracing import client_span
 log = structlog.get_logger("memory.http_store")
 
 DEFAULT_TIMEOUT = 5.0
+# The scope `open` asks about: a fetch of no ids is authenticated and answered without touching a store.
+START_CHECK_SCOPE = "org:switchboard-start-check"
 
 
 class _CallFailed(Exception):
@@ -88,6 +90,22 @@ class HttpMemoryStore:
     @property
     def timeout(self) -> float:
         return self._timeout
+
+    async def open(self) -> None:
+        """One authenticated round trip at start-up, so a wrong token or a service that is not there
+        is one line now, not a bot that starts and then quietly remembers nothing (retrieval degrades
+        to `[]` by design). Raises MemoryStoreError naming what to fix."""
+        try:
+            await self._call("/fetch", {"scopeKey": START_CHECK_SCOPE, "ids": []})
+        except _CallFailed as failure:
+            where = f"memory.service_url {self.base_url}"
+            if failure.status == 401:
+                message = f"{where} refused the token (401): set MEMORY_TOKEN to the memory service's token"
+            elif failure.status is None:
+                message = f"{where}: cannot reach the memory service ({failure.reason})"
+            else:
+                message = f"{where}: the memory service answered {failure.reason}"
+            raise MemoryStoreError(message, status=failure.status) from None
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         try:

@@ -252,3 +252,41 @@ async def test_at_the_cap_with_every_connection_in_a_request_a_new_one_gets_a_cl
         after, _ = await exchange(where, b"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
     assert received.startswith(b"HTTP/1.1 503 ") and b"Retry-After: 1" in received
     assert after.startswith(b"HTTP/1.1 200 ")
+
+
+@EACH_SERVER
+async def test_at_the_cap_a_body_stalled_longer_than_the_head_deadline_is_shed_for_a_new_one(
+    server: str,
+) -> None:
+    limits = GuardLimits(header_timeout=HEAD_DEADLINE, body_timeout=30.0, max_connections=CAP)
+    async with guarded(server, limits) as where:
+        held = [await asyncio.open_connection(where.host, where.port) for _ in range(CAP)]
+        for _, writer in held:
+            writer.write(POST + b"Content-Length: 500000\r\n\r\na")  # heads complete, bodies stalled
+        await asyncio.sleep(HEAD_DEADLINE * 1.5)
+        started = time.monotonic()
+        received, _ = await exchange(where, b"GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+        served_in = time.monotonic() - started
+        async with asyncio.timeout(2):
+            shed = await held[0][0].read()  # the oldest stall: closed, nothing written into its request
+        for _, writer in held:
+            writer.close()
+    assert received.startswith(b"HTTP/1.1 200 ") and served_in < 1.0
+    assert shed == b""
+
+
+@EACH_SERVER
+async def test_at_the_cap_a_body_still_arriving_is_not_shed(server: str) -> None:
+    limits = GuardLimits(header_timeout=HEAD_DEADLINE, body_timeout=30.0, max_connections=CAP)
+    async with guarded(server, limits) as where:
+        held = [await asyncio.open_connection(where.host, where.port) for _ in range(CAP)]
+        for _, writer in held:
+            writer.write(POST + b"Content-Length: 500000\r\n\r\na")
+        for _ in range(3):  # each sends a byte more often than the head deadline
+            await asyncio.sleep(HEAD_DEADLINE / 2)
+            for _, writer in held:
+                writer.write(b"a")
+        received, _ = await exchange(where, b"GET /x HTTP/1.1\r\nHost: h\r\n\r\n")
+        for _, writer in held:
+            writer.close()
+    assert received.startswith(b"HTTP/1.1 503 ")

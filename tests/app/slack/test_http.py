@@ -85,6 +85,18 @@ async def test_a_wrong_signature_is_refused_with_its_reason_and_never_the_body(
     assert dispatcher.messages == []
 
 
+async def test_a_signature_not_of_slacks_form_is_refused_as_malformed(slack_api: FakeSlackApi) -> None:
+    body = _body()
+    headers = signed_headers(body, content_type="application/json")
+    headers["X-Slack-Signature"] = "v1=" + headers["X-Slack-Signature"][3:]
+    async with running_bot(slack_api, RecordingDispatcher()) as bot:
+        with capture_logs() as logs:
+            delivery = await bot.slack.post(body, headers)
+
+    assert delivery.status == 401
+    assert [r["reason"] for r in _rejections(logs)] == ["malformed_signature"]
+
+
 async def test_a_signed_but_malformed_event_is_acked_with_one_warning(slack_api: FakeSlackApi) -> None:
     bodies = [
         json.dumps({"type": "event_callback", "event_id": "Ev1", "event": "not an object"}),

@@ -15,6 +15,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from app.slack.http import MAX_BODY_BYTES
 from ops.http_guard import GuardLimits
 from ops.metrics import Metrics
 from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
@@ -35,6 +36,12 @@ async def guarded_bot(
     http = {"limits": limits, "metrics": metrics or Metrics(), "metrics_token": METRICS_TOKEN}
     async with running_bot(slack_api, RecordingDispatcher(), http=http) as bot:
         yield bot
+
+
+def signed_looking() -> bytes:
+    """The head lines of a request that may be Slack's until its body is read: a fresh timestamp and a
+    signature of the right form (the wrong value, which only the body can show)."""
+    return f"X-Slack-Request-Timestamp: {int(time.time())}\r\nX-Slack-Signature: v0={'ab' * 32}\r\n".encode()
 
 
 def address(bot: RunningBot) -> tuple[str, int]:
@@ -91,7 +98,8 @@ async def test_a_head_still_arriving_gets_its_408_though_the_keep_alive_is_short
 
 
 async def test_a_body_that_stops_short_is_closed_at_the_body_deadline(slack_api: FakeSlackApi) -> None:
-    head = b'POST /slack/events HTTP/1.1\r\nHost: bot\r\nContent-Length: 500\r\n\r\n{"type"'
+    head = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\n" + signed_looking()
+    head += b'Content-Length: 500\r\n\r\n{"type"'
     async with guarded_bot(slack_api) as bot:
         received, elapsed, writer = await until_closed(bot, head)
         writer.close()
@@ -141,7 +149,11 @@ async def test_at_the_cap_an_idle_connection_is_shed_and_one_in_a_request_is_not
             shed = await held[0][0].read()
         busy = [await asyncio.open_connection(*address(bot)) for _ in range(CAP)]
         for _, writer in busy:
-            writer.write(b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nContent-Length: 50\r\n\r\n{")
+            writer.write(
+                b"POST /slack/events HTTP/1.1\r\nHost: bot\r\n"
+                + signed_looking()
+                + b"Content-Length: 50\r\n\r\n{"
+            )
         await asyncio.sleep(0.05)
         received, _, writer = await until_closed(bot, b"")
         writer.close()
@@ -199,3 +211,56 @@ async def test_300_idle_half_open_connections_delay_a_signed_event_by_under_a_se
                 writer.close()
         await bot.settle()
     assert delayed - baseline < 1.0
+
+
+FLOOD_CAP = 4
+
+
+async def healthz_status(bot: RunningBot) -> tuple[int, float]:
+    started = time.monotonic()
+    health = bot.url.replace("/slack/events", "/healthz")
+    async with aiohttp.ClientSession() as session, session.get(health) as reply:
+        return reply.status, time.monotonic() - started
+
+
+async def test_unsigned_requests_owing_big_bodies_are_refused_at_once_and_free_their_slots(
+    slack_api: FakeSlackApi,
+) -> None:
+    limits = GuardLimits(header_timeout=10.0, body_timeout=30.0, max_connections=FLOOD_CAP)
+    flood = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\nContent-Length: 500000\r\n\r\n{"
+    async with guarded_bot(slack_api, limits=limits) as bot:
+        refused = await asyncio.gather(*(until_closed(bot, flood, within=3) for _ in range(FLOOD_CAP)))
+        health = await healthz_status(bot)
+        for _, _, writer in refused:
+            writer.close()
+    for received, elapsed, _ in refused:
+        assert received.startswith(b"HTTP/1.1 401 ") and elapsed < 1.0
+    assert health[0] == 200 and health[1] < 1.0
+
+
+async def test_a_content_length_beyond_any_slack_payload_is_a_413_before_the_body(
+    slack_api: FakeSlackApi,
+) -> None:
+    head = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\n" + signed_looking()
+    head += b"Content-Length: %d\r\n\r\n{" % (MAX_BODY_BYTES + 1)
+    async with guarded_bot(slack_api) as bot:
+        received, elapsed, writer = await until_closed(bot, head)
+        writer.close()
+    assert received.startswith(b"HTTP/1.1 413 ") and elapsed < BODY_DEADLINE / 2
+
+
+async def test_requests_that_may_be_signed_and_then_stall_are_shed_after_the_head_deadline(
+    slack_api: FakeSlackApi,
+) -> None:
+    limits = GuardLimits(header_timeout=HEAD_DEADLINE, body_timeout=30.0, max_connections=FLOOD_CAP)
+    stall = b"POST /slack/events HTTP/1.1\r\nHost: bot\r\n" + signed_looking()
+    stall += b"Content-Length: 500000\r\n\r\n{"
+    async with guarded_bot(slack_api, limits=limits) as bot:
+        held = [await asyncio.open_connection(*address(bot)) for _ in range(FLOOD_CAP)]
+        for _, writer in held:
+            writer.write(stall)
+        await asyncio.sleep(HEAD_DEADLINE * 1.5)
+        health = await healthz_status(bot)
+        for _, writer in held:
+            writer.close()
+    assert health[0] == 200 and health[1] < 1.0

@@ -14,12 +14,14 @@ import socket
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 import httpx
 import pytest
 
+from memory.service.app import READY_CACHE_SECONDS
 from tests.memory.service_support import ROOT, TOKEN, free_port, memory_service_process
 
 PROG = "switchboard memory-service"
@@ -141,6 +143,7 @@ def test_readyz_fails_while_the_store_cannot_write_and_healthz_stays_live(tmp_pa
         store_dir.rename(moved)
         store_dir.write_text("something else took the store's place")
         try:
+            time.sleep(READY_CACHE_SECONDS)  # the verdict of the probe above is kept that long
             reply = httpx.get(f"{service.base_url}/readyz")
             assert reply.status_code == 503
             assert reply.json() == {"ok": False, "error": "the store cannot write"}
@@ -148,9 +151,15 @@ def test_readyz_fails_while_the_store_cannot_write_and_healthz_stays_live(tmp_pa
         finally:
             store_dir.unlink()
             moved.rename(store_dir)
+        time.sleep(READY_CACHE_SECONDS)
         assert httpx.get(f"{service.base_url}/readyz").status_code == 200
 
 
-def test_readyz_needs_no_token(tmp_path: Path) -> None:
+def test_readyz_asks_no_token_but_a_service_without_one_is_not_ready(tmp_path: Path) -> None:
+    with memory_service_process(tmp_path, args=("--embedder", "none")) as service:
+        assert httpx.get(f"{service.base_url}/readyz").status_code == 200  # no Authorization sent
     with memory_service_process(tmp_path, token=None, args=("--embedder", "none")) as service:
-        assert httpx.get(f"{service.base_url}/readyz").status_code == 200
+        reply = httpx.get(f"{service.base_url}/readyz")
+        assert httpx.get(f"{service.base_url}/healthz").status_code == 200
+    assert reply.status_code == 503
+    assert reply.json() == {"ok": False, "error": "no data token is set: every data request is refused"}

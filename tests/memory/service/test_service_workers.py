@@ -309,3 +309,38 @@ def test_a_worker_that_dies_before_it_serves_stops_the_service(tmp_path: Path) -
     events = [json.loads(line) for line in log_path.read_text().splitlines()]
     (exited,) = [e for e in events if e["event"] == "memory.service_worker_exited"]
     assert exited["action"] == "stop"
+
+
+def test_a_replacement_that_cannot_boot_is_retried_while_the_other_worker_serves(tmp_path: Path) -> None:
+    # As a brief outage meets a replacement at its start-up (here: its data directory is unusable for a
+    # while): the service it joins already works, so the supervisor retries it instead of stopping.
+    log_path = tmp_path / "service.log"
+    with memory_service_process(tmp_path, args=WORKER_ARGS, log_path=log_path) as service:
+        workers = wait_workers(service, 2)
+        assert wait_until(lambda: set(ready_pids(log_path)) == set(workers))
+        for _ in range(10):
+            assert post(service, "/list", {"scopeKey": SCOPE, "limit": 1}).status_code == 200
+        survivor = request_pids(log_path, "/list")[0]  # it has the scope's database open already
+        (doomed,) = set(workers) - {survivor}
+        store_dir, away = tmp_path / "memory", tmp_path / "memory.away"
+        store_dir.rename(away)
+        store_dir.write_text("in the way")  # every boot of a replacement is refused now
+        os.kill(doomed, signal.SIGKILL)
+
+        def retries() -> list[dict[str, object]]:
+            events = [json.loads(line) for line in log_path.read_text().splitlines()]
+            exited = [e for e in events if e["event"] == "memory.service_worker_exited"]
+            return [e for e in exited if e["action"] == "retry"]
+
+        assert wait_until(lambda: len(retries()) >= 2, timeout=40)
+        assert service.process.poll() is None
+        for _ in range(5):
+            assert post(service, "/list", {"scopeKey": SCOPE, "limit": 1}).status_code == 200
+        assert {e["exit_status"] for e in retries()} == {2}
+        store_dir.unlink()
+        away.rename(store_dir)
+        assert wait_until(lambda: len(set(ready_pids(log_path)) - {doomed}) == 2, timeout=40)
+        assert service.process.poll() is None
+        assert post(service, "/list", {"scopeKey": SCOPE, "limit": 1}).status_code == 200
+        delays = [float(str(e["restart_in_s"])) for e in retries()]
+        assert delays == sorted(delays) and max(delays) <= 5.0

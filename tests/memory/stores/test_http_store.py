@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import subprocess
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -29,7 +31,9 @@ from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate, MemoryStore, MemoryStoreError, WriteResult
 from memory.wire import record_to_wire
-from tests.memory.service_support import TOKEN, free_port
+from tests.app.runtime_support import app_command, subprocess_env
+from tests.fakes.model_server import FakeModelServer
+from tests.memory.service_support import TOKEN, free_port, memory_service_process
 
 SCOPE = "org:acme"
 BASE = "http://memory.test"
@@ -545,3 +549,75 @@ async def test_a_failing_retrieve_many_reads_as_nothing() -> None:
         assert await http.retrieve_many([SCOPE], "deploy", 5) == {}
     finally:
         await http.aclose()
+
+
+# ---- open: the start-up check -----------------------------------------------------------------------
+
+
+async def test_open_passes_with_the_services_token(recording: Recording) -> None:
+    client = HttpMemoryStore(BASE, TOKEN, transport=recording)
+    try:
+        await client.open()
+    finally:
+        await client.aclose()
+    assert [sent.path for sent in recording.sent] == ["/fetch"]  # one request at start-up
+
+
+async def test_open_with_a_wrong_token_is_one_error_naming_memory_token(
+    service_store: InMemoryMemoryStore,
+) -> None:
+    app = create_app(service_store, TOKEN)
+    client = HttpMemoryStore(BASE, "not-the-token", transport=httpx.ASGITransport(app=app))
+    try:
+        with pytest.raises(MemoryStoreError) as raised:
+            await client.open()
+    finally:
+        await client.aclose()
+    assert raised.value.status == 401
+    assert "MEMORY_TOKEN" in str(raised.value) and "not-the-token" not in str(raised.value)
+    assert len(str(raised.value).splitlines()) == 1
+
+
+async def test_open_against_nothing_listening_is_one_error_naming_memory_service_url() -> None:
+    url = f"http://127.0.0.1:{free_port()}"
+    client = HttpMemoryStore(url, TOKEN, timeout=2)
+    try:
+        with pytest.raises(MemoryStoreError) as raised:
+            await client.open()
+    finally:
+        await client.aclose()
+    message = str(raised.value)
+    assert message.startswith(f"memory.service_url {url}") and "cannot reach" in message
+    assert raised.value.status is None and len(message.splitlines()) == 1
+
+
+@pytest.mark.parametrize("wrong", ["token", "url"])
+def test_a_bot_with_a_wrong_token_or_service_url_stops_at_start_up_with_one_line(
+    tmp_path: Path, fake_anthropic: FakeModelServer, wrong: str
+) -> None:
+    with memory_service_process(tmp_path / "service", args=("--embedder", "none")) as service:
+        url = f"http://127.0.0.1:{free_port()}" if wrong == "url" else service.base_url
+        env = {
+            "HOME": str(tmp_path),
+            "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"),
+            "ANTHROPIC_API_KEY": "test-key",
+            "ANTHROPIC_BASE_URL": fake_anthropic.base_url,
+            "SWITCHBOARD_MODEL": "anthropic/test-model",
+            "SWITCHBOARD_ORGANIZATION": "acme",
+            "SWITCHBOARD_MEMORY__ENABLED": "true",
+            "SWITCHBOARD_MEMORY__SERVICE_URL": url,
+            "MEMORY_TOKEN": "not-the-token" if wrong == "token" else TOKEN,
+        }
+        result = subprocess.run(
+            app_command("chat", "--thread", "t", "hi"),
+            cwd=tmp_path,
+            env=subprocess_env(env),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith("switchboard chat: memory store unavailable: memory.service_url ")
+    assert ("MEMORY_TOKEN" in line) == (wrong == "token") and "not-the-token" not in line
+    assert fake_anthropic.requests == []
