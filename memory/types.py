@@ -8,7 +8,9 @@ from dataclasses import dataclass
 from typing import Literal, Protocol, get_args, runtime_checkable
 
 RecordKind = Literal["fact", "summary"]
-RecordStatus = Literal["active", "superseded", "forgotten", "evicted"]
+# `pending`: written by reflection to a shared scope under `memory.review = "shared"`, waiting for an
+# admin; never read, listed, cited or given to the extractor until approved.
+RecordStatus = Literal["active", "superseded", "forgotten", "evicted", "pending"]
 
 RECORD_KINDS: frozenset[str] = frozenset({"fact", "summary"})
 
@@ -22,8 +24,18 @@ ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine
 # Why a record's text was erased (the row keeps id, scope, origin, provenance, dates, status, reason).
 # `migrated`: a DM's old channel scope at start-up (moved into its owner's scope, or erased when no
 # owner could be told).
+# `rejected`: an admin turned a pending record down; `merged`: a near-duplicate folded into another
+# record by `switchboard memory consolidate --apply` (the survivor keeps the meaning).
 EraseReason = Literal[
-    "forgotten", "source_deleted", "source_edited", "expired", "channel_deleted", "user_request", "migrated"
+    "forgotten",
+    "source_deleted",
+    "source_edited",
+    "expired",
+    "channel_deleted",
+    "user_request",
+    "migrated",
+    "rejected",
+    "merged",
 ]
 ERASE_REASONS: frozenset[str] = frozenset(get_args(EraseReason))
 
@@ -127,6 +139,45 @@ class ReadAudit:
     at: float
 
 
+# What a person (or the store on their behalf) did to a record, for `memory history` and
+# `memory audit --record`: `remembered` (added by hand), `approved` / `rejected` / `expired` (the review
+# queue), `edited` (superseded by a person's new version, `related_id` = the new one), `superseded`
+# (by a reflected correction, `related_id` = the new one), `folded` (a restatement confirmed it),
+# `merged` (consolidated into `related_id`), `forgotten`.
+CurationAction = Literal[
+    "remembered", "approved", "rejected", "expired", "edited", "superseded", "folded", "merged", "forgotten"
+]
+CURATION_ACTIONS: frozenset[str] = frozenset(get_args(CurationAction))
+
+
+@dataclass(frozen=True, slots=True)
+class CurationEntry:
+    """One curation action on one record: who (a scope key like `user:slack:U1`, `run:<id>` for
+    reflection, `system` for expiry, `machine` for the terminal) did what, when. Never record text."""
+
+    record_id: str
+    scope_key: str
+    action: CurationAction
+    actor: str
+    at: float
+    related_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RecordVersion:
+    """One version in a record's chain, oldest first in a history: its row (text None once erased)
+    and the curation entries that name it."""
+
+    id: str
+    scope_key: str
+    status: RecordStatus
+    created_at: float
+    text: str | None
+    source_run_id: str | None
+    erased_reason: EraseReason | None
+    entries: tuple[CurationEntry, ...]
+
+
 @dataclass(frozen=True, slots=True)
 class AuditQuery:
     """Exactly one of the filters; newest reads first, at most `limit`."""
@@ -211,6 +262,61 @@ class MemoryStore(Protocol):
 
     async def aclose(self) -> None:
         """Release connections and threads."""
+        ...
+
+
+@runtime_checkable
+class CuratingStore(Protocol):
+    """A store people can curate: the review queue, edits with history, consolidation. Every durable
+    store (in-process, SQLite, PostgreSQL, the memory service's client) is one. Each action appends its
+    curation entries in the same transaction as the change it records."""
+
+    async def write_pending(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+        """Like `write`, but new records wait as `pending` (a restatement of an active or pending
+        record still folds into it; supersede and eviction wait for approval)."""
+        ...
+
+    async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
+        """Pending records of one scope, newest first."""
+        ...
+
+    async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
+        """Make a pending record active (then supersede and evict as a write would); None if it was
+        not pending."""
+        ...
+
+    async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
+        """Erase a pending record (reason `rejected`, no text left); False if it was not pending."""
+        ...
+
+    async def expire_pending(self, older_than: float, actor: str = "system") -> int:
+        """Erase every pending record created before `older_than` (reason `expired`), every scope."""
+        ...
+
+    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+        """A new version of an active or pending record: same scope, kind, origin, provenance and
+        status, `supersedes` the old one (now `superseded`); None if there was no such record."""
+        ...
+
+    async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
+        """Every version of the chain this record is in, oldest first; empty if none is known."""
+        ...
+
+    async def record_curation(self, entry: CurationEntry) -> None:
+        """Append one entry for an action the store did not do itself (a remember, a forget)."""
+        ...
+
+    async def curation_log(self, scope_key: str, record_id: str, limit: int) -> builtins.list[CurationEntry]:
+        """Entries naming this record (as `record_id` or `related_id`), newest first."""
+        ...
+
+    async def active_records(self, scope_key: str) -> builtins.list[MemoryRecord]:
+        """Every active record of one scope (for consolidation), oldest first; never bumps usage."""
+        ...
+
+    async def merge(self, scope_key: str, survivor_id: str, duplicate_ids: Sequence[str], actor: str) -> int:
+        """Fold active duplicates into the survivor (use count added, last use and observed time the
+        latest), erase them (reason `merged`); how many were merged."""
         ...
 
 
