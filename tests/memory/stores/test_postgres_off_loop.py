@@ -63,7 +63,7 @@ def watcher() -> Iterator[StepWatcher]:
         yield watching
     finally:
         sys.setprofile(None)
-        threading.setprofile(None)  # type: ignore[arg-type]
+        threading.setprofile(None)
 
 
 async def test_ranking_and_vector_matrices_run_off_the_event_loop(
