@@ -31,9 +31,16 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
         embedder: Embedder | None = None,
         retention: Retention = NO_RETENTION,
     ) -> MemoryStore:
-        store = InMemoryMemoryStore(
-            cap=cap, clock=clock, ranking=ranking, embedder=embedder, retention=retention
-        )
+        store: MemoryStore
+        if request.param == "in_memory":
+            store = InMemoryMemoryStore(
+                cap=cap, clock=clock, ranking=ranking, embedder=embedder, retention=retention
+            )
+        else:
+            path = tmp_path / f"memory-{len(made)}"
+            store = SqliteMemoryStore(
+                path, cap=cap, clock=clock, ranking=ranking, embedder=embedder, retention=retention
+            )
         made.append(store)
         return store
 
