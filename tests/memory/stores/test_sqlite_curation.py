@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 from collections.abc import MutableMapping
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,40 +16,15 @@ from structlog.testing import capture_logs
 
 from memory.stores.sqlite.schema import database_filename
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate
 from tests.memory.store_contract import DAY, FakeClock
+from tests.memory.stores.test_erasure import ORG, SECRET, SECRET_TEXT, candidate, disk_bytes, filler
 
-ORG = "org:acme"
 ADMIN = "user:slack:UADMIN"
-SECRET = "Quokkaflight"
-SECRET_TEXT = f"The vault door code is {SECRET} seven seven three one"
 
 
-def candidate(text: str, run: str = "run-1", supersedes: str | None = None) -> MemoryCandidate:
-    return MemoryCandidate(
-        kind="fact",
-        text=text,
-        source_thread_key="slack:C1:1700000000.000100",
-        keywords=(SECRET.lower(), "vault") if SECRET in text else ("deploy",),
-        source_run_id=run,
-        supersedes=supersedes,
-    )
-
-
-def filler(n: int) -> list[MemoryCandidate]:
-    return [
-        candidate(f"deploys happen from the release branch number {i}", run="run-other") for i in range(n)
-    ]
-
-
-def disk_bytes(store: SqliteMemoryStore, word: str = SECRET) -> bool:
+def holds(store: SqliteMemoryStore, word: str = SECRET) -> bool:
     """Whether the scope's main file or its WAL holds the word (case-blind)."""
-    main = store.database_path(ORG)
-    data = main.read_bytes()
-    wal = Path(f"{main}-wal")
-    if wal.exists():
-        data += wal.read_bytes()
-    return word.lower().encode() in data.lower()
+    return word.lower().encode() in disk_bytes(store, ORG)
 
 
 def rows(path: Path, sql: str, params: tuple[Any, ...] = ()) -> list[tuple[Any, ...]]:
@@ -68,9 +44,9 @@ async def test_a_rejected_record_leaves_no_text_in_the_files(tmp_path: Path) -> 
     try:
         await store.write(ORG, filler(20))
         await store.write_pending(ORG, [candidate(SECRET_TEXT)])
-        assert disk_bytes(store)  # the check can see it
+        assert holds(store)  # the check can see it
         assert await store.reject(ORG, rid(21), ADMIN)
-        assert not disk_bytes(store)
+        assert not holds(store)
     finally:
         await store.aclose()
 
@@ -82,9 +58,9 @@ async def test_an_expired_pending_record_leaves_no_text_in_the_files(tmp_path: P
         await store.write(ORG, filler(20))
         await store.write_pending(ORG, [candidate(SECRET_TEXT)])
         clock.advance(15 * DAY)
-        assert disk_bytes(store)
+        assert holds(store)
         assert await store.expire_pending(clock() - 14 * DAY) == 1
-        assert not disk_bytes(store)
+        assert not holds(store)
     finally:
         await store.aclose()
 
@@ -97,7 +73,7 @@ async def test_a_pending_record_expired_over_the_cap_leaves_no_text_in_the_files
         clock.advance(1)
         await store.write_pending(ORG, filler(2))
         assert [r.id for r in await store.pending(ORG, 10)] == [rid(3), rid(2)]
-        assert not disk_bytes(store)
+        assert not holds(store)
     finally:
         await store.aclose()
 
@@ -108,10 +84,10 @@ async def test_forgetting_an_edited_record_leaves_neither_version_in_the_files(t
         await store.write(ORG, [*filler(20), candidate(SECRET_TEXT)])
         edited = await store.edit(ORG, rid(21), "The vault door code is Wombatgate two", ADMIN)
         assert edited is not None
-        assert disk_bytes(store) and disk_bytes(store, "Wombatgate")
+        assert holds(store) and holds(store, "Wombatgate")
         assert await store.forget(ORG, edited.id)
-        assert not disk_bytes(store)
-        assert not disk_bytes(store, "Wombatgate")
+        assert not holds(store)
+        assert not holds(store, "Wombatgate")
     finally:
         await store.aclose()
 
@@ -123,8 +99,8 @@ async def test_a_merged_duplicate_leaves_no_text_in_the_files(tmp_path: Path) ->
             ORG, [*filler(20), candidate("the vault door code is in the safe"), candidate(SECRET_TEXT)]
         )
         assert await store.merge(ORG, rid(21), [rid(22)], ADMIN) == 1
-        assert not disk_bytes(store)
-        assert disk_bytes(store, "in the safe")
+        assert not holds(store)
+        assert holds(store, "in the safe")
     finally:
         await store.aclose()
 
@@ -245,7 +221,7 @@ async def test_a_database_of_todays_schema_is_rebuilt_to_admit_pending_keeping_e
         await store.write(
             ORG, [candidate("deploys go through make ship"), candidate("staging is in frankfurt")]
         )
-        await store.write(ORG, [candidate("staging is in dublin", supersedes=rid(2))])
+        await store.write(ORG, [replace(candidate("staging is in dublin"), supersedes=rid(2))])
         await store.forget(ORG, rid(1))
         await store.write(ORG, [candidate("rollbacks use make undo")])
     finally:
