@@ -126,7 +126,7 @@ class InMemoryCuration:
                 self._append(entry(survivor, "folded", actor, now, record.id))
                 log.info("memory.approve", scope_key=scope_key, id=record.id, folded_into=survivor.id)
                 return survivor
-            approved = approved_record(record, plan, walk.versions())
+            approved = approved_record(record, plan, walk.versions(), now)
             for index, row in enumerate(rows):
                 if row.id == record.id:
                     rows[index] = approved
