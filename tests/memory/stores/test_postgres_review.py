@@ -1,0 +1,266 @@
+"""The review queue on the real PostgreSQL server: what a pending row is kept out of (every read, the
+document frequencies, the vectors), what approve brings it into, and what reject and expiry erase —
+each with its curation entry in the same transaction. Every test owns a fresh schema."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from memory.stores.postgres.store import PostgresMemoryStore
+from memory.types import CuratingStore, CurationEntry, MemoryStoreError, WriteResult
+from tests.memory.embedders import ConceptEmbedder
+from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.records import DAY, NOW, fact
+
+ORG = "org:acme"
+
+
+class Clock:
+    def __init__(self, now: float = NOW) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def schema() -> Iterator[TempSchema]:
+    with temp_schema() as created:
+        yield created
+
+
+@pytest.fixture
+def clock() -> Clock:
+    return Clock()
+
+
+@pytest.fixture
+async def store(schema: TempSchema, clock: Clock) -> AsyncIterator[PostgresMemoryStore]:
+    opened = await PostgresMemoryStore.connect(
+        schema.dsn, clock=clock, application_name=unique_application_name()
+    )
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+async def documents(schema: TempSchema, scope_key: str = ORG) -> int:
+    """The scope's active-record count in its document frequencies (the term '')."""
+    rows = await schema_rows(
+        schema, "SELECT df FROM memory_term_df WHERE scope_key = %s AND term = ''", (scope_key,)
+    )
+    return int(rows[0][0]) if rows else 0
+
+
+async def generation(schema: TempSchema, scope_key: str = ORG) -> int:
+    rows = await schema_rows(
+        schema, "SELECT df FROM memory_term_df WHERE scope_key = %s AND term = '#vectors'", (scope_key,)
+    )
+    return int(rows[0][0]) if rows else 0
+
+
+async def row(schema: TempSchema, record_id: str) -> tuple[object, ...]:
+    [found] = await schema_rows(
+        schema,
+        "SELECT status, text, norm, keywords, erased_reason, embedding FROM memory_records WHERE id = %s",
+        (record_id,),
+    )
+    return found
+
+
+def test_the_postgres_store_is_a_curating_store(store: PostgresMemoryStore) -> None:
+    assert isinstance(store, CuratingStore)
+
+
+async def test_a_pending_record_is_in_no_read_and_not_counted(
+    store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    await store.write(ORG, [fact("deploys run on tuesdays")])
+    assert await store.write_pending(ORG, [fact("deploys freeze in december")]) == WriteResult(inserted=1)
+    assert [r.id for r in await store.retrieve(ORG, "deploys december", 8)] == ["mem:org:acme:1"]
+    assert list(await store.retrieve_many([ORG], "december freeze", 8)) == []
+    assert [r.id for r in await store.list(ORG, 10)] == ["mem:org:acme:1"]
+    assert await store.list(ORG, 10, query="december") == []
+    assert await store.fetch(ORG, ["mem:org:acme:2"]) == []
+    assert await documents(schema) == 1  # only the active record counts
+    [waiting] = await store.pending(ORG, 10)
+    assert (waiting.id, waiting.status, waiting.text) == (
+        "mem:org:acme:2",
+        "pending",
+        "deploys freeze in december",
+    )
+
+
+async def test_pending_lists_newest_first_and_only_its_scope(store: PostgresMemoryStore) -> None:
+    await store.write_pending(ORG, [fact("first waiting"), fact("second waiting")])
+    await store.write_pending("org:other", [fact("elsewhere waiting")])
+    assert [r.id for r in await store.pending(ORG, 10)] == ["mem:org:acme:2", "mem:org:acme:1"]
+    assert [r.id for r in await store.pending(ORG, 1)] == ["mem:org:acme:2"]
+
+
+async def test_a_pending_restatement_folds_into_the_active_or_pending_record_and_is_logged(
+    store: PostgresMemoryStore,
+) -> None:
+    await store.write(ORG, [fact("Deploys run on Tuesdays")])
+    await store.write_pending(ORG, [fact("deploys freeze in december")])
+    result = await store.write_pending(
+        ORG, [fact("deploys run on tuesdays!"), fact("Deploys freeze in December.")]
+    )
+    assert result == WriteResult(deduped=2)
+    assert [r.id for r in await store.pending(ORG, 10)] == ["mem:org:acme:2"]
+    log = await store.curation_log(ORG, "mem:org:acme:2", 10)
+    assert [(e.action, e.actor) for e in log] == [("folded", "run:run-1")]
+
+
+async def test_approve_brings_the_record_into_reads_and_counts_and_logs_who(
+    store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    await store.write_pending(ORG, [fact("deploys freeze in december")])
+    before = await generation(schema)
+    approved = await store.approve(ORG, "mem:org:acme:1", "user:slack:U1")
+    assert approved is not None and approved.status == "active"
+    assert [r.id for r in await store.retrieve(ORG, "december freeze", 8)] == ["mem:org:acme:1"]
+    assert await store.pending(ORG, 10) == []
+    assert await documents(schema) == 1 and await generation(schema) > before
+    assert await store.curation_log(ORG, "mem:org:acme:1", 10) == [
+        CurationEntry("mem:org:acme:1", ORG, "approved", "user:slack:U1", NOW)
+    ]
+
+
+async def test_approve_of_what_is_not_pending_is_none_and_logs_nothing(store: PostgresMemoryStore) -> None:
+    await store.write(ORG, [fact("already active")])
+    assert await store.approve(ORG, "mem:org:acme:1", "user:slack:U1") is None
+    assert await store.approve(ORG, "mem:org:acme:9", "user:slack:U1") is None
+    assert await store.approve(ORG, "mem:org:other:1", "user:slack:U1") is None
+    assert await store.curation_log(ORG, "mem:org:acme:1", 10) == []
+
+
+async def test_an_approved_correction_supersedes_then_and_not_before(store: PostgresMemoryStore) -> None:
+    await store.write(ORG, [fact("deploys run on tuesdays")])
+    await store.write_pending(ORG, [fact("deploys run on thursdays", supersedes="mem:org:acme:1")])
+    assert [r.id for r in await store.list(ORG, 10)] == ["mem:org:acme:1"]  # the correction waits
+    approved = await store.approve(ORG, "mem:org:acme:2", "user:slack:U1")
+    assert approved is not None and approved.supersedes == "mem:org:acme:1"
+    assert [r.id for r in await store.list(ORG, 10)] == ["mem:org:acme:2"]
+    [superseded] = await store.curation_log(ORG, "mem:org:acme:1", 10)
+    assert (superseded.action, superseded.related_id, superseded.actor) == (
+        "superseded",
+        "mem:org:acme:2",
+        "run:run-1",
+    )
+
+
+async def test_approve_evicts_over_the_cap_as_a_write_would(schema: TempSchema, clock: Clock) -> None:
+    store = PostgresMemoryStore(schema.dsn, cap=2, clock=clock, application_name=unique_application_name())
+    try:
+        await store.write(ORG, [fact("oldest active")])
+        clock.now += 1
+        await store.write(ORG, [fact("newer active")])
+        await store.write_pending(ORG, [fact("waiting one")])
+        assert len(await store.list(ORG, 10)) == 2
+        await store.approve(ORG, "mem:org:acme:3", "user:slack:U1")
+        assert [r.id for r in await store.list(ORG, 10)] == ["mem:org:acme:3", "mem:org:acme:2"]
+        assert (await row(schema, "mem:org:acme:1"))[0] == "evicted"
+    finally:
+        await store.aclose()
+
+
+async def test_approve_gives_the_record_its_vector_and_none_while_pending(
+    schema: TempSchema, clock: Clock
+) -> None:
+    embedder = ConceptEmbedder()
+    store = PostgresMemoryStore(
+        schema.dsn, clock=clock, embedder=embedder, application_name=unique_application_name()
+    )
+    try:
+        await store.write_pending(ORG, [fact("deploys freeze in december")])
+        assert (await row(schema, "mem:org:acme:1"))[5] is None
+        await store.approve(ORG, "mem:org:acme:1", "user:slack:U1")
+        assert (await row(schema, "mem:org:acme:1"))[5] is not None
+    finally:
+        await store.aclose()
+
+
+async def test_reject_erases_the_text_and_logs_it_once(
+    store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    await store.write_pending(ORG, [fact("deploys freeze in december", keywords=("freeze",))])
+    assert await store.reject(ORG, "mem:org:acme:1", "user:slack:U1") is True
+    assert await row(schema, "mem:org:acme:1") == ("forgotten", "", "", [], "rejected", None)
+    assert await store.pending(ORG, 10) == []
+    assert await store.reject(ORG, "mem:org:acme:1", "user:slack:U1") is False
+    assert await store.approve(ORG, "mem:org:acme:1", "user:slack:U1") is None
+    log = await store.curation_log(ORG, "mem:org:acme:1", 10)
+    assert [(e.action, e.actor) for e in log] == [("rejected", "user:slack:U1")]
+
+
+async def test_reject_of_an_active_record_erases_nothing(
+    store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    await store.write(ORG, [fact("already active")])
+    assert await store.reject(ORG, "mem:org:acme:1", "user:slack:U1") is False
+    assert (await row(schema, "mem:org:acme:1"))[:2] == ("active", "already active")
+
+
+async def test_expire_pending_erases_the_old_pending_of_every_scope(
+    store: PostgresMemoryStore, schema: TempSchema, clock: Clock
+) -> None:
+    await store.write_pending(ORG, [fact("old waiting")])
+    await store.write_pending("org:other", [fact("old waiting elsewhere")])
+    await store.write(ORG, [fact("old but active")])
+    clock.now += 10 * DAY
+    await store.write_pending(ORG, [fact("fresh waiting")])
+    assert await store.expire_pending(NOW + DAY) == 2
+    assert [r.text for r in await store.pending(ORG, 10)] == ["fresh waiting"]
+    assert await store.pending("org:other", 10) == []
+    assert (await row(schema, "mem:org:acme:1"))[::4] == ("forgotten", "expired")
+    assert [r.text for r in await store.list(ORG, 10)] == ["old but active"]
+    [expired] = await store.curation_log("org:other", "mem:org:other:1", 10)
+    assert (expired.action, expired.actor, expired.at) == ("expired", "system", NOW + 10 * DAY)
+
+
+async def test_pending_beyond_the_cap_expire_oldest_first(schema: TempSchema, clock: Clock) -> None:
+    store = PostgresMemoryStore(schema.dsn, cap=2, clock=clock, application_name=unique_application_name())
+    try:
+        await store.write_pending(ORG, [fact("waiting one"), fact("waiting two")])
+        result = await store.write_pending(ORG, [fact("waiting three")])
+        assert result == WriteResult(inserted=1, evicted=1)
+        assert [r.text for r in await store.pending(ORG, 10)] == ["waiting three", "waiting two"]
+        assert (await row(schema, "mem:org:acme:1"))[1::3] == ("", "expired")
+    finally:
+        await store.aclose()
+
+
+async def test_an_approval_whose_log_entry_cannot_be_written_changes_nothing(
+    store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    await store.write_pending(ORG, [fact("deploys freeze in december")])
+    await schema_rows(
+        schema, "ALTER TABLE memory_curation_log ADD CONSTRAINT no_approvals CHECK (action <> 'approved')"
+    )
+    with pytest.raises(MemoryStoreError, match="approve"):
+        await store.approve(ORG, "mem:org:acme:1", "user:slack:U1")
+    assert [r.id for r in await store.pending(ORG, 10)] == ["mem:org:acme:1"]
+    assert await documents(schema) == 0
+
+
+async def test_a_rejection_whose_log_entry_cannot_be_written_keeps_the_record(
+    store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    await store.write_pending(ORG, [fact("deploys freeze in december")])
+    await schema_rows(
+        schema, "ALTER TABLE memory_curation_log ADD CONSTRAINT no_rejections CHECK (action <> 'rejected')"
+    )
+    with pytest.raises(MemoryStoreError, match="reject"):
+        await store.reject(ORG, "mem:org:acme:1", "user:slack:U1")
+    assert (await row(schema, "mem:org:acme:1"))[:2] == ("pending", "deploys freeze in december")
+
+
+async def test_a_bad_actor_or_limit_is_refused_naming_it(store: PostgresMemoryStore) -> None:
+    with pytest.raises(ValueError, match="actor"):
+        await store.approve(ORG, "mem:org:acme:1", "")
+    with pytest.raises(ValueError, match="limit"):
+        await store.pending(ORG, 0)
