@@ -1,93 +1,76 @@
 """The curation log (`memory_curation_log`: who approved, edited, rejected, merged or forgot which
-record, when; never text) and a record's chain of versions, walked both ways along `supersedes`:
-its history, and the forget that erases every version's text."""
+record, when; never text), kept like the read audit for the audit's retention, and a record's chain
+of versions gathered as `memory.rules.curation.ChainWalk` asks: its history, and the forget that
+erases every version's text."""
 
 from __future__ import annotations
 
 import builtins
 from collections.abc import Sequence
-from typing import Final, get_args
+from typing import Final
 
 from psycopg.rows import TupleRow
 
+from memory.rules.curation import ChainWalk, history_of
 from memory.stores.postgres.erasure import erase_rows
-from memory.stores.postgres.rows import Connection
-from memory.stores.postgres.sql import _LOCK_SCOPE
-from memory.stores.sql_common import _STATUSES
+from memory.stores.postgres.rows import Connection, own_seq, row_record
+from memory.stores.postgres.sql import _COLUMNS, _LOCK_SCOPE
 from memory.types import (
+    CURATION_ACTIONS,
+    ERASE_REASONS,
     CurationAction,
     CurationEntry,
     EraseReason,
+    MemoryRecord,
     RecordVersion,
 )
 
-_INSERT_ENTRY: Final = """
-    INSERT INTO memory_curation_log (record_id, scope_key, action, actor, at, related_id)
-    VALUES (%s, %s, %s, %s, %s, %s)
+_ENTRY_COLUMNS: Final = "record_id, scope_key, action, actor, at, related_id"
+
+_INSERT_ENTRY: Final = f"INSERT INTO memory_curation_log ({_ENTRY_COLUMNS}) VALUES (%s, %s, %s, %s, %s, %s)"
+
+# Entries past the audit's retention, dropped by the next action that logs: SKIP LOCKED, so two
+# scopes' transactions purging at once never wait on (or deadlock with) each other.
+_PURGE_ENTRIES: Final = """
+    DELETE FROM memory_curation_log WHERE entry_id IN
+        (SELECT entry_id FROM memory_curation_log WHERE at < %s FOR UPDATE SKIP LOCKED)
 """
 
-_SELECT_ENTRIES: Final = """
-    SELECT record_id, scope_key, action, actor, at, related_id FROM memory_curation_log
-    WHERE scope_key = %(scope)s AND (record_id = %(id)s OR related_id = %(id)s)
+_SELECT_ENTRIES: Final = f"""
+    SELECT {_ENTRY_COLUMNS} FROM memory_curation_log
+    WHERE scope_key = %(scope)s AND (record_id = %(id)s OR related_id = %(id)s) AND at >= %(since)s
     ORDER BY at DESC, entry_id DESC LIMIT %(n)s
 """
 
-_SELECT_CHAIN_ENTRIES: Final = """
-    SELECT record_id, scope_key, action, actor, at, related_id FROM memory_curation_log
-    WHERE scope_key = %s AND record_id = ANY(%s) ORDER BY at, entry_id
+_SELECT_CHAIN_ENTRIES: Final = f"""
+    SELECT {_ENTRY_COLUMNS} FROM memory_curation_log
+    WHERE scope_key = %s AND record_id = ANY(%s) AND at >= %s ORDER BY at, entry_id
 """
 
-# Every version linked to the record by `supersedes`, either way (UNION: a cycle ends the walk). An
-# older version is found by its seq, the id's last part: the primary key, not a scan of the scope.
-_CHAIN: Final = """
-    WITH RECURSIVE chain (id, supersedes) AS (
-        SELECT id, supersedes FROM memory_records
-        WHERE scope_key = %(scope)s AND seq = %(seq)s AND id = %(id)s
-        UNION
-        SELECT m.id, m.supersedes FROM memory_records AS m JOIN chain AS c
-            ON (m.supersedes = c.id)
-            OR (m.seq = substring(c.supersedes FROM ':([0-9]{1,18})$')::bigint AND m.id = c.supersedes)
-        WHERE m.scope_key = %(scope)s
-    )
-    SELECT id FROM chain
+_COLUMN_COUNT: Final = _COLUMNS.count(",") + 1
+
+# The rows a chain walk asks for: by id (through the primary key's seq) and by the id they supersede.
+_SELECT_LINKED: Final = f"""
+    SELECT {_COLUMNS}, erased_reason FROM memory_records
+    WHERE scope_key = %s AND ((seq = ANY(%s) AND id = ANY(%s)) OR supersedes = ANY(%s))
 """
 
-_SELECT_VERSIONS: Final = """
-    SELECT id, scope_key, status, created_at, text, source_run_id, erased_reason, erased_at
-    FROM memory_records WHERE scope_key = %s AND id = ANY(%s) ORDER BY seq
+_SELECT_ONE: Final = f"""
+    SELECT {_COLUMNS}, erased_reason FROM memory_records WHERE scope_key = %s AND seq = %s AND id = %s
 """
 
-_SELECT_ACTIVE_FOR_UPDATE: Final = """
-    SELECT id FROM memory_records WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active'
-    FOR UPDATE
-"""
+_ACTIONS: Final[dict[str, CurationAction]] = {action: action for action in CURATION_ACTIONS}  # type: ignore[misc]
+_REASONS: Final[dict[str, EraseReason]] = {reason: reason for reason in ERASE_REASONS}  # type: ignore[misc]
 
-_ACTIONS: Final[dict[str, CurationAction]] = {action: action for action in get_args(CurationAction)}
-_REASONS: Final[dict[str, EraseReason]] = {reason: reason for reason in get_args(EraseReason)}
+Erased = dict[str, EraseReason | None]
 
 
-def reflection_actor(source_run_id: str | None) -> str:
-    """Who a reflected write acts as: its run, or `reflection` when it names none."""
-    return f"run:{source_run_id}" if source_run_id else "reflection"
-
-
-def entry(
-    scope_key: str,
-    record_id: str,
-    action: CurationAction,
-    actor: str,
-    at: float,
-    related_id: str | None = None,
-) -> CurationEntry:
-    return CurationEntry(
-        record_id=record_id, scope_key=scope_key, action=action, actor=actor, at=at, related_id=related_id
-    )
-
-
-async def append_entries(conn: Connection, entries: Sequence[CurationEntry]) -> None:
-    """Inside the action's transaction: its entries, one round trip."""
+async def append_entries(conn: Connection, entries: Sequence[CurationEntry], cutoff: float) -> None:
+    """Inside the action's transaction: its entries (one round trip), and those past the retention
+    dropped."""
     if not entries:
         return
+    await conn.execute(_PURGE_ENTRIES, (cutoff,))
     async with conn.cursor() as cursor:
         await cursor.executemany(
             _INSERT_ENTRY,
@@ -108,46 +91,62 @@ def _entry_of(row: TupleRow) -> CurationEntry:
 
 
 async def read_log(
-    conn: Connection, scope_key: str, record_id: str, limit: int
+    conn: Connection, scope_key: str, record_id: str, limit: int, since: float
 ) -> builtins.list[CurationEntry]:
-    cursor = await conn.execute(_SELECT_ENTRIES, {"scope": scope_key, "id": record_id, "n": limit})
+    """Entries naming the record as their record or their related one, newest first."""
+    params = {"scope": scope_key, "id": record_id, "since": since, "n": limit}
+    cursor = await conn.execute(_SELECT_ENTRIES, params)
     return [_entry_of(row) for row in await cursor.fetchall()]
 
 
-async def chain_ids(conn: Connection, scope_key: str, seq: int, record_id: str) -> builtins.list[str]:
-    """The ids of every version in the record's chain (the record's own first, if it exists)."""
-    cursor = await conn.execute(_CHAIN, {"scope": scope_key, "seq": seq, "id": record_id})
-    return [str(row[0]) for row in await cursor.fetchall()]
+def _linked(rows: Sequence[TupleRow], erased: Erased) -> builtins.list[MemoryRecord]:
+    records = []
+    for row in rows:
+        _, record = row_record(row[:_COLUMN_COUNT])
+        reason = row[_COLUMN_COUNT]
+        erased[record.id] = None if reason is None else _REASONS.get(str(reason))
+        records.append(record)
+    return records
+
+
+async def find(
+    conn: Connection, scope_key: str, seq: int, record_id: str, *, lock: bool = False
+) -> tuple[MemoryRecord, Erased] | None:
+    """The row with this id (any status; `lock`: FOR UPDATE), and why it was erased (None: it was not)."""
+    cursor = await conn.execute(_SELECT_ONE + (" FOR UPDATE" if lock else ""), (scope_key, seq, record_id))
+    row = await cursor.fetchone()
+    if row is None:
+        return None
+    erased: Erased = {}
+    [record] = _linked([row], erased)
+    return record, erased
+
+
+async def walk(conn: Connection, start: MemoryRecord, erased: Erased) -> ChainWalk:
+    """The start's chain gathered as the rules ask (by id and by superseded id); `erased` learns why
+    each row met on the way was erased."""
+    chain = ChainWalk(start)
+    while True:
+        ids, successors = chain.wanted()
+        if not ids and not successors:
+            return chain
+        seqs = [seq for seq in (own_seq(start.scope_key, i) for i in ids) if seq is not None]
+        cursor = await conn.execute(_SELECT_LINKED, (start.scope_key, seqs, ids, successors))
+        chain.add(_linked(await cursor.fetchall(), erased))
 
 
 async def read_history(
-    conn: Connection, scope_key: str, seq: int, record_id: str
+    conn: Connection, scope_key: str, seq: int, record_id: str, since: float
 ) -> builtins.list[RecordVersion]:
-    """Every version of the chain, oldest first, each with the entries naming it as `record_id`."""
-    ids = await chain_ids(conn, scope_key, seq, record_id)
-    if not ids:
+    """Every version of the chain, oldest first, each with the entries naming it as its record."""
+    found = await find(conn, scope_key, seq, record_id)
+    if found is None:
         return []
-    cursor = await conn.execute(_SELECT_CHAIN_ENTRIES, (scope_key, ids))
-    by_record: dict[str, builtins.list[CurationEntry]] = {}
-    for row in await cursor.fetchall():
-        found = _entry_of(row)
-        by_record.setdefault(found.record_id, []).append(found)
-    cursor = await conn.execute(_SELECT_VERSIONS, (scope_key, ids))
-    versions = []
-    for version_id, scope, status, created_at, text, run_id, reason, erased_at in await cursor.fetchall():
-        versions.append(
-            RecordVersion(
-                id=str(version_id),
-                scope_key=str(scope),
-                status=_STATUSES[str(status)],
-                created_at=float(created_at),
-                text=None if erased_at is not None else str(text),
-                source_run_id=None if run_id is None else str(run_id),
-                erased_reason=None if reason is None else _REASONS[str(reason)],
-                entries=tuple(by_record.get(str(version_id), ())),
-            )
-        )
-    return versions
+    start, erased = found
+    versions = (await walk(conn, start, erased)).versions()
+    cursor = await conn.execute(_SELECT_CHAIN_ENTRIES, (scope_key, [v.id for v in versions], since))
+    entries = [_entry_of(row) for row in await cursor.fetchall()]
+    return history_of(versions, {v.id: erased.get(v.id) for v in versions}, entries)
 
 
 async def forget_chain(
@@ -156,9 +155,11 @@ async def forget_chain(
     """Inside a transaction, under the scope's lock (no edit can add a version meanwhile): when the
     record is active, erase the text of every version in its chain, reason `forgotten`."""
     await conn.execute(_LOCK_SCOPE, (scope_key,))
-    cursor = await conn.execute(_SELECT_ACTIVE_FOR_UPDATE, (scope_key, seq, record_id))
-    if await cursor.fetchone() is None:
+    found = await find(conn, scope_key, seq, record_id, lock=True)
+    if found is None or found[0].status != "active" or found[1].get(record_id) is not None:
         return False
-    ids = await chain_ids(conn, scope_key, seq, record_id)
-    await erase_rows(conn, scrub, "scope_key = %s AND id = ANY(%s)", (scope_key, ids), "forgotten", now)
+    start, erased = found
+    versions = (await walk(conn, start, erased)).versions()
+    seqs = [own_seq(scope_key, v.id) for v in versions]
+    await erase_rows(conn, scrub, "scope_key = %s AND seq = ANY(%s)", (scope_key, seqs), "forgotten", now)
     return True

@@ -4,7 +4,8 @@ A pending row is a row like any other but for its status: every read (`status = 
 active-only full-text and stem indexes, the document frequencies and the scope's vectors leave it out
 until `approve` flips it, counts its stems and moves the scope's vector generation — in one
 transaction, so every replica's next read sees it. Each action appends its curation entries in the
-transaction of the change it records.
+transaction of the change it records. What folds, what expires over the cap and what an approval
+writes: memory/rules (curation, engine) decide; an approval is planned by `plan_write` as a write is.
 """
 
 from __future__ import annotations
@@ -12,21 +13,31 @@ from __future__ import annotations
 import asyncio
 import builtins
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass
 from typing import Final
 
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
 from memory.ranking.vectors import GENERATION_TERM, to_blob
-from memory.rules.engine import fold_into, mint_record, plan_eviction, plan_write
+from memory.rules.curation import (
+    SYSTEM_ACTOR,
+    approval_candidate,
+    approved_record,
+    entry,
+    pending_record,
+    pending_to_expire,
+    plan_pending,
+    run_actor,
+)
+from memory.rules.engine import WritePlan, plan_eviction, plan_write
 from memory.rules.restate import meaning_key
-from memory.stores.postgres.curation import append_entries, entry, reflection_actor
-from memory.stores.postgres.erasure import ScrubList, erased_rows
+from memory.rules.retention import Retention
+from memory.stores.postgres.curation import append_entries, walk
+from memory.stores.postgres.erasure import ScrubList, erase_rows, erased_rows
 from memory.stores.postgres.rows import Connection, Row, fetch_rows, one, own_seq
 from memory.stores.postgres.sql import (
     _ADD_TERMS,
-    _BUMP_DEDUP,
     _COLUMNS,
     _COUNT_ACTIVE,
     _EVICT,
@@ -39,7 +50,7 @@ from memory.stores.postgres.sql import (
     _SUPERSEDE,
 )
 from memory.stores.postgres.terms import uncount
-from memory.stores.postgres.writes import _insert
+from memory.stores.postgres.writes import _fold, _insert, _write_pool
 from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, WriteResult
 
 # A pending write folds a restatement into an active or a pending record alike.
@@ -55,34 +66,44 @@ _SELECT_PENDING: Final = f"""
     ORDER BY seq DESC LIMIT %s
 """
 
+_SELECT_ALL_PENDING: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'pending' ORDER BY seq
+"""
+
 _SELECT_ONE_PENDING: Final = f"""
     SELECT {_COLUMNS} FROM memory_records
     WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'pending'
 """
 
-# The pending rows past the scope's cap, oldest first: they expire to make room.
-_SELECT_PENDING_OVER_CAP: Final = """
-    SELECT seq FROM memory_records WHERE scope_key = %s AND status = 'pending' ORDER BY seq DESC OFFSET %s
-"""
-
-_APPROVE: Final = """
-    UPDATE memory_records SET status = 'active'
+_ACTIVATE: Final = """
+    UPDATE memory_records SET status = 'active', supersedes = %s
     WHERE scope_key = %s AND seq = %s AND status = 'pending' RETURNING stems
 """
+
+_PENDING_SEQS: Final = "scope_key = %s AND status = 'pending' AND seq = ANY(%s)"
 
 Clock = Callable[[], float]
 
 
+@dataclass(frozen=True, slots=True)
+class Approval:
+    """What an approval did: the active record it left (the pending one, or the one it folded into)."""
+
+    record: MemoryRecord
+    folded: bool
+    superseded: str | None
+    evicted: int
+
+
 async def _pending_pool(conn: Connection, scope_key: str, candidate: MemoryCandidate) -> builtins.list[Row]:
-    """The rows a pending candidate is planned against: the active record it corrects, else the
-    active and pending records it restates."""
-    if candidate.supersedes:
-        seq = own_seq(scope_key, candidate.supersedes)
-        if seq is None:
-            return []
-        return await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, seq, candidate.supersedes))
+    """Exactly the rows `plan_pending` reads: the live rows with the candidate's meaning key (seq
+    order) and the active row it names to supersede."""
     norm = meaning_key(candidate.text)
-    return await fetch_rows(conn, _SELECT_SAME_NORM_LIVE, (scope_key, norm, norm))
+    rows = await fetch_rows(conn, _SELECT_SAME_NORM_LIVE, (scope_key, norm, norm))
+    seq = None if not candidate.supersedes else own_seq(scope_key, candidate.supersedes)
+    if seq is not None and all(record.id != candidate.supersedes for _, record in rows):
+        rows += await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, seq, candidate.supersedes))
+    return rows
 
 
 async def write_pending(
@@ -91,11 +112,12 @@ async def write_pending(
     batch: Sequence[MemoryCandidate],
     cap: int,
     clock: Clock,
+    retention: Retention,
     scrub: ScrubList,
 ) -> WriteResult:
-    """One transaction under the scope's lock: each candidate folds into the record it restates or
-    waits as a new pending record (naming the record it would correct); then the oldest pending
-    beyond the cap expire."""
+    """One transaction under the scope's lock: the scope's expired records erased (as a write does),
+    each candidate folded into the live record it restates or waiting as a new pending one, then the
+    oldest pending beyond the cap expired (`evicted` counts them)."""
     inserted = deduped = 0
     entries: builtins.list[CurationEntry] = []
     async with pool.connection() as conn, conn.transaction():
@@ -103,36 +125,32 @@ async def write_pending(
         cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
         seq = int(one(await cursor.fetchone()))
         now = clock()
+        sets = await scrub.of(conn)
+        cutoff = retention.cutoff(scope_key, now)
+        if cutoff is not None:
+            await erase_rows(
+                conn, sets, "scope_key = %s AND created_at < %s", (scope_key, cutoff), "expired", now
+            )
         for candidate in batch:
             lookup = await _pending_pool(conn, scope_key, candidate)
-            # A pending record is planned against like an active one: the same dedup and supersede rule.
-            plan = plan_write(
-                scope_key, candidate, [replace(record, status="active") for _, record in lookup]
-            )
-            if plan.action == "dedup" and plan.dedup_id is not None:
+            plan = plan_pending(scope_key, candidate, [record for _, record in lookup])
+            if plan.action == "dedup":
                 target_seq, target = next(row for row in lookup if row[1].id == plan.dedup_id)
-                folded = fold_into(target, candidate, now)
-                await conn.execute(
-                    _BUMP_DEDUP, (folded.last_used_at, folded.observed_at, scope_key, target_seq)
-                )
-                entries.append(
-                    entry(scope_key, target.id, "folded", reflection_actor(candidate.source_run_id), now)
-                )
+                await _fold(conn, target_seq, target, candidate, now)
+                entries.append(entry(target, "folded", run_actor(candidate.source_run_id), now))
                 deduped += 1
                 continue
             seq += 1
-            minted = mint_record(scope_key, seq, candidate, now, plan.supersede_id)
-            await _insert(conn, seq, replace(minted, status="pending"))
+            await _insert(conn, seq, pending_record(scope_key, seq, candidate, now, plan))
             inserted += 1
-        cursor = await conn.execute(_SELECT_PENDING_OVER_CAP, (scope_key, cap))
-        over = [int(row[0]) for row in await cursor.fetchall()]
-        expired = []
+        waiting = await fetch_rows(conn, _SELECT_ALL_PENDING, (scope_key,))
+        doomed = set(pending_to_expire([record for _, record in waiting], cap))
+        over = [(row_seq, record) for row_seq, record in waiting if record.id in doomed]
         if over:
-            where = "scope_key = %s AND status = 'pending' AND seq = ANY(%s)"
-            expired = await erased_rows(conn, await scrub.of(conn), where, (scope_key, over), "expired", now)
-            entries.extend(entry(scope, record_id, "expired", "system", now) for scope, record_id in expired)
-        await append_entries(conn, entries)
-    return WriteResult(inserted=inserted, deduped=deduped, evicted=len(expired))
+            await erase_rows(conn, sets, _PENDING_SEQS, (scope_key, [s for s, _ in over]), "expired", now)
+            entries.extend(entry(record, "expired", SYSTEM_ACTOR, now) for _, record in over)
+        await append_entries(conn, entries, retention.audit_cutoff(now))
+    return WriteResult(inserted=inserted, deduped=deduped, evicted=len(over))
 
 
 async def pending_records(
@@ -152,10 +170,13 @@ async def approve(
     cap: int,
     embedder: Embedder | None,
     clock: Clock,
-) -> MemoryRecord | None:
-    """One transaction under the scope's lock: the pending record made active and counted (its
-    stems, a new vector generation), the record it corrects superseded, the scope evicted over its
-    cap — as its write would have, had it not waited."""
+    retention: Retention,
+    scrub: ScrubList,
+) -> Approval | None:
+    """One transaction under the scope's lock: the pending record planned as its write would be —
+    folded into an active record of the same meaning (and erased, reason `merged`), or made active
+    and counted (its stems, its vector, a new vector generation), superseding what it corrects, the
+    scope evicted over its cap. None when it is not pending."""
     vector = None
     if embedder is not None:  # off the loop, before the scope's lock is taken
         async with pool.connection() as conn:
@@ -168,26 +189,39 @@ async def approve(
         found = await fetch_rows(conn, _SELECT_ONE_PENDING + " FOR UPDATE", (scope_key, seq, record_id))
         if not found:
             return None
-        record = replace(found[0][1], status="active")
-        now = clock()
-        cursor = await conn.execute(_APPROVE, (scope_key, seq))
-        stems = one(await cursor.fetchone())
-        await conn.execute(_ADD_TERMS, (scope_key, ["", *(stems or ())]))
+        record, now = found[0][1], clock()
+        chain = await walk(conn, record, {})
+        candidate = approval_candidate(record, chain.target())
+        lookup = await _write_pool(conn, scope_key, candidate)
+        plan = plan_write(scope_key, candidate, [r for _, r in lookup])
+        if plan.action == "dedup":
+            target_seq, target = next(row for row in lookup if row[1].id == plan.dedup_id)
+            await _fold(conn, target_seq, target, candidate, now)
+            await erase_rows(conn, await scrub.of(conn), _PENDING_SEQS, (scope_key, [seq]), "merged", now)
+            entries = [
+                entry(record, "approved", actor, now, target.id),
+                entry(target, "folded", actor, now, record.id),
+            ]
+            await append_entries(conn, entries, retention.audit_cutoff(now))
+            [(_, survivor)] = await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, target_seq, target.id))
+            return Approval(survivor, folded=True, superseded=None, evicted=0)
+        approved = approved_record(
+            record, WritePlan("insert", supersede_id=plan.supersede_id), chain.versions()
+        )
+        entries = [entry(record, "approved", actor, now)]
+        if plan.supersede_id is not None:
+            cursor = await conn.execute(_SUPERSEDE, (scope_key, own_seq(scope_key, plan.supersede_id)))
+            await uncount(conn, scope_key, await cursor.fetchall())
+            by = run_actor(record.source_run_id)
+            entries.insert(0, CurationEntry(plan.supersede_id, scope_key, "superseded", by, now, record.id))
+        cursor = await conn.execute(_ACTIVATE, (approved.supersedes, scope_key, seq))
+        await conn.execute(_ADD_TERMS, (scope_key, ["", *(one(await cursor.fetchone()) or ())]))
         if vector is not None and embedder is not None:
             await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
         await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
-        entries = [entry(scope_key, record_id, "approved", actor, now)]
-        corrected = None if record.supersedes is None else own_seq(scope_key, record.supersedes)
-        if record.supersedes is not None and corrected is not None:
-            cursor = await conn.execute(_SUPERSEDE, (scope_key, corrected))
-            retired = await cursor.fetchall()
-            if retired:  # still active: the correction lands now
-                await uncount(conn, scope_key, retired)
-                by = reflection_actor(record.source_run_id)
-                entries.append(entry(scope_key, record.supersedes, "superseded", by, now, record_id))
-        await append_entries(conn, entries)
-        await evict_over_cap(conn, scope_key, cap)
-    return record
+        await append_entries(conn, entries, retention.audit_cutoff(now))
+        evicted = await evict_over_cap(conn, scope_key, cap)
+    return Approval(approved, folded=False, superseded=plan.supersede_id, evicted=evicted)
 
 
 async def evict_over_cap(conn: Connection, scope_key: str, cap: int) -> int:
@@ -212,6 +246,7 @@ async def reject(
     record_id: str,
     actor: str,
     now: float,
+    log_cutoff: float,
 ) -> bool:
     """One transaction: the pending record erased (reason `rejected`) and the rejection logged."""
     async with pool.connection() as conn, conn.transaction():
@@ -219,19 +254,24 @@ async def reject(
         erased = await erased_rows(
             conn, await scrub.of(conn), where, (scope_key, seq, record_id), "rejected", now
         )
-        await append_entries(conn, [entry(scope_key, record_id, "rejected", actor, now) for _ in erased])
+        rejected = [CurationEntry(record_id, scope_key, "rejected", actor, now) for _ in erased]
+        await append_entries(conn, rejected, log_cutoff)
     return bool(erased)
 
 
 async def expire_pending(
-    pool: AsyncConnectionPool[Connection], scrub: ScrubList, older_than: float, actor: str, now: float
+    pool: AsyncConnectionPool[Connection],
+    scrub: ScrubList,
+    older_than: float,
+    actor: str,
+    now: float,
+    log_cutoff: float,
 ) -> int:
     """One transaction over every scope: each pending record created before `older_than` erased
     (reason `expired`), each expiry logged."""
     async with pool.connection() as conn, conn.transaction():
         where = "status = 'pending' AND created_at < %s"
         erased = await erased_rows(conn, await scrub.of(conn), where, (older_than,), "expired", now)
-        await append_entries(
-            conn, [entry(scope, record_id, "expired", actor, now) for scope, record_id in erased]
-        )
+        expired = [CurationEntry(record_id, scope, "expired", actor, now) for scope, record_id in erased]
+        await append_entries(conn, expired, log_cutoff)
     return len(erased)

@@ -285,6 +285,8 @@ _CURATION_SCHEMA: Final[tuple[str, ...]] = (
     )
     """,
     "CREATE INDEX IF NOT EXISTS memory_curation_log_record ON memory_curation_log (scope_key, record_id)",
+    # Entries past the audit's retention are dropped by the next action that logs.
+    "CREATE INDEX IF NOT EXISTS memory_curation_log_at ON memory_curation_log (at)",
     "CREATE INDEX IF NOT EXISTS memory_curation_log_related"
     " ON memory_curation_log (scope_key, related_id) WHERE related_id IS NOT NULL",
     # A record's chain of versions, walked both ways along `supersedes`.

@@ -16,6 +16,7 @@ from memory.ranking.vectors import (
     Progress,
     to_blob,
 )
+from memory.rules.curation import entry, run_actor
 from memory.rules.engine import (
     fold_into,
     mint_record,
@@ -26,7 +27,7 @@ from memory.rules.engine import (
 from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.rules.scorer import record_tokens
-from memory.stores.postgres.curation import append_entries, entry, reflection_actor
+from memory.stores.postgres.curation import append_entries
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, Row, fetch_rows, one, own_seq
 from memory.stores.postgres.sql import (
@@ -140,9 +141,7 @@ async def write_batch(
             if plan.action == "dedup" and plan.dedup_id is not None:
                 target = next(record for _, record in lookup if record.id == plan.dedup_id)
                 await _fold(conn, seqs[plan.dedup_id], target, candidate, now)
-                entries.append(
-                    entry(scope_key, plan.dedup_id, "folded", reflection_actor(candidate.source_run_id), now)
-                )
+                entries.append(entry(target, "folded", run_actor(candidate.source_run_id), now))
                 deduped += 1
                 continue
             if plan.supersede_id is not None:
@@ -152,15 +151,14 @@ async def write_batch(
             seq += 1
             await _insert(conn, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
             if plan.supersede_id is not None:
-                actor = reflection_actor(candidate.source_run_id)
-                entries.append(
-                    entry(scope_key, plan.supersede_id, "superseded", actor, now, record_id(scope_key, seq))
-                )
+                new_id = record_id(scope_key, seq)
+                by = run_actor(candidate.source_run_id)
+                entries.append(CurationEntry(plan.supersede_id, scope_key, "superseded", by, now, new_id))
             if vectors is not None and embedder is not None:
                 blob = to_blob(vectors[index])
                 await conn.execute(_SET_VECTOR, (blob, embedder.name, scope_key, seq))
             inserted += 1
-        await append_entries(conn, entries)
+        await append_entries(conn, entries, retention.audit_cutoff(now))
         cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
         if int(one(await cursor.fetchone())) > cap:
             active = await fetch_rows(conn, _SELECT_ACTIVE, (scope_key,))

@@ -4,6 +4,7 @@ each with its curation entry in the same transaction. Every test owns a fresh sc
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -94,27 +95,6 @@ async def test_a_pending_record_is_in_no_read_and_not_counted(
     )
 
 
-async def test_pending_lists_newest_first_and_only_its_scope(store: PostgresMemoryStore) -> None:
-    await store.write_pending(ORG, [fact("first waiting"), fact("second waiting")])
-    await store.write_pending("org:other", [fact("elsewhere waiting")])
-    assert [r.id for r in await store.pending(ORG, 10)] == ["mem:org:acme:2", "mem:org:acme:1"]
-    assert [r.id for r in await store.pending(ORG, 1)] == ["mem:org:acme:2"]
-
-
-async def test_a_pending_restatement_folds_into_the_active_or_pending_record_and_is_logged(
-    store: PostgresMemoryStore,
-) -> None:
-    await store.write(ORG, [fact("Deploys run on Tuesdays")])
-    await store.write_pending(ORG, [fact("deploys freeze in december")])
-    result = await store.write_pending(
-        ORG, [fact("deploys run on tuesdays!"), fact("Deploys freeze in December.")]
-    )
-    assert result == WriteResult(deduped=2)
-    assert [r.id for r in await store.pending(ORG, 10)] == ["mem:org:acme:2"]
-    log = await store.curation_log(ORG, "mem:org:acme:2", 10)
-    assert [(e.action, e.actor) for e in log] == [("folded", "run:run-1")]
-
-
 async def test_approve_brings_the_record_into_reads_and_counts_and_logs_who(
     store: PostgresMemoryStore, schema: TempSchema
 ) -> None:
@@ -128,44 +108,6 @@ async def test_approve_brings_the_record_into_reads_and_counts_and_logs_who(
     assert await store.curation_log(ORG, "mem:org:acme:1", 10) == [
         CurationEntry("mem:org:acme:1", ORG, "approved", "user:slack:U1", NOW)
     ]
-
-
-async def test_approve_of_what_is_not_pending_is_none_and_logs_nothing(store: PostgresMemoryStore) -> None:
-    await store.write(ORG, [fact("already active")])
-    assert await store.approve(ORG, "mem:org:acme:1", "user:slack:U1") is None
-    assert await store.approve(ORG, "mem:org:acme:9", "user:slack:U1") is None
-    assert await store.approve(ORG, "mem:org:other:1", "user:slack:U1") is None
-    assert await store.curation_log(ORG, "mem:org:acme:1", 10) == []
-
-
-async def test_an_approved_correction_supersedes_then_and_not_before(store: PostgresMemoryStore) -> None:
-    await store.write(ORG, [fact("deploys run on tuesdays")])
-    await store.write_pending(ORG, [fact("deploys run on thursdays", supersedes="mem:org:acme:1")])
-    assert [r.id for r in await store.list(ORG, 10)] == ["mem:org:acme:1"]  # the correction waits
-    approved = await store.approve(ORG, "mem:org:acme:2", "user:slack:U1")
-    assert approved is not None and approved.supersedes == "mem:org:acme:1"
-    assert [r.id for r in await store.list(ORG, 10)] == ["mem:org:acme:2"]
-    [superseded] = await store.curation_log(ORG, "mem:org:acme:1", 10)
-    assert (superseded.action, superseded.related_id, superseded.actor) == (
-        "superseded",
-        "mem:org:acme:2",
-        "run:run-1",
-    )
-
-
-async def test_approve_evicts_over_the_cap_as_a_write_would(schema: TempSchema, clock: Clock) -> None:
-    store = PostgresMemoryStore(schema.dsn, cap=2, clock=clock, application_name=unique_application_name())
-    try:
-        await store.write(ORG, [fact("oldest active")])
-        clock.now += 1
-        await store.write(ORG, [fact("newer active")])
-        await store.write_pending(ORG, [fact("waiting one")])
-        assert len(await store.list(ORG, 10)) == 2
-        await store.approve(ORG, "mem:org:acme:3", "user:slack:U1")
-        assert [r.id for r in await store.list(ORG, 10)] == ["mem:org:acme:3", "mem:org:acme:2"]
-        assert (await row(schema, "mem:org:acme:1"))[0] == "evicted"
-    finally:
-        await store.aclose()
 
 
 async def test_approve_gives_the_record_its_vector_and_none_while_pending(
@@ -197,14 +139,6 @@ async def test_reject_erases_the_text_and_logs_it_once(
     assert [(e.action, e.actor) for e in log] == [("rejected", "user:slack:U1")]
 
 
-async def test_reject_of_an_active_record_erases_nothing(
-    store: PostgresMemoryStore, schema: TempSchema
-) -> None:
-    await store.write(ORG, [fact("already active")])
-    assert await store.reject(ORG, "mem:org:acme:1", "user:slack:U1") is False
-    assert (await row(schema, "mem:org:acme:1"))[:2] == ("active", "already active")
-
-
 async def test_expire_pending_erases_the_old_pending_of_every_scope(
     store: PostgresMemoryStore, schema: TempSchema, clock: Clock
 ) -> None:
@@ -220,18 +154,6 @@ async def test_expire_pending_erases_the_old_pending_of_every_scope(
     assert [r.text for r in await store.list(ORG, 10)] == ["old but active"]
     [expired] = await store.curation_log("org:other", "mem:org:other:1", 10)
     assert (expired.action, expired.actor, expired.at) == ("expired", "system", NOW + 10 * DAY)
-
-
-async def test_pending_beyond_the_cap_expire_oldest_first(schema: TempSchema, clock: Clock) -> None:
-    store = PostgresMemoryStore(schema.dsn, cap=2, clock=clock, application_name=unique_application_name())
-    try:
-        await store.write_pending(ORG, [fact("waiting one"), fact("waiting two")])
-        result = await store.write_pending(ORG, [fact("waiting three")])
-        assert result == WriteResult(inserted=1, evicted=1)
-        assert [r.text for r in await store.pending(ORG, 10)] == ["waiting three", "waiting two"]
-        assert (await row(schema, "mem:org:acme:1"))[1::3] == ("", "expired")
-    finally:
-        await store.aclose()
 
 
 async def test_an_approval_whose_log_entry_cannot_be_written_changes_nothing(
@@ -259,8 +181,39 @@ async def test_a_rejection_whose_log_entry_cannot_be_written_keeps_the_record(
     assert (await row(schema, "mem:org:acme:1"))[:2] == ("pending", "deploys freeze in december")
 
 
-async def test_a_bad_actor_or_limit_is_refused_naming_it(store: PostgresMemoryStore) -> None:
-    with pytest.raises(ValueError, match="actor"):
-        await store.approve(ORG, "mem:org:acme:1", "")
-    with pytest.raises(ValueError, match="limit"):
-        await store.pending(ORG, 0)
+async def test_two_stores_approving_one_record_at_once_approve_it_once(
+    store: PostgresMemoryStore, schema: TempSchema, clock: Clock
+) -> None:
+    other = PostgresMemoryStore(schema.dsn, clock=clock, application_name=unique_application_name())
+    try:
+        await store.write_pending(ORG, [fact("deploys freeze in december")])
+        results = await asyncio.gather(
+            store.approve(ORG, "mem:org:acme:1", "user:slack:U1"),
+            other.approve(ORG, "mem:org:acme:1", "user:slack:U2"),
+        )
+        assert sum(result is not None for result in results) == 1
+        assert [e.action for e in await store.curation_log(ORG, "mem:org:acme:1", 10)] == ["approved"]
+        assert await documents(schema) == 1
+    finally:
+        await other.aclose()
+
+
+async def test_another_store_with_warm_vectors_finds_an_approval_by_meaning_at_once(
+    schema: TempSchema, clock: Clock
+) -> None:
+    embedder = ConceptEmbedder()
+    approving, reading = (
+        PostgresMemoryStore(
+            schema.dsn, clock=clock, embedder=embedder, application_name=unique_application_name()
+        )
+        for _ in range(2)
+    )
+    try:
+        await approving.write(ORG, [fact("lunch menu pasta")])
+        await approving.write_pending(ORG, [fact("rollout notes")])
+        assert await reading.retrieve(ORG, "when is the release?", 5) == []  # its vectors are cached now
+        await approving.approve(ORG, "mem:org:acme:2", "user:slack:U1")
+        assert [r.id for r in await reading.retrieve(ORG, "when is the release?", 5)] == ["mem:org:acme:2"]
+    finally:
+        await approving.aclose()
+        await reading.aclose()
