@@ -186,6 +186,7 @@ async def test_two_stores_approving_one_record_at_once_approve_it_once(
 ) -> None:
     other = PostgresMemoryStore(schema.dsn, clock=clock, application_name=unique_application_name())
     try:
+        await other.open()
         await store.write_pending(ORG, [fact("deploys freeze in december")])
         results = await asyncio.gather(
             store.approve(ORG, "mem:org:acme:1", "user:slack:U1"),
