@@ -10,9 +10,10 @@ from collections.abc import Sequence
 from typing import Final
 
 from psycopg.rows import TupleRow
+from psycopg_pool import AsyncConnectionPool
 
 from memory.rules.curation import ChainWalk, history_of
-from memory.stores.postgres.erasure import erase_rows
+from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import Connection, own_seq, row_record
 from memory.stores.postgres.sql import _COLUMNS, _LOCK_SCOPE
 from memory.types import (
@@ -150,16 +151,23 @@ async def read_history(
 
 
 async def forget_chain(
-    conn: Connection, scrub: str, scope_key: str, seq: int, record_id: str, now: float
+    pool: AsyncConnectionPool[Connection],
+    scrub: ScrubList,
+    scope_key: str,
+    seq: int,
+    record_id: str,
+    now: float,
 ) -> bool:
-    """Inside a transaction, under the scope's lock (no edit can add a version meanwhile): when the
-    record is active, erase the text of every version in its chain, reason `forgotten`."""
-    await conn.execute(_LOCK_SCOPE, (scope_key,))
-    found = await find(conn, scope_key, seq, record_id, lock=True)
-    if found is None or found[0].status != "active" or found[1].get(record_id) is not None:
-        return False
-    start, erased = found
-    versions = (await walk(conn, start, erased)).versions()
-    seqs = [own_seq(scope_key, v.id) for v in versions]
-    await erase_rows(conn, scrub, "scope_key = %s AND seq = ANY(%s)", (scope_key, seqs), "forgotten", now)
+    """One transaction under the scope's lock (no edit can add a version meanwhile): when the record
+    is active, the text of every version in its chain erased, reason `forgotten`."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(_LOCK_SCOPE, (scope_key,))
+        found = await find(conn, scope_key, seq, record_id, lock=True)
+        if found is None or found[0].status != "active" or found[1].get(record_id) is not None:
+            return False
+        start, erased = found
+        versions = (await walk(conn, start, erased)).versions()
+        seqs = [own_seq(scope_key, v.id) for v in versions]
+        where = "scope_key = %s AND seq = ANY(%s)"
+        await erase_rows(conn, await scrub.of(conn), where, (scope_key, seqs), "forgotten", now)
     return True

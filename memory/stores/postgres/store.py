@@ -236,9 +236,7 @@ class PostgresMemoryStore(PostgresCuration):
             return False  # not an id minted in this scope: no row of this scope can hold it
         pool = await self._pool.ready()
         try:
-            async with pool.connection() as conn, conn.transaction():
-                scrub = await self._scrub.of(conn)
-                forgotten = await forget_chain(conn, scrub, scope_key, seq, record_id, self._clock())
+            forgotten = await forget_chain(pool, self._scrub, scope_key, seq, record_id, self._clock())
         except psycopg.Error as error:
             raise failure("forget", scope_key, error) from error
         log.info("memory.forget", store="postgres", scope_key=scope_key, id=record_id, forgotten=forgotten)
