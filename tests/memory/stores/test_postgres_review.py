@@ -8,6 +8,7 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from structlog.testing import capture_logs
 
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import CuratingStore, CurationEntry, MemoryStoreError, WriteResult
@@ -218,3 +219,29 @@ async def test_another_store_with_warm_vectors_finds_an_approval_by_meaning_at_o
     finally:
         await approving.aclose()
         await reading.aclose()
+
+
+async def test_every_curation_action_logs_its_event_with_ids_and_counts_only(
+    store: PostgresMemoryStore, clock: Clock
+) -> None:
+    secret = "Quokkaflight"
+    with capture_logs() as logs:
+        await store.write_pending(ORG, [fact(f"the vault code is {secret}"), fact("deploy alpha")])
+        await store.approve(ORG, "mem:org:acme:1", "user:slack:U1")
+        await store.reject(ORG, "mem:org:acme:2", "user:slack:U1")
+        await store.edit(ORG, "mem:org:acme:1", f"the vault code is {secret} again", "user:slack:U1")
+        await store.write(ORG, [fact("deploy beta")])
+        await store.merge(ORG, "mem:org:acme:3", ["mem:org:acme:4"], "user:slack:U1")
+        await store.write_pending(ORG, [fact("deploy gamma")])
+        clock.now += 15 * DAY
+        await store.expire_pending(clock.now - 14 * DAY)
+
+    def events(name: str) -> list[dict[str, object]]:
+        return [dict(entry) for entry in logs if entry["event"] == name]
+
+    assert [e["id"] for e in events("memory.approve")] == ["mem:org:acme:1"]
+    assert [e["id"] for e in events("memory.reject")] == ["mem:org:acme:2"]
+    assert [(e["id"], e["new_id"]) for e in events("memory.edit")] == [("mem:org:acme:1", "mem:org:acme:3")]
+    assert [(e["survivor"], e["merged"]) for e in events("memory.merge")] == [("mem:org:acme:3", 1)]
+    assert [e["expired"] for e in events("memory.pending_expired")] == [1]
+    assert secret.lower() not in repr(logs).lower()
