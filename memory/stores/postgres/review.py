@@ -30,7 +30,7 @@ from memory.rules.curation import (
     plan_pending,
     run_actor,
 )
-from memory.rules.engine import WritePlan, plan_eviction, plan_write
+from memory.rules.engine import plan_eviction, plan_write
 from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.stores.postgres.curation import append_entries, walk
@@ -76,7 +76,7 @@ _SELECT_ONE_PENDING: Final = f"""
 """
 
 _ACTIVATE: Final = """
-    UPDATE memory_records SET status = 'active', supersedes = %s
+    UPDATE memory_records SET status = 'active', supersedes = %s, last_used_at = %s
     WHERE scope_key = %s AND seq = %s AND status = 'pending' RETURNING stems
 """
 
@@ -205,16 +205,15 @@ async def approve(
             await append_entries(conn, entries, retention.audit_cutoff(now))
             [(_, survivor)] = await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, target_seq, target.id))
             return Approval(survivor, folded=True, superseded=None, evicted=0)
-        approved = approved_record(
-            record, WritePlan("insert", supersede_id=plan.supersede_id), chain.versions()
-        )
+        approved = approved_record(record, plan, chain.versions(), now)
         entries = [entry(record, "approved", actor, now)]
         if plan.supersede_id is not None:
             cursor = await conn.execute(_SUPERSEDE, (scope_key, own_seq(scope_key, plan.supersede_id)))
             await uncount(conn, scope_key, await cursor.fetchall())
             by = run_actor(record.source_run_id)
             entries.insert(0, CurationEntry(plan.supersede_id, scope_key, "superseded", by, now, record.id))
-        cursor = await conn.execute(_ACTIVATE, (approved.supersedes, scope_key, seq))
+        activation = (approved.supersedes, approved.last_used_at, scope_key, seq)
+        cursor = await conn.execute(_ACTIVATE, activation)
         await conn.execute(_ADD_TERMS, (scope_key, ["", *(one(await cursor.fetchone()) or ())]))
         if vector is not None and embedder is not None:
             await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
