@@ -30,10 +30,12 @@ async def erased_rows(
 ) -> builtins.list[tuple[str, str]]:
     """Inside a transaction: scrub the not-yet-erased rows matching `where` in place, and name them
     (scope key, id). An active or pending row becomes `forgotten`; an active one leaves its scope's
-    document frequencies (a stem nobody holds is dropped) — a pending one was never counted."""
+    document frequencies (a stem nobody holds is dropped) — a pending one was never counted. Rows
+    are locked in key order, so two erasures meeting on the same rows (the expiry of every scope's
+    pending records and one scope's write expiring its oldest) wait for each other, never deadlock."""
     cursor = await conn.execute(
         "WITH doomed AS (SELECT scope_key, seq, stems, status FROM memory_records"
-        f" WHERE erased_at IS NULL AND ({where}) FOR UPDATE)"
+        f" WHERE erased_at IS NULL AND ({where}) ORDER BY scope_key, seq FOR UPDATE)"
         f" UPDATE memory_records AS m SET {scrub}, erased_reason = %s, erased_at = %s,"
         " status = CASE WHEN m.status IN ('active', 'pending') THEN 'forgotten' ELSE m.status END"
         " FROM doomed WHERE m.scope_key = doomed.scope_key AND m.seq = doomed.seq"
