@@ -16,15 +16,18 @@ from memory.ranking.vectors import (
     Progress,
     to_blob,
 )
+from memory.rules.curation import entry, run_actor
 from memory.rules.engine import (
     fold_into,
     mint_record,
     plan_eviction,
     plan_write,
+    record_id,
 )
 from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.rules.scorer import record_tokens
+from memory.stores.postgres.curation import append_entries
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, Row, fetch_rows, one, own_seq
 from memory.stores.postgres.sql import (
@@ -47,6 +50,7 @@ from memory.stores.postgres.sql import (
 from memory.stores.postgres.terms import uncount
 from memory.stores.sql_common import stored_values
 from memory.types import (
+    CurationEntry,
     MemoryCandidate,
     MemoryRecord,
     WriteResult,
@@ -93,8 +97,9 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
             record.observed_at,
         ),
     )
-    await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
-    await conn.execute(_NEXT_GENERATION, (record.scope_key, GENERATION_TERM))
+    if record.status == "active":  # a pending record is counted when it is approved
+        await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
+        await conn.execute(_NEXT_GENERATION, (record.scope_key, GENERATION_TERM))
 
 
 async def write_batch(
@@ -109,6 +114,7 @@ async def write_batch(
 ) -> WriteResult:
     """Plan, apply and evict the batch in one transaction holding the scope's advisory lock."""
     inserted = deduped = superseded = evicted = 0
+    entries: builtins.list[CurationEntry] = []
     vectors = None
     if embedder is not None:  # off the loop, before the scope's lock is taken
         vectors = await asyncio.to_thread(embedder.embed, [c.text for c in batch])
@@ -135,6 +141,7 @@ async def write_batch(
             if plan.action == "dedup" and plan.dedup_id is not None:
                 target = next(record for _, record in lookup if record.id == plan.dedup_id)
                 await _fold(conn, seqs[plan.dedup_id], target, candidate, now)
+                entries.append(entry(target, "folded", run_actor(candidate.source_run_id), now))
                 deduped += 1
                 continue
             if plan.supersede_id is not None:
@@ -143,10 +150,15 @@ async def write_batch(
                 await uncount(conn, scope_key, await cursor.fetchall())
             seq += 1
             await _insert(conn, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+            if plan.supersede_id is not None:
+                new_id = record_id(scope_key, seq)
+                by = run_actor(candidate.source_run_id)
+                entries.append(CurationEntry(plan.supersede_id, scope_key, "superseded", by, now, new_id))
             if vectors is not None and embedder is not None:
                 blob = to_blob(vectors[index])
                 await conn.execute(_SET_VECTOR, (blob, embedder.name, scope_key, seq))
             inserted += 1
+        await append_entries(conn, entries, retention.audit_cutoff(now))
         cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
         if int(one(await cursor.fetchone())) > cap:
             active = await fetch_rows(conn, _SELECT_ACTIVE, (scope_key,))
