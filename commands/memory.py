@@ -16,6 +16,7 @@ from typing import Literal
 
 import structlog
 
+from commands.access import curation_refusal, note_curation
 from commands.list_filter import widened_filter
 from commands.plain import TERMINAL_SURFACES, terminal_text
 from commands.provenance import (
@@ -39,7 +40,6 @@ from memory.rules.scope import (
     ScopeKind,
     derive_scope_key,
     is_dm_conversation,
-    scope_kind,
     validate_scope_key,
 )
 from memory.rules.scorer import clean_memory_field, query_tokens
@@ -374,6 +374,7 @@ class MemoryCommands:
                 "not_found",
                 target,
             )
+        await note_curation(self._store, scope, target, "forgotten", caller)
         return done(f"🧹 Forgot {_code(target)}.", "forgotten", target, ok=True)
 
     async def _forget_user(
@@ -405,17 +406,9 @@ class MemoryCommands:
 
     def _refusal(self, scope: str, caller: Caller, caller_key: str | None) -> str | None:
         """Why this caller may not forget from `scope`, or None when they may."""
-        kind = scope_kind(scope)
-        if kind == "user":
-            if scope == caller_key:
-                return None
-            return "That record is in another person's scope; nobody can forget it for them, admins included."
-        shared = kind in ("repo", "channel") or (kind == "org" and scope == self._org_key)
-        if not shared:
-            return "That id names no scope this installation can reach (yours, a repo, a channel or the org)."
-        if not self.is_admin(caller):
-            return f"Only admins can forget records in the shared {kind} scope {_code(scope)}."
-        return None
+        return curation_refusal(
+            scope, caller, admin=self.is_admin(caller), org_key=self._org_key, verb="forget"
+        )
 
 
 def register_memory_commands(registry: CommandRegistry, commands: MemoryCommands) -> None:
