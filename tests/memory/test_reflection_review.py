@@ -71,7 +71,7 @@ async def test_under_review_org_repo_and_channel_facts_wait_and_the_persons_own_
         assert await store.list(scope, 10) == []
     assert [r.text for r in await store.list(SCOPES.user or "", 10)] == [USER_FACT]
     [event] = [e for e in logs if e["event"] == "memory.reflection"]
-    assert sorted(event["pending_scopes"]) == sorted([SCOPES.org, SCOPES.channel, SCOPES.repo])
+    assert set(event["pending_scopes"]) == {SCOPES.org, SCOPES.channel, SCOPES.repo}
     assert ORG_FACT not in str(logs)
 
 
