@@ -164,9 +164,7 @@ async def test_an_edit_and_its_history_show_both_versions_and_forgetting_erases_
     lines = history.stdout.splitlines()
     assert lines[0] == f"History of {new} — 2 versions, oldest first"
     assert (
-        f"- {record} · " in lines[1]
-        and f"· superseded · written by run:" in lines[1]
-        and ORG_FACT in lines[1]
+        f"- {record} · " in lines[1] and "· superseded · written by run:" in lines[1] and ORG_FACT in lines[1]
     )
     assert f"edited by user:cli:local → {new}" in history.stdout
     [new_line] = [line for line in lines if line.startswith(f"- {new} · ")]
