@@ -26,6 +26,7 @@ from commands.curate_render import (
     render_pending,
     version_visible,
 )
+from commands.options import parse_limit, parse_repo, split_options
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.remember import check_text, dashed
 from commands.render import code_span, is_machine_caller, store_failure
@@ -78,34 +79,15 @@ class EditRequest:
 
 def parse_pending_args(args: Sequence[str]) -> PendingRequest:
     """`[org|repo|channel|all] [--scope S] [--repo owner/name] [--limit N]`, `=` or a space."""
-    values: dict[str, str] = {}
-    words: list[str] = []
-    index = 0
-    while index < len(args):
-        token = dashed(args[index])
-        index += 1
-        if not _OPTION.match(token):
-            words.append(token)
-            continue
-        name, has_value, value = token.lstrip("-").partition("=")
-        name = name.lower()
-        if not token.startswith("--") or name not in _PENDING_OPTIONS:
-            raise UsageError(f"Unknown option {code_span(token)} (options: --scope, --repo, --limit).")
-        if name in values:
-            raise UsageError(f"`--{name}` is given twice.")
-        if not has_value:
-            if index >= len(args):
-                raise UsageError(f"`--{name}` needs a value.")
-            value, index = args[index], index + 1
-        values[name] = value
+    values, words = split_options(args, _PENDING_OPTIONS)
     if words and "scope" not in values and len(words) == 1:
         values["scope"] = words.pop()
     if words:
         raise UsageError(f"`memory pending` takes no words; got {code_span(' '.join(words))}.")
     return PendingRequest(
         scope=_pending_scope(values.get("scope", "all")),
-        repo=_repo(values["repo"]) if "repo" in values else None,
-        limit=_limit(values["limit"]) if "limit" in values else PENDING_LIMIT,
+        repo=parse_repo(values["repo"]) if "repo" in values else None,
+        limit=parse_limit(values["limit"], MAX_LIMIT) if "limit" in values else PENDING_LIMIT,
     )
 
 
@@ -137,19 +119,6 @@ def _pending_scope(value: str) -> PendingScope:
         if value.lower() == word:
             return word
     raise UsageError(f"`--scope` must be one of {', '.join(PENDING_SCOPES)}; got {code_span(value)}.")
-
-
-def _repo(value: str) -> str:
-    key = scope_key_of("repo", value)
-    if key is None:
-        raise UsageError(f"`--repo` needs owner/name; got {code_span(value)}.")
-    return key
-
-
-def _limit(value: str) -> int:
-    if value.isdigit() and 1 <= int(value) <= MAX_LIMIT:
-        return int(value)
-    raise UsageError(f"`--limit` must be a whole number from 1 to {MAX_LIMIT}; got {code_span(value)}.")
 
 
 @dataclass(frozen=True, slots=True)

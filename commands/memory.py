@@ -19,6 +19,7 @@ import structlog
 from commands.access import curation_refusal, note_curation, thread_repo
 from commands.curate import CurateCommands, register_curate_commands
 from commands.list_filter import widened_filter
+from commands.options import parse_limit, parse_repo, split_options
 from commands.plain import TERMINAL_SURFACES, terminal_text
 from commands.provenance import (
     Permalinks,
@@ -94,35 +95,15 @@ def parse_list_args(args: Sequence[str]) -> ListRequest:
     The first word is taken as the scope only when it names one and `--scope` is absent; every
     other word is filter text.
     """
-    values: dict[str, str] = {}
-    words: list[str] = []
-    index = 0
-    while index < len(args):
-        token = _TYPOGRAPHIC_DASHES.sub("--", args[index])
-        index += 1
-        if not _OPTION.match(token):
-            words.append(token)
-            continue
-        name, has_value, value = token.lstrip("-").partition("=")
-        name = name.lower()
-        if not token.startswith("--") or name not in _OPTIONS:
-            raise UsageError(f"Unknown option {_code(token)} (options: --scope, --limit, --repo).")
-        if name in values:
-            raise UsageError(f"`--{name}` is given twice.")
-        if not has_value:
-            if index >= len(args) or _OPTION.match(_TYPOGRAPHIC_DASHES.sub("--", args[index])):
-                raise UsageError(f"`--{name}` needs a value.")
-            value = args[index]
-            index += 1
-        values[name] = value
+    values, words = split_options(args, _OPTIONS)
     scope = _parse_scope(values["scope"]) if "scope" in values else None
     if scope is None and words and words[0].lower() in SCOPE_WORDS:
         scope = _parse_scope(words.pop(0))
     return ListRequest(
         scope=scope or "all",
-        limit=_parse_limit(values["limit"]) if "limit" in values else MEMORY_LIST_LIMIT,
+        limit=parse_limit(values["limit"], MEMORY_LIST_MAX_LIMIT) if "limit" in values else MEMORY_LIST_LIMIT,
         filter=" ".join(words) if words else None,
-        repo=_parse_repo(values["repo"]) if "repo" in values else None,
+        repo=parse_repo(values["repo"]) if "repo" in values else None,
     )
 
 
@@ -156,21 +137,6 @@ def _parse_scope(value: str) -> ListScope:
         if value.lower() == word:
             return word
     raise UsageError(f"`--scope` must be one of {', '.join(SCOPE_WORDS)}; got {_code(value)}.")
-
-
-def _parse_limit(value: str) -> int:
-    if _LIMIT_VALUE.match(value) and 1 <= int(value) <= MEMORY_LIST_MAX_LIMIT:
-        return int(value)
-    raise UsageError(
-        f"`--limit` must be a whole number from 1 to {MEMORY_LIST_MAX_LIMIT}; got {_code(value)}."
-    )
-
-
-def _parse_repo(value: str) -> str:
-    try:
-        return derive_scope_key("repo", value)
-    except ValueError:
-        raise UsageError(f"`--repo` needs owner/name; got {_code(value)}.") from None
 
 
 @dataclass(frozen=True, slots=True)
