@@ -139,3 +139,20 @@ async def test_a_reflection_under_review_holds_the_org_fact_keeps_the_users_and_
     assert [r.text for r in await store.pending(ORG, 10)] == ["The api deploys with make ship"]
     assert await store.list(ORG, 10) == []
     assert [r.text for r in await store.list("user:slack:U1", 10)] == ["this person likes short answers"]
+
+
+async def test_with_review_off_start_up_leaves_the_queue_alone(fake_anthropic: FakeModelServer) -> None:
+    clock = Clock(time.time() - 30 * DAY_SECONDS)
+    store = InMemoryMemoryStore(clock=clock)
+    await store.write_pending(ORG, [candidate("waiting since review was on")])
+    clock.now = time.time()
+    runtime = build_runtime(
+        settings_for(fake_anthropic, organization="acme", memory={"enabled": True}),
+        environ={},
+        memory_store=store,
+    )
+    try:
+        await runtime.start()
+    finally:
+        await runtime.providers.aclose()
+    assert [r.text for r in await store.pending(ORG, 10)] == ["waiting since review was on"]
