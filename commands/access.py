@@ -91,3 +91,15 @@ async def note_curation(
         await store.record_curation(entry)
     except Exception as error:
         log.warning("memory.curation_log_failed", id=record, action=action, error=type(error).__name__)
+
+
+async def thread_repo(caller: Caller, failure_event: str) -> str | BaseException | None:
+    """The thread's bound repo as a scope key; a failed lookup is one warning and comes back as the error."""
+    if caller.thread_repo is None:
+        return None
+    try:
+        name = await caller.thread_repo()
+    except Exception as error:
+        log.warning(failure_event, error=type(error).__name__)
+        return error
+    return scope_key_of("repo", name)

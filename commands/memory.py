@@ -16,7 +16,8 @@ from typing import Literal
 
 import structlog
 
-from commands.access import curation_refusal, note_curation
+from commands.access import curation_refusal, note_curation, thread_repo
+from commands.curate import CurateCommands, register_curate_commands
 from commands.list_filter import widened_filter
 from commands.plain import TERMINAL_SURFACES, terminal_text
 from commands.provenance import (
@@ -293,7 +294,7 @@ class MemoryCommands:
         if wanted in ("repo", "all"):
             repo = request.repo
             if repo is None:
-                resolved = await _thread_repo(caller)
+                resolved = await thread_repo(caller, "memory.list_repo_unresolved")
                 if isinstance(resolved, BaseException) and wanted == "repo":
                     return CommandReply(
                         f"⚠️ Couldn't look up this thread's repo ({type(resolved).__name__}); "
@@ -425,8 +426,9 @@ def build_registry(
     permalinks: Permalinks | None = None,
     write_gate: WriteGateFor | None = None,
 ) -> CommandRegistry:
-    """The registry every surface shares: the memory commands, `memory why` and `memory audit`
-    (`write_gate`: the app's policy, which `memory remember` asks)."""
+    """The registry every surface shares: the memory commands, the curating ones (`memory pending`,
+    `approve`, `reject`, `edit`, `history`), `memory why` and `memory audit` (`write_gate`: the app's
+    policy, which `memory remember` asks)."""
     registry = CommandRegistry()
     commands = MemoryCommands(
         store=store, memory_enabled=memory_enabled, organization=organization, admins=admins
@@ -436,6 +438,10 @@ def build_registry(
         store, memory_enabled, organization, is_admin=commands.is_admin, write_gate=write_gate
     )
     register_remember_command(registry, remember)
+    curate = CurateCommands(
+        store=store, memory_enabled=memory_enabled, organization=organization, is_admin=commands.is_admin
+    )
+    register_curate_commands(registry, curate)
     register_provenance_commands(
         registry,
         ProvenanceCommands(
@@ -574,15 +580,3 @@ def _valid_scope_key(scope: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-async def _thread_repo(caller: Caller) -> str | BaseException | None:
-    """The thread's bound repo as a scope key; a failed lookup comes back as the error."""
-    if caller.thread_repo is None:
-        return None
-    try:
-        name = await caller.thread_repo()
-    except Exception as error:
-        log.warning("memory.list_repo_unresolved", error=type(error).__name__)
-        return error
-    return _key("repo", name)
