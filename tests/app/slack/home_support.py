@@ -4,6 +4,7 @@ Slack sends, and readings of a published view (records, their buttons, the revie
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -17,7 +18,7 @@ from commands.memory import build_registry
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate, Origin
 from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
-from tests.fakes.slack_api import FakeSlackApi, block_action
+from tests.fakes.slack_api import APP_ID, TEAM_ID, FakeSlackApi, block_action
 
 ADMIN = "UADMIN"
 
@@ -64,6 +65,25 @@ async def click(bot: RunningBot, user: str, view: dict[str, Any], action: dict[s
     delivery = await bot.slack.interaction(block_action(user, action, view=view))
     await bot.settle()
     return delivery.status
+
+
+def view_submission(user: str, modal: dict[str, Any], values: dict[str, Any]) -> dict[str, Any]:
+    """A `view_submission` payload as Slack sends it when a modal's submit button is pressed."""
+    return {
+        "type": "view_submission",
+        "team": {"id": TEAM_ID, "domain": "fake"},
+        "user": {"id": user, "team_id": TEAM_ID},
+        "api_app_id": APP_ID,
+        "trigger_id": f"{time.time()}.trigger",
+        "view": {**modal, "id": "VMODAL", "team_id": TEAM_ID, "state": {"values": values}},
+    }
+
+
+async def submit(bot: RunningBot, user: str, modal: dict[str, Any], values: dict[str, Any]) -> str:
+    delivery = await bot.slack.interaction(view_submission(user, modal, values))
+    await bot.settle()
+    assert delivery.status == 200
+    return delivery.body
 
 
 def _sections(view: dict[str, Any], prefix: str) -> list[int]:

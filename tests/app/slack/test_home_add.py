@@ -5,7 +5,6 @@ remember` answered ephemerally. The real registry, policy and store sit behind t
 from __future__ import annotations
 
 import json
-import time
 from typing import Any
 
 from structlog.testing import capture_logs
@@ -14,7 +13,8 @@ from app.slack.home_view import ADD_ACTION, ADD_SCOPE, ADD_SCOPE_BLOCK, ADD_TEXT
 from memory.stores.in_process import InMemoryMemoryStore
 from tests.app.slack.harness import RunningBot
 from tests.app.slack.home_support import ADMIN, home_bot, open_home, texts
-from tests.fakes.slack_api import APP_ID, TEAM_ID, FakeSlackApi, block_action
+from tests.app.slack.home_support import submit as submit_view
+from tests.fakes.slack_api import FakeSlackApi, block_action
 
 SECRET = "ghp_" + "Zq7Lw2Xk9Rt4Vb8Nm3Pd6Hs1Jf5Gc0Ay2Ue"
 
@@ -25,27 +25,13 @@ async def click_add(bot: RunningBot, user: str, home: dict[str, Any]) -> None:
     await bot.settle()
 
 
-def submission(user: str, modal: dict[str, Any], text: str, scope: str | None) -> dict[str, Any]:
-    """A `view_submission` payload as Slack sends it when the modal's Remember is pressed."""
+async def submit(bot: RunningBot, user: str, modal: dict[str, Any], text: str, scope: str | None) -> str:
+    """The modal's Remember pressed with this text and (for an admin's modal) this scope."""
     values: dict[str, Any] = {ADD_TEXT_BLOCK: {ADD_TEXT: {"type": "plain_text_input", "value": text}}}
     if scope is not None:
         option = {"text": {"type": "plain_text", "text": scope}, "value": scope}
         values[ADD_SCOPE_BLOCK] = {ADD_SCOPE: {"type": "radio_buttons", "selected_option": option}}
-    return {
-        "type": "view_submission",
-        "team": {"id": TEAM_ID, "domain": "fake"},
-        "user": {"id": user, "team_id": TEAM_ID},
-        "api_app_id": APP_ID,
-        "trigger_id": f"{time.time()}.trigger",
-        "view": {**modal, "id": "VMODAL", "team_id": TEAM_ID, "state": {"values": values}},
-    }
-
-
-async def submit(bot: RunningBot, user: str, modal: dict[str, Any], text: str, scope: str | None) -> str:
-    delivery = await bot.slack.interaction(submission(user, modal, text, scope))
-    await bot.settle()
-    assert delivery.status == 200
-    return delivery.body
+    return await submit_view(bot, user, modal, values)
 
 
 def block_ids(view: dict[str, Any]) -> list[str]:
