@@ -259,3 +259,14 @@ async def test_forget_still_goes_through_memory_forget_beside_edit(slack_api: Fa
 
     assert await store.list("user:slack:U1", 10) == []
     assert json.dumps(slack_api.home_views["U1"][-1]).count("U1 likes tabs") == 0
+
+
+async def test_a_record_longer_than_slacks_text_box_is_left_to_memory_edit(slack_api: FakeSlackApi) -> None:
+    store = InMemoryMemoryStore()
+    await seed(store, "user:slack:U1", "U1 notes " + "word " * 700, origin="dm")
+    [mine] = await store.list("user:slack:U1", 10)
+    async with home_bot(slack_api, store) as bot:
+        await click(bot, "U1", {"type": "home", "private_metadata": ""}, button(EDIT_ACTION, mine.id))
+
+    assert len(mine.text) > 3000 and slack_api.modals == []
+    assert f"`memory edit {mine.id} -- <new text>`" in notice(slack_api.home_views["U1"][-1])
