@@ -158,7 +158,8 @@ async def test_edit_opens_a_prefilled_modal_whose_submission_makes_a_new_version
         home = await opened_by(bot, slack_api, ADMIN)
         await click(bot, ADMIN, home, button(EDIT_ACTION, waiting.id))
         [modal] = slack_api.modals
-        body = await submit(bot, ADMIN, modal, edit_values("The release train leaves at one"))
+        with capture_logs() as logs:
+            body = await submit(bot, ADMIN, modal, edit_values("The release train leaves at one"))
 
     assert modal["callback_id"] == EDIT_VIEW
     assert modal["blocks"][0]["element"]["initial_value"] == LEARNED
@@ -169,6 +170,8 @@ async def test_edit_opens_a_prefilled_modal_whose_submission_makes_a_new_version
     after = slack_api.home_views[ADMIN][-1]
     assert f"Edited `{waiting.id}`" in notice(after)
     assert waiting_texts(after) == ["The release train leaves at one"]
+    assert [e["outcome"] for e in logs if e["event"] == "slack.home_edit"] == ["edited"]
+    assert "leaves at" not in repr(logs)
 
 
 async def test_edit_sits_beside_forget_on_an_owned_record_and_edits_it(slack_api: FakeSlackApi) -> None:
