@@ -200,10 +200,7 @@ class HomeTab:
 
     async def on_action(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
         """One click or search in the tab (already acknowledged)."""
-        user = str((body.get("user") or {}).get("id") or "")
-        team_id = (
-            str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "") or None
-        )
+        user, team_id = _clicker(body)
         viewer_team = user_team(body, team_id)  # channels are the workspace's; the viewer is their team's
         if not user:
             log.warning("slack.home_action_refused", reason="no_user")
@@ -252,10 +249,7 @@ class HomeTab:
 
     async def on_add(self, body: Mapping[str, Any], view: Mapping[str, Any]) -> None:
         """The submitted modal (already acknowledged): `memory remember`, then the tab re-drawn."""
-        user = str((body.get("user") or {}).get("id") or "")
-        team_id = (
-            str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "") or None
-        )
+        user, team_id = _clicker(body)
         if not user or self._registry is None:
             log.warning("slack.home_action_refused", reason="add_without_user")
             return
@@ -308,10 +302,7 @@ class HomeTab:
 
     async def on_edit(self, body: Mapping[str, Any], view: Mapping[str, Any]) -> None:
         """The submitted Edit modal (already acknowledged): `memory edit`, then the tab re-drawn."""
-        user = str((body.get("user") or {}).get("id") or "")
-        team_id = (
-            str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "") or None
-        )
+        user, team_id = _clicker(body)
         if not user:
             log.warning("slack.home_action_refused", reason="edit_without_user")
             return
@@ -358,6 +349,13 @@ class HomeTab:
         log.info(f"slack.home_{verb}", user=user, id=record_id, outcome=outcome)
         notice = reply.text if reply is not None else None
         await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
+
+
+def _clicker(body: Mapping[str, Any]) -> tuple[str, str | None]:
+    """Who clicked or submitted (their user id) and the workspace it came through."""
+    person = body.get("user") or {}
+    team = str((body.get("team") or {}).get("id") or person.get("team_id") or "") or None
+    return str(person.get("id") or ""), team
 
 
 def _too_long(record_id: str) -> str:
