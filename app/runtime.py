@@ -60,7 +60,8 @@ class Runtime:
         except MemoryStoreError as error:
             raise ConfigError(f"memory store unavailable: {error}") from None
         await erase_expired_at_start(self.memory_store)
-        await expire_pending(self.memory_store, self.settings.memory.review_days)
+        if review_shared(self.settings):  # review off touches nothing it did not touch before
+            await expire_pending(self.memory_store, self.settings.memory.review_days)
         await migrate_dm_scopes_at_start(self.memory_store)
 
     async def aclose(self) -> None:

@@ -26,12 +26,14 @@ from commands.curate_render import (
     render_pending,
     version_visible,
 )
+from commands.options import parse_limit, parse_repo, split_options
+from commands.provenance import reader_for
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.remember import check_text, dashed
 from commands.render import code_span, is_machine_caller, store_failure
 from memory.rules.redact import REDACTED
 from memory.rules.scope import scope_kind
-from memory.rules.visibility import Reader, may_show
+from memory.rules.visibility import may_show
 from memory.types import MAX_LIMIT, CuratingStore, MemoryRecord, MemoryStore, RecordVersion
 
 log = structlog.get_logger("memory")
@@ -78,34 +80,15 @@ class EditRequest:
 
 def parse_pending_args(args: Sequence[str]) -> PendingRequest:
     """`[org|repo|channel|all] [--scope S] [--repo owner/name] [--limit N]`, `=` or a space."""
-    values: dict[str, str] = {}
-    words: list[str] = []
-    index = 0
-    while index < len(args):
-        token = dashed(args[index])
-        index += 1
-        if not _OPTION.match(token):
-            words.append(token)
-            continue
-        name, has_value, value = token.lstrip("-").partition("=")
-        name = name.lower()
-        if not token.startswith("--") or name not in _PENDING_OPTIONS:
-            raise UsageError(f"Unknown option {code_span(token)} (options: --scope, --repo, --limit).")
-        if name in values:
-            raise UsageError(f"`--{name}` is given twice.")
-        if not has_value:
-            if index >= len(args):
-                raise UsageError(f"`--{name}` needs a value.")
-            value, index = args[index], index + 1
-        values[name] = value
+    values, words = split_options(args, _PENDING_OPTIONS)
     if words and "scope" not in values and len(words) == 1:
         values["scope"] = words.pop()
     if words:
         raise UsageError(f"`memory pending` takes no words; got {code_span(' '.join(words))}.")
     return PendingRequest(
         scope=_pending_scope(values.get("scope", "all")),
-        repo=_repo(values["repo"]) if "repo" in values else None,
-        limit=_limit(values["limit"]) if "limit" in values else PENDING_LIMIT,
+        repo=parse_repo(values["repo"]) if "repo" in values else None,
+        limit=parse_limit(values["limit"], MAX_LIMIT) if "limit" in values else PENDING_LIMIT,
     )
 
 
@@ -137,19 +120,6 @@ def _pending_scope(value: str) -> PendingScope:
         if value.lower() == word:
             return word
     raise UsageError(f"`--scope` must be one of {', '.join(PENDING_SCOPES)}; got {code_span(value)}.")
-
-
-def _repo(value: str) -> str:
-    key = scope_key_of("repo", value)
-    if key is None:
-        raise UsageError(f"`--repo` needs owner/name; got {code_span(value)}.")
-    return key
-
-
-def _limit(value: str) -> int:
-    if value.isdigit() and 1 <= int(value) <= MAX_LIMIT:
-        return int(value)
-    raise UsageError(f"`--limit` must be a whole number from 1 to {MAX_LIMIT}; got {code_span(value)}.")
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,7 +185,7 @@ class CurateCommands:
         results = await asyncio.gather(
             *(store.pending(key, request.limit) for key in keys), return_exceptions=True
         )
-        reader = caller.reader or Reader("public", caller.user_id, caller.channel_id)
+        reader = reader_for(caller)
         sections: list[PendingSection] = []
         for key, result in zip(keys, results, strict=True):
             if isinstance(result, BaseException):
@@ -259,14 +229,49 @@ class CurateCommands:
     # ------------------------------------------------------------------------ approve and reject
 
     async def handle_approve(self, args: Sequence[str], caller: Caller) -> CommandReply:
-        return await self._decide(args, caller, "approve")
+        decision = await self._decision(args, caller, "approve")
+        if isinstance(decision, CommandReply):
+            return decision
+        act, store, scope, target = decision
+        try:
+            approved = await store.approve(scope, target, actor_of(caller))
+        except Exception as error:
+            return _failed(act, "approve", scope, target, error)
+        if approved is None:
+            return _not_waiting(act, "approve", target)
+        if approved.id != target:  # a restatement: the record it restates takes its use
+            return act.reply(
+                f"✅ Approved {code_span(target)}: it restates {code_span(approved.id)}, which it confirmed "
+                "(no second record).",
+                "approved",
+                target,
+                ok=True,
+                folded_into=approved.id,
+            )
+        return act.reply(
+            f"✅ Approved {code_span(target)}: active in {code_span(scope)} now.", "approved", target, ok=True
+        )
 
     async def handle_reject(self, args: Sequence[str], caller: Caller) -> CommandReply:
-        return await self._decide(args, caller, "reject")
+        decision = await self._decision(args, caller, "reject")
+        if isinstance(decision, CommandReply):
+            return decision
+        act, store, scope, target = decision
+        try:
+            rejected = await store.reject(scope, target, actor_of(caller))
+        except Exception as error:
+            return _failed(act, "reject", scope, target, error)
+        if not rejected:
+            return _not_waiting(act, "reject", target)
+        return act.reply(
+            f"🗑️ Rejected {code_span(target)}: erased, none of its text is kept.", "rejected", target, ok=True
+        )
 
-    async def _decide(
-        self, args: Sequence[str], caller: Caller, verb: Literal["approve", "reject"]
-    ) -> CommandReply:
+    async def _decision(
+        self, args: Sequence[str], caller: Caller, verb: str
+    ) -> tuple[_Act, Curating, str, str] | CommandReply:
+        """The record an approve or reject names and the store to ask, or the answer that ends it:
+        memory off, not an admin (refused, logged), no queue, a scope that never waits."""
         act = self._act(verb, caller)
         if not self._enabled:
             return act.reply(_OFF + f"there is nothing to {verb}.", "disabled")
@@ -281,42 +286,7 @@ class CurateCommands:
             return act.reply(
                 f"🚫 {refusal or 'A personal record never waits for review.'}", "refused", target
             )
-        try:
-            if verb == "approve":
-                approved = await store.approve(scope, target, actor_of(caller))
-            else:
-                rejected = await store.reject(scope, target, actor_of(caller))
-        except Exception as error:
-            log.warning(f"memory.{verb}_failed", scope_key=scope, id=target, error=type(error).__name__)
-            return act.reply(
-                f"⚠️ Couldn't {verb} {code_span(target)}: {store_failure(error)}.", "failed", target
-            )
-        if (approved if verb == "approve" else rejected) in (None, False):
-            return act.reply(
-                f"Nothing to {verb}: {code_span(target)} is not waiting for review (see `memory pending`).",
-                "not_found",
-                target,
-            )
-        if verb == "reject":
-            return act.reply(
-                f"🗑️ Rejected {code_span(target)}: erased, none of its text is kept.",
-                "rejected",
-                target,
-                ok=True,
-            )
-        assert approved is not None
-        if approved.id != target:
-            return act.reply(
-                f"✅ Approved {code_span(target)}: it restates {code_span(approved.id)}, which it confirmed "
-                "(no second record).",
-                "approved",
-                target,
-                ok=True,
-                folded_into=approved.id,
-            )
-        return act.reply(
-            f"✅ Approved {code_span(target)}: active in {code_span(scope)} now.", "approved", target, ok=True
-        )
+        return act, store, scope, target
 
     # ------------------------------------------------------------------------------ memory edit
 
@@ -337,12 +307,7 @@ class CurateCommands:
         try:
             new = await store.edit(request.scope, request.id, checked.text, actor_of(caller))
         except Exception as error:
-            log.warning(
-                "memory.edit_failed", scope_key=request.scope, id=request.id, error=type(error).__name__
-            )
-            return act.reply(
-                f"⚠️ Couldn't edit {code_span(request.id)}: {store_failure(error)}.", "failed", request.id
-            )
+            return _failed(act, "edit", request.scope, request.id, error)
         if new is None:
             return act.reply(
                 f"Nothing to edit: {code_span(request.id)} is not an active or pending record "
@@ -382,7 +347,7 @@ class CurateCommands:
                 "failed",
                 target,
             )
-        reader = caller.reader or Reader("public", caller.user_id, caller.channel_id)
+        reader = reader_for(caller)
         visible = {v.id for v in versions if version_visible(records.get(v.id), reader, admin=act.admin)}
         curator = curation_refusal(scope, caller, admin=act.admin, org_key=self._org_key, verb="edit") is None
         if not versions or not (curator or visible):
@@ -394,6 +359,19 @@ class CurateCommands:
             )
         text = render_history(target, versions, visible, machine=is_machine_caller(caller))
         return act.reply(text, "shown", target, ok=True, versions=len(versions), shown=len(visible))
+
+
+def _failed(act: _Act, verb: str, scope: str, target: str, error: Exception) -> CommandReply:
+    log.warning(f"memory.{verb}_failed", scope_key=scope, id=target, error=type(error).__name__)
+    return act.reply(f"⚠️ Couldn't {verb} {code_span(target)}: {store_failure(error)}.", "failed", target)
+
+
+def _not_waiting(act: _Act, verb: str, target: str) -> CommandReply:
+    return act.reply(
+        f"Nothing to {verb}: {code_span(target)} is not waiting for review (see `memory pending`).",
+        "not_found",
+        target,
+    )
 
 
 async def _version_records(

@@ -94,7 +94,7 @@ def render_history(
     """Every version, oldest first: id, date, status, who wrote it, its text (or why not), and each
     curation entry naming it — why it changed."""
     count = len(versions)
-    lines = [f"**History of {code_span(target)}** — {count} version{'' if count == 1 else 's'}, oldest first"]
+    lines = [f"**History** of {code_span(target)} — {count} version{'' if count == 1 else 's'}, oldest first"]
     if machine and visible:
         lines.insert(0, UNTRUSTED_NOTE)
     for version in versions:

@@ -18,12 +18,12 @@ from typing import Literal
 
 import structlog
 
-from commands.access import note_curation
+from commands.access import note_curation, scope_key_of
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.render import code_span, store_failure
 from memory.rules.redact import REDACTED, redact_secrets
 from memory.rules.restate import meaning_key
-from memory.rules.scope import RequestScopes, ScopeError, derive_scope_key, list_scope_keys, scope_kind
+from memory.rules.scope import RequestScopes, derive_scope_key, list_scope_keys, scope_kind
 from memory.rules.scorer import query_tokens
 from memory.rules.visibility import origin_from_visibility
 from memory.rules.write_gate import MemoryScopeResource, WriteGate
@@ -180,7 +180,7 @@ class RememberCommand:
         self._write_gate = write_gate
 
     async def handle(self, args: Sequence[str], caller: Caller) -> CommandReply:
-        asker = _Asker(_key("user", caller.user_id), caller.surface, self._is_admin(caller))
+        asker = _Asker(scope_key_of("user", caller.user_id), caller.surface, self._is_admin(caller))
         if not self._enabled:
             return asker.reply(
                 "🔕 Memory is off (`memory.enabled` is false): nothing can be remembered.", "disabled"
@@ -252,8 +252,8 @@ class RememberCommand:
         """The caller's scopes, with the one asked for present (else why it is not)."""
         if not self._organization:
             return "No `organization` is configured, so nothing can be remembered."
-        user = _key("user", caller.user_id)
-        channel = _key("channel", caller.channel_id)
+        user = scope_key_of("user", caller.user_id)
+        channel = scope_key_of("channel", caller.channel_id)
         repo: str | None = None
         if wanted == "me" and user is None:
             return "There is no user identity on this surface, so nothing can be remembered as yours."
@@ -261,7 +261,11 @@ class RememberCommand:
             return "This conversation is not in a channel, so it has no channel scope."
         if wanted == "repo":
             try:
-                repo = _key("repo", await caller.thread_repo()) if caller.thread_repo is not None else None
+                repo = (
+                    scope_key_of("repo", await caller.thread_repo())
+                    if caller.thread_repo is not None
+                    else None
+                )
             except Exception as error:
                 log.warning("memory.remember_repo_unresolved", error=type(error).__name__)
                 return f"Couldn't look up this thread's repo ({type(error).__name__})."
@@ -314,15 +318,6 @@ def _asked_key(wanted: RememberScope, scopes: RequestScopes) -> str:
     key = {"me": scopes.user, "org": scopes.org, "repo": scopes.repo, "channel": scopes.channel}[wanted]
     assert key is not None  # `_scopes` returned a reason instead when it was missing
     return key
-
-
-def _key(kind: Literal["user", "channel", "repo"], value: str | None) -> str | None:
-    if not value:
-        return None
-    try:
-        return derive_scope_key(kind, value)
-    except (ScopeError, ValueError):
-        return None
 
 
 def register_remember_command(registry: CommandRegistry, command: RememberCommand) -> None:

@@ -215,6 +215,17 @@ async def test_pending_in_a_terminal_is_plain_text() -> None:
     assert f"- {record} · " in reply.text and f"· {FACT} · learned in a terminal" in reply.text
 
 
+async def test_history_and_the_audits_curation_log_in_a_terminal_are_plain_text() -> None:
+    store = InMemoryMemoryStore()
+    record = await hold(store, origin="machine", conversation=None)
+    await ask(store, f"memory edit {record} Deploys go through make ship-it", TERMINAL)
+    for text in (f"memory history {record}", f"memory audit --record {record}"):
+        reply = await ask(store, text, TERMINAL)
+        assert reply.ok and not reply.markdown
+        assert "`" not in reply.text and "**" not in reply.text, reply.text
+    assert reply.text.endswith(f"{record} edited by user:cli:local → mem:org:acme:2")
+
+
 async def test_pending_withholds_what_this_conversation_may_not_see_and_says_how_many() -> None:
     store = InMemoryMemoryStore()
     await hold(
