@@ -273,3 +273,17 @@ async def test_a_record_longer_than_slacks_text_box_is_left_to_memory_edit(slack
 
     assert len(mine.text) > 3000 and slack_api.modals == []
     assert f"`memory edit {mine.id} -- <new text>`" in notice(slack_api.home_views["U1"][-1])
+
+
+async def test_a_picked_channels_waiting_records_join_the_orgs(slack_api: FakeSlackApi) -> None:
+    slack_api.add_conversation("C1", "public")
+    store = await waiting_store()
+    await store.write_pending("channel:slack:C1", [candidate("This channel ships the mobile app", n=9)])
+    async with home_bot(slack_api, store, review=True) as bot:
+        home = await opened_by(bot, slack_api, ADMIN)
+        pick = {"action_id": "home_channel", "type": "conversations_select", "selected_conversation": "C1"}
+        await click(bot, ADMIN, home, pick)
+        channel = slack_api.home_views[ADMIN][-1]
+
+    assert waiting_texts(home) == [LEARNED]
+    assert sorted(waiting_texts(channel)) == sorted([LEARNED, "This channel ships the mobile app"])
