@@ -15,8 +15,7 @@ from app.slack.home_review import PENDING_BLOCK
 from app.slack.home_view import RECORD_BLOCK
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
-from memory.stores.in_process import InMemoryMemoryStore
-from memory.types import MemoryCandidate, Origin
+from memory.types import MemoryCandidate, MemoryStore, Origin
 from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
 from tests.fakes.slack_api import APP_ID, TEAM_ID, FakeSlackApi, block_action
 
@@ -31,7 +30,7 @@ def candidate(text: str, *, origin: Origin = "public", where: str = "C1", n: int
 
 
 async def seed(
-    store: InMemoryMemoryStore, scope: str, *texts: str, origin: Origin = "public", where: str = "C1"
+    store: MemoryStore, scope: str, *texts: str, origin: Origin = "public", where: str = "C1"
 ) -> None:
     for index, text in enumerate(texts):
         await store.write(scope, [candidate(text, origin=origin, where=where, n=index + 1)])
@@ -39,7 +38,7 @@ async def seed(
 
 @asynccontextmanager
 async def home_bot(
-    slack_api: FakeSlackApi, store: InMemoryMemoryStore, *, enabled: bool = True, review: bool = False
+    slack_api: FakeSlackApi, store: MemoryStore, *, enabled: bool = True, review: bool = False
 ) -> AsyncIterator[RunningBot]:
     admins = [f"user:slack:{ADMIN}"]
     registry = build_registry(

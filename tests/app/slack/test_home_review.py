@@ -6,6 +6,7 @@ the real registry (`memory approve|reject|edit`) and a real curating store sit b
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from structlog.testing import capture_logs
@@ -17,6 +18,7 @@ from app.slack.home_view import FORGET_ACTION
 from commands.memory import build_registry
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from tests.app.slack.harness import RunningBot
 from tests.app.slack.home_support import (
     ADMIN,
@@ -287,3 +289,25 @@ async def test_a_picked_channels_waiting_records_join_the_orgs(slack_api: FakeSl
 
     assert waiting_texts(home) == [LEARNED]
     assert sorted(waiting_texts(channel)) == sorted([LEARNED, "This channel ships the mobile app"])
+
+
+async def test_the_review_works_the_same_on_sqlite(slack_api: FakeSlackApi, tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path / "memory")
+    try:
+        for n, text in enumerate(("Keep me", "Drop me", "Fix me")):
+            await store.write_pending(ORG, [candidate(text, n=n + 1)])
+        waiting = {r.text: r for r in await store.pending(ORG, 10)}
+        keep, drop, fix = waiting["Keep me"], waiting["Drop me"], waiting["Fix me"]
+        async with home_bot(slack_api, store, review=True) as bot:
+            home = await opened_by(bot, slack_api, ADMIN)
+            await click(bot, ADMIN, home, button(APPROVE_ACTION, keep.id))
+            await click(bot, ADMIN, home, button(REJECT_ACTION, drop.id))
+            await click(bot, ADMIN, home, button(EDIT_ACTION, fix.id))
+            [modal] = slack_api.modals
+            await submit(bot, ADMIN, modal, edit_values("Fixed"))
+        assert [r.text for r in await store.list(ORG, 10)] == ["Keep me"]
+        assert [r.text for r in await store.pending(ORG, 10)] == ["Fixed"]
+        assert waiting_texts(slack_api.home_views[ADMIN][-1]) == ["Fixed"]
+        assert [v.text for v in await store.history(ORG, drop.id)] == [None]
+    finally:
+        await store.aclose()
