@@ -113,7 +113,7 @@ def waiting_texts(view: dict[str, Any]) -> list[str]:
 
 
 def all_text(view: dict[str, Any]) -> str:
-    return json.dumps(view["blocks"])
+    return json.dumps(view["blocks"], ensure_ascii=False)
 
 
 def action_ids(view: dict[str, Any]) -> set[str]:

@@ -6,6 +6,7 @@ the real registry (`memory approve|reject|edit`) and a real curating store sit b
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from commands.memory import build_registry
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
+from memory.types import MemoryRecord
 from tests.app.slack.harness import RunningBot
 from tests.app.slack.home_support import (
     ADMIN,
@@ -311,3 +313,23 @@ async def test_the_review_works_the_same_on_sqlite(slack_api: FakeSlackApi, tmp_
         assert [v.text for v in await store.history(ORG, drop.id)] == [None]
     finally:
         await store.aclose()
+
+
+async def test_a_store_failure_reading_the_queue_is_a_warning_line_and_the_page_still_shows(
+    slack_api: FakeSlackApi,
+) -> None:
+    class Broken(InMemoryMemoryStore):
+        async def pending(self, scope_key: str, limit: int) -> list[MemoryRecord]:
+            raise sqlite3.OperationalError("database is locked")
+
+    store = Broken()
+    await seed(store, ORG, "The org keeps its records")
+    async with home_bot(slack_api, store, review=True) as bot:
+        with capture_logs() as logs:
+            home = await opened_by(bot, slack_api, ADMIN)
+        await click(bot, ADMIN, home, {"action_id": "home_scope_org", "type": "button", "value": "org"})
+
+    assert "⚠️ Couldn't read what waits for review (OperationalError)." in all_text(home)
+    assert texts(slack_api.home_views[ADMIN][-1]) == ["The org keeps its records"]
+    [failed] = [e for e in logs if e["event"] == "memory.review_browse_failed"]
+    assert failed["error"] == "OperationalError"
