@@ -173,18 +173,18 @@ class MemoryBrowser:
 
     async def editable(self, viewer: str, raw_id: str) -> MemoryRecord | str:
         """The active or pending record `viewer` may edit (their own; a shared one if they are an
-        admin) and may see here, to prefill an editor; else the sentence why not. The edit itself
-        is `memory edit`, which decides again."""
+        admin) and may see here, to prefill an editor; else the sentence why not (🚫 or ⚠️ first).
+        The edit itself is `memory edit`, which decides again."""
         parsed = parse_id_word(raw_id)
         store = self._store
         if parsed is None or not isinstance(store, CuratingStore) or not self.enabled:
-            return "That is not a record I can edit here."
+            return "🚫 That is not a record I can edit here."
         scope, record_id = parsed
         refusal = curation_refusal(
             scope, _caller(viewer), admin=self.is_admin(viewer), org_key=self._org_key, verb="edit"
         )
         if refusal is not None:
-            return refusal
+            return f"🚫 {refusal}"
         try:
             found = [r for r in await store.fetch(scope, [record_id]) if r.status == "active"]
             if not found and self.review:  # pending records are never fetched; only admins see them
@@ -193,9 +193,9 @@ class MemoryBrowser:
             log.warning("memory.edit_lookup_failed", id=record_id, error=type(error).__name__)
             return f"⚠️ Couldn't read that record: the store failed ({type(error).__name__})."
         if not found:
-            return f"There is no record {record_id} to edit (it may have been changed or forgotten)."
+            return f"🚫 There is no record {record_id} to edit (it may have been changed or forgotten)."
         if not may_show(found[0], Reader(audience="self", user_id=viewer, conversation_id=None)):
-            return "That record was learned in a private conversation: edit it there with `memory edit`."
+            return "🚫 That record was learned in a private conversation: edit it there with `memory edit`."
         return found[0]
 
     def _key(self, scope: BrowseScope, request: BrowseRequest) -> str | None:

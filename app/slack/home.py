@@ -293,7 +293,7 @@ class HomeTab:
             reason = "edit_refused" if isinstance(found, str) else "edit_too_long"
             log.warning("slack.home_action_refused", user=user, reason=reason, id=record_id[:320])
             notice = found if isinstance(found, str) else _too_long(found.id)
-            await self.publish(team_id, user, state, notice=f"🚫 {notice}", user_team=viewer_team)
+            await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
             return
         try:
             await self._client.views_open(trigger_id=trigger, view=edit_modal(found, state))
@@ -360,6 +360,6 @@ def _clicker(body: Mapping[str, Any]) -> tuple[str, str | None]:
 
 def _too_long(record_id: str) -> str:
     return (
-        f"{record_id} is longer than Slack's text box holds: edit it with "
+        f"🚫 {record_id} is longer than Slack's text box holds: edit it with "
         f"`memory edit {record_id} -- <new text>`."
     )
