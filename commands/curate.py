@@ -39,7 +39,8 @@ from memory.types import MAX_LIMIT, CuratingStore, MemoryRecord, MemoryStore, Re
 log = structlog.get_logger("memory")
 
 PENDING_USAGE = (
-    f"memory pending [--scope org|repo|channel|all] [--repo owner/name] [--limit 1-{MAX_LIMIT}] (admins)"
+    "memory pending [--scope org|repo|channel|all] [--repo owner/name] [--channel <channel id>] "
+    f"[--limit 1-{MAX_LIMIT}] (admins)"
 )
 APPROVE_USAGE = "memory approve <id> (admins)"
 REJECT_USAGE = "memory reject <id> (admins; erases it)"
@@ -51,7 +52,7 @@ PendingScope = Literal["org", "repo", "channel", "all"]
 PENDING_SCOPES: tuple[PendingScope, ...] = ("org", "repo", "channel", "all")
 
 _OPTION = re.compile(r"^-{1,2}[A-Za-z]")
-_PENDING_OPTIONS = ("scope", "repo", "limit")
+_PENDING_OPTIONS = ("scope", "repo", "channel", "limit")
 _OFF = "🔕 Memory is off (`memory.enabled` is false): "
 IsAdmin = Callable[[Caller], bool]
 
@@ -66,6 +67,7 @@ class PendingRequest:
 
     scope: PendingScope = "all"
     repo: str | None = None
+    channel: str | None = None
     limit: int = PENDING_LIMIT
 
 
@@ -79,7 +81,8 @@ class EditRequest:
 
 
 def parse_pending_args(args: Sequence[str]) -> PendingRequest:
-    """`[org|repo|channel|all] [--scope S] [--repo owner/name] [--limit N]`, `=` or a space."""
+    """`[org|repo|channel|all] [--scope S] [--repo owner/name] [--channel C] [--limit N]`, `=` or a
+    space; `--channel` names a channel as `--repo` names a repo (a terminal is in none)."""
     values, words = split_options(args, _PENDING_OPTIONS)
     if words and "scope" not in values and len(words) == 1:
         values["scope"] = words.pop()
@@ -88,6 +91,7 @@ def parse_pending_args(args: Sequence[str]) -> PendingRequest:
     return PendingRequest(
         scope=_pending_scope(values.get("scope", "all")),
         repo=parse_repo(values["repo"]) if "repo" in values else None,
+        channel=_channel(values["channel"]) if "channel" in values else None,
         limit=parse_limit(values["limit"], MAX_LIMIT) if "limit" in values else PENDING_LIMIT,
     )
 
@@ -106,6 +110,14 @@ def parse_edit_args(args: Sequence[str]) -> EditRequest:
     if not rest:
         raise UsageError("`memory edit` needs the new text after the id.")
     return EditRequest(scope, target, " ".join(rest))
+
+
+def _channel(value: str) -> str:
+    value = value.strip("`'\"“”‘’")
+    key = scope_key_of("channel", value) if ":" in value else None  # namespaced, as every channel id is
+    if key is None:
+        raise UsageError(f"`--channel` needs a channel id like `slack:C0123`; got {code_span(value)}.")
+    return key
 
 
 def parse_one_id(args: Sequence[str], command: str) -> tuple[str, str]:
@@ -206,7 +218,7 @@ class CurateCommands:
     async def _pending_scopes(self, request: PendingRequest, caller: Caller) -> list[str] | str:
         """The shared scopes asked for, in display order (repo, channel, org); else why there are none."""
         wanted = request.scope
-        channel = scope_key_of("channel", caller.channel_id)
+        channel = request.channel or scope_key_of("channel", caller.channel_id)
         repo = request.repo
         if repo is None and wanted in ("repo", "all"):
             found = await thread_repo(caller, "memory.pending_repo_unresolved")
@@ -219,7 +231,7 @@ class CurateCommands:
         if wanted == "repo" and repo is None:
             return "This thread has no bound repo; name one with `memory pending repo --repo owner/name`."
         if wanted == "channel" and channel is None:
-            return "This conversation is not in a channel, so it has no channel scope."
+            return "This conversation is in no channel; name one: `memory pending channel --channel <id>`."
         if wanted == "org" and self._org_key is None:
             return "No `organization` is configured, so there is no org scope."
         candidates = (("repo", repo), ("channel", channel), ("org", self._org_key))

@@ -66,7 +66,7 @@ def render_pending(sections: Sequence[PendingSection], limit: int, *, machine: b
         if section.withheld:
             lines.append(
                 f"({section.withheld} more learned where this conversation cannot see: "
-                "review them there, or in a DM with me.)"
+                "review them in the conversation they were learned in.)"
             )
         if section.full:
             lines.append(f"(showing the newest {limit}; raise `--limit` up to 50.)")

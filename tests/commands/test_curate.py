@@ -100,6 +100,10 @@ def events(logs: Sequence[MutableMapping[str, Any]], name: str) -> list[MutableM
         (["--scope", "channel"], PendingRequest(scope="channel")),
         (["—scope=repo", "--repo", "acme/api"], PendingRequest(scope="repo", repo="repo:acme/api")),
         (["–limit", "5"], PendingRequest(limit=5)),
+        (
+            ["channel", "--channel", "`slack:C0123`"],
+            PendingRequest(scope="channel", channel="channel:slack:C0123"),
+        ),
     ],
 )
 def test_pending_takes_a_scope_a_repo_and_a_limit_with_typographic_dashes(
@@ -118,6 +122,7 @@ def test_pending_takes_a_scope_a_repo_and_a_limit_with_typographic_dashes(
         (["--mine"], "Unknown option `--mine`"),
         (["org", "deploys"], "`memory pending` takes no words"),
         (["--repo", "nope"], "`--repo` needs owner/name"),
+        (["--channel", "C0123"], "`--channel` needs a channel id like `slack:C0123`"),
     ],
 )
 def test_a_pending_request_that_does_not_fit_is_a_usage_error_naming_the_part(
@@ -224,6 +229,15 @@ async def test_history_and_the_audits_curation_log_in_a_terminal_are_plain_text(
         assert reply.ok and not reply.markdown
         assert "`" not in reply.text and "**" not in reply.text, reply.text
     assert reply.text.endswith(f"{record} edited by user:cli:local → mem:org:acme:2")
+
+
+async def test_a_terminal_admin_names_the_channel_whose_queue_to_review() -> None:
+    store = InMemoryMemoryStore()
+    record = await hold(store, "C1 triages incidents before noon", scope="channel:slack:C1")
+    unnamed = await ask(store, "memory pending channel", TERMINAL)
+    named = await ask(store, "memory pending channel --channel slack:C1", TERMINAL)
+    assert not unnamed.ok and "--channel <id>" in unnamed.text
+    assert named.ok and named.text.startswith("Waiting for review channel:slack:C1") and record in named.text
 
 
 async def test_pending_withholds_what_this_conversation_may_not_see_and_says_how_many() -> None:
