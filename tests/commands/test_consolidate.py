@@ -1,0 +1,137 @@
+"""`switchboard memory consolidate` (commands/consolidate.py) on a real SQLite store."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import sqlite3
+from collections.abc import Sequence
+from pathlib import Path
+
+import pytest
+
+from commands.cli import CLI_READER
+from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
+from memory.stores.in_process import NullMemoryStore
+from memory.stores.sqlite.schema import database_filename
+from memory.stores.sqlite.store import SqliteMemoryStore
+from memory.types import CuratingStore, CurationEntry, MemoryCandidate, MemoryRecord, MemoryStore, Origin
+from tests.commands.test_cli import run_switchboard
+from tests.memory.rules.fold_corpus import RESTYLED_TRIPLE
+
+SCOPE = "org:acme"
+
+
+async def consolidate(store: MemoryStore, *argv: str) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    code = await run_consolidate(store, list(argv), reader=CLI_READER, out=out, err=err)
+    return code, out.getvalue(), err.getvalue()
+
+
+def legacy_restatements(data_dir: Path, scope: str, texts: Sequence[str], origin: Origin = "public") -> None:
+    """Rows as an older version left them: restatements of one another, each stored as its own record
+    (the write path folds them now, so each is written under a distinct text and then given back its
+    own, with the old stricter key; the next open re-keys them and both stay)."""
+
+    async def write() -> None:
+        store = SqliteMemoryStore(data_dir)
+        try:
+            for index, text in enumerate(texts):
+                candidate = MemoryCandidate(
+                    "fact", f"{text} {index}", "slack:C1:1700000000.000100", origin=origin
+                )
+                await store.write(scope, [candidate])
+        finally:
+            await store.aclose()
+
+    asyncio.run(write())
+    path = data_dir / database_filename(scope)
+    connection = sqlite3.connect(path, isolation_level=None)
+    try:
+        for seq, text in enumerate(texts, start=1):
+            old_key = " ".join(text.strip().lower().split())
+            connection.execute("UPDATE records SET text = ?, norm = ? WHERE seq = ?", (text, old_key, seq))
+        connection.execute("DELETE FROM records_fts")  # the next open restores it from the rows
+        connection.execute("DELETE FROM meta WHERE key = 'norm_key'")
+    finally:
+        connection.close()
+
+
+async def test_consolidate_refuses_a_store_that_cannot_merge_in_one_line() -> None:
+    assert not isinstance(NullMemoryStore(), CuratingStore)  # the premise: it keeps no curation history
+    code, out, err = await consolidate(NullMemoryStore())
+    assert (code, out) == (1, "")
+    assert err.strip() == (
+        "switchboard memory consolidate: the configured store cannot merge records "
+        "(it keeps no curation history)"
+    )
+
+
+@pytest.mark.parametrize("argv", [["--scope"], ["--scope", "org acme"], ["--force"], ["org:acme"]])
+async def test_a_malformed_command_is_a_usage_error_that_changes_nothing(argv: list[str]) -> None:
+    code, out, err = await consolidate(NullMemoryStore(), *argv)
+    assert code == 2 and out == ""
+    assert CONSOLIDATE_USAGE in err
+
+
+def test_consolidate_with_memory_off_is_a_one_line_refusal(tmp_path: Path) -> None:
+    off = run_switchboard(["consolidate", "--apply"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"))
+    assert off.returncode == 1 and off.stdout == ""
+    assert off.stderr.strip() == "switchboard memory consolidate: memory is off (memory.enabled = false)"
+
+
+ENV = {"SWITCHBOARD_MEMORY__ENABLED": "true", "SWITCHBOARD_ORGANIZATION": "acme"}
+
+
+def test_a_dry_run_prints_each_cluster_and_changes_nothing(tmp_path: Path) -> None:
+    legacy_restatements(tmp_path / "data" / "memory", SCOPE, RESTYLED_TRIPLE)
+    dry = run_switchboard(["consolidate"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"), **ENV)
+    assert dry.returncode == 0, dry.stderr
+    assert dry.stdout.splitlines() == [
+        'org:acme: keep mem:org:acme:1 (used 0) "Deploys go through make ship"',
+        '  merge mem:org:acme:2 (used 0) "**Deploys** go through `make ship`!"',
+        '  merge mem:org:acme:3 (used 0) "deploys go through make ship."',
+        "would merge 2 record(s) into their survivors: 1 cluster in 1 scope (--apply merges them)",
+    ]
+    assert len(asyncio.run(active(tmp_path, SCOPE))) == 3
+
+
+def test_apply_leaves_one_active_record_and_the_history_shows_the_merge(tmp_path: Path) -> None:
+    legacy_restatements(tmp_path / "data" / "memory", SCOPE, RESTYLED_TRIPLE)
+    env = {"SWITCHBOARD_DATA_DIR": str(tmp_path / "data"), **ENV}
+    applied = run_switchboard(["consolidate", "--scope", SCOPE, "--apply"], tmp_path, **env)
+    assert applied.returncode == 0, applied.stderr
+    assert applied.stdout.splitlines()[-1] == "merged 2 record(s) into their survivors: 1 cluster in 1 scope"
+    assert [r.id for r in asyncio.run(active(tmp_path, SCOPE))] == ["mem:org:acme:1"]
+    entries = asyncio.run(log_of(tmp_path, SCOPE, "mem:org:acme:2"))
+    assert [(e.action, e.actor, e.related_id) for e in entries] == [("merged", "machine", "mem:org:acme:1")]
+    again = run_switchboard(["consolidate", "--apply"], tmp_path, **env)
+    assert again.stdout.strip() == "nothing to merge in 1 scope"
+
+
+async def test_text_the_terminal_may_not_see_is_not_printed(tmp_path: Path) -> None:
+    data_dir = tmp_path / "memory"
+    await asyncio.to_thread(legacy_restatements, data_dir, "user:slack:U1", RESTYLED_TRIPLE[:2], "dm")
+    store = SqliteMemoryStore(data_dir)
+    try:
+        code, out, _ = await consolidate(store, "--scope", "user:slack:U1")
+    finally:
+        await store.aclose()
+    assert code == 0 and "make ship" not in out
+    assert "keep mem:user:slack:U1:1 (used 0) (text not shown here" in out
+
+
+async def active(tmp_path: Path, scope: str) -> list[MemoryRecord]:
+    store = SqliteMemoryStore(tmp_path / "data" / "memory")
+    try:
+        return await store.active_records(scope)
+    finally:
+        await store.aclose()
+
+
+async def log_of(tmp_path: Path, scope: str, record_id: str) -> list[CurationEntry]:
+    store = SqliteMemoryStore(tmp_path / "data" / "memory")
+    try:
+        return await store.curation_log(scope, record_id, 10)
+    finally:
+        await store.aclose()
