@@ -12,7 +12,7 @@ import pytest
 
 from commands.cli import CLI_READER
 from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
-from memory.stores.in_process import NullMemoryStore
+from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.stores.sqlite.schema import database_filename
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import CuratingStore, CurationEntry, MemoryCandidate, MemoryRecord, MemoryStore, Origin
@@ -28,7 +28,7 @@ async def consolidate(store: MemoryStore, *argv: str) -> tuple[int, str, str]:
     return code, out.getvalue(), err.getvalue()
 
 
-def legacy_restatements(data_dir: Path, scope: str, texts: Sequence[str], origin: Origin = "public") -> None:
+def legacy_restatements(data_dir: Path, scope: str, texts: Sequence[str]) -> None:
     """Rows as an older version left them: restatements of one another, each stored as its own record
     (the write path folds them now, so each is written under a distinct text and then given back its
     own, with the old stricter key; the next open re-keys them and both stay)."""
@@ -38,7 +38,7 @@ def legacy_restatements(data_dir: Path, scope: str, texts: Sequence[str], origin
         try:
             for index, text in enumerate(texts):
                 candidate = MemoryCandidate(
-                    "fact", f"{text} {index}", "slack:C1:1700000000.000100", origin=origin
+                    "fact", f"{text} {index}", "slack:C1:1700000000.000100", origin="public"
                 )
                 await store.write(scope, [candidate])
         finally:
@@ -80,6 +80,44 @@ def test_consolidate_with_memory_off_is_a_one_line_refusal(tmp_path: Path) -> No
     assert off.stderr.strip() == "switchboard memory consolidate: memory is off (memory.enabled = false)"
 
 
+async def edited_restatements(
+    store: InMemoryMemoryStore, scope: str, texts: Sequence[str], origin: Origin = "public"
+) -> list[str]:
+    """Restatements stored side by side: an edit is not a write and folds into nothing, so editing
+    placeholders into restyled copies leaves one record per copy. Returns the active ids in order."""
+    await store.write(scope, [MemoryCandidate("fact", texts[0], "slack:C1:1", origin=origin)])
+    for index, text in enumerate(texts[1:]):
+        await store.write(
+            scope, [MemoryCandidate("fact", f"placeholder {index}", "slack:C1:1", origin=origin)]
+        )
+        placeholder = next(r for r in await store.active_records(scope) if r.text.startswith("placeholder"))
+        await store.edit(scope, placeholder.id, text, actor="machine")
+    return [r.id for r in await store.active_records(scope)]
+
+
+async def test_apply_merges_each_cluster_into_its_survivor_as_the_machine() -> None:
+    store = InMemoryMemoryStore()
+    ids = await edited_restatements(store, SCOPE, RESTYLED_TRIPLE)
+    await edited_restatements(
+        store, "repo:acme/api", ["Releases go through make ship", "releases go through make ship!"]
+    )
+    code, out, _ = await consolidate(store, "--scope", SCOPE, "--apply")
+    assert code == 0, out
+    assert [r.id for r in await store.active_records(SCOPE)] == ids[:1]
+    assert len(await store.active_records("repo:acme/api")) == 2  # only the scope asked for
+    entries = await store.curation_log(SCOPE, ids[0], 10)
+    assert sorted((e.record_id, e.action, e.actor) for e in entries if e.action == "merged") == [
+        (ids[1], "merged", "machine"),
+        (ids[2], "merged", "machine"),
+    ]
+
+
+async def test_all_scopes_needs_a_store_that_lists_them() -> None:
+    code, out, err = await consolidate(InMemoryMemoryStore())
+    assert (code, out) == (1, "")
+    assert "name one with --scope <scope key>" in err
+
+
 ENV = {"SWITCHBOARD_MEMORY__ENABLED": "true", "SWITCHBOARD_ORGANIZATION": "acme"}
 
 
@@ -109,16 +147,12 @@ def test_apply_leaves_one_active_record_and_the_history_shows_the_merge(tmp_path
     assert again.stdout.strip() == "nothing to merge in 1 scope"
 
 
-async def test_text_the_terminal_may_not_see_is_not_printed(tmp_path: Path) -> None:
-    data_dir = tmp_path / "memory"
-    await asyncio.to_thread(legacy_restatements, data_dir, "user:slack:U1", RESTYLED_TRIPLE[:2], "dm")
-    store = SqliteMemoryStore(data_dir)
-    try:
-        code, out, _ = await consolidate(store, "--scope", "user:slack:U1")
-    finally:
-        await store.aclose()
+async def test_text_the_terminal_may_not_see_is_not_printed() -> None:
+    store = InMemoryMemoryStore()
+    ids = await edited_restatements(store, "user:slack:U1", RESTYLED_TRIPLE[:2], origin="dm")
+    code, out, _ = await consolidate(store, "--scope", "user:slack:U1")
     assert code == 0 and "make ship" not in out
-    assert "keep mem:user:slack:U1:1 (used 0) (text not shown here" in out
+    assert f"keep {ids[0]} (used 0) (text not shown here" in out
 
 
 async def active(tmp_path: Path, scope: str) -> list[MemoryRecord]:
