@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
 from commands.cli import CLI_READER
 from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
@@ -169,3 +170,19 @@ async def log_of(tmp_path: Path, scope: str, record_id: str) -> list[CurationEnt
         return await store.curation_log(scope, record_id, 10)
     finally:
         await store.aclose()
+
+
+async def test_a_run_logs_one_event_with_counts_and_no_text() -> None:
+    store = InMemoryMemoryStore()
+    await edited_restatements(store, SCOPE, RESTYLED_TRIPLE)
+    with capture_logs() as logs:
+        await consolidate(store, "--scope", SCOPE)
+    [event] = [entry for entry in logs if entry["event"] == "memory.consolidate"]
+    assert {k: event[k] for k in ("scopes", "clusters", "duplicates", "merged", "applied")} == {
+        "scopes": 1,
+        "clusters": 1,
+        "duplicates": 2,
+        "merged": 0,
+        "applied": False,
+    }
+    assert "make ship" not in repr(logs)
