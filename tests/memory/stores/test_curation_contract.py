@@ -12,12 +12,13 @@ from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import DEFAULT_RANKING, Ranking
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
 from tests.memory.curation_contract import CurationContract
 from tests.memory.store_contract import StoreFactory
 
 
-@pytest.fixture(params=["in_memory"])
+@pytest.fixture(params=["in_memory", "sqlite"])
 async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[StoreFactory]:
     """A factory of fresh, empty curating stores of one kind; each is closed afterwards."""
     made: list[MemoryStore] = []
