@@ -1,4 +1,5 @@
-"""`switchboard memory consolidate` (commands/consolidate.py) on a real SQLite store."""
+"""`switchboard memory consolidate` (commands/consolidate.py): end to end on a real SQLite store, and
+on the in-process store for what the terminal must refuse, hide or log."""
 
 from __future__ import annotations
 
@@ -30,9 +31,9 @@ async def consolidate(store: MemoryStore, *argv: str) -> tuple[int, str, str]:
 
 
 def legacy_restatements(data_dir: Path, scope: str, texts: Sequence[str]) -> None:
-    """Rows as an older version left them: restatements of one another, each stored as its own record
-    (the write path folds them now, so each is written under a distinct text and then given back its
-    own, with the old stricter key; the next open re-keys them and both stay)."""
+    """Rows as an older version left them: restatements stored as separate records under the old,
+    stricter dedup key. The write path would fold them now, so each is written under a distinct text
+    and then given its own text and old key in SQL; the next open re-keys them and every one stays."""
 
     async def write() -> None:
         store = SqliteMemoryStore(data_dir)
@@ -69,7 +70,7 @@ async def test_consolidate_refuses_a_store_that_cannot_merge_in_one_line() -> No
 
 
 @pytest.mark.parametrize("argv", [["--scope"], ["--scope", "org acme"], ["--force"], ["org:acme"]])
-async def test_a_malformed_command_is_a_usage_error_that_changes_nothing(argv: list[str]) -> None:
+async def test_a_malformed_command_is_a_usage_error_with_the_usage_line(argv: list[str]) -> None:
     code, out, err = await consolidate(NullMemoryStore(), *argv)
     assert code == 2 and out == ""
     assert CONSOLIDATE_USAGE in err
