@@ -17,7 +17,7 @@ from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.stores.sqlite.schema import database_filename
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import CuratingStore, CurationEntry, MemoryCandidate, MemoryRecord, MemoryStore, Origin
+from memory.types import CuratingStore, MemoryCandidate, MemoryRecord, MemoryStore, Origin, RecordVersion
 from tests.commands.test_cli import run_switchboard
 from tests.memory.rules.fold_corpus import RESTYLED_TRIPLE
 
@@ -143,8 +143,11 @@ def test_apply_leaves_one_active_record_and_the_history_shows_the_merge(tmp_path
     assert applied.returncode == 0, applied.stderr
     assert applied.stdout.splitlines()[-1] == "merged 2 record(s) into their survivors: 1 cluster in 1 scope"
     assert [r.id for r in asyncio.run(active(tmp_path, SCOPE))] == ["mem:org:acme:1"]
-    entries = asyncio.run(log_of(tmp_path, SCOPE, "mem:org:acme:2"))
-    assert [(e.action, e.actor, e.related_id) for e in entries] == [("merged", "machine", "mem:org:acme:1")]
+    [merged] = asyncio.run(history_of(tmp_path, SCOPE, "mem:org:acme:2"))
+    assert (merged.status, merged.text, merged.erased_reason) == ("forgotten", None, "merged")
+    assert [(e.action, e.actor, e.related_id) for e in merged.entries] == [
+        ("merged", "machine", "mem:org:acme:1")
+    ]
     again = run_switchboard(["consolidate", "--apply"], tmp_path, **env)
     assert again.stdout.strip() == "nothing to merge in 1 scope"
 
@@ -165,10 +168,10 @@ async def active(tmp_path: Path, scope: str) -> list[MemoryRecord]:
         await store.aclose()
 
 
-async def log_of(tmp_path: Path, scope: str, record_id: str) -> list[CurationEntry]:
+async def history_of(tmp_path: Path, scope: str, record_id: str) -> list[RecordVersion]:
     store = SqliteMemoryStore(tmp_path / "data" / "memory")
     try:
-        return await store.curation_log(scope, record_id, 10)
+        return await store.history(scope, record_id)
     finally:
         await store.aclose()
 
