@@ -17,10 +17,12 @@ from typing import Protocol, TextIO, runtime_checkable
 import structlog
 
 from commands.memory import _terminal_cell as terminal_cell
+from commands.plain import plain_text
+from commands.render import store_failure
 from memory.rules.consolidate import Cluster, clusters
 from memory.rules.scope import validate_scope_key
 from memory.rules.visibility import Reader, may_show
-from memory.types import CuratingStore, MemoryRecord, MemoryStore, MemoryStoreError
+from memory.types import CuratingStore, MemoryRecord, MemoryStore
 
 log = structlog.get_logger("memory")
 
@@ -90,6 +92,7 @@ async def run_consolidate(
             file=err,
         )
         return 1
+    progress = _Progress()
     try:
         scope_keys = await _scopes(store, args.scope)
         if scope_keys is None:
@@ -102,9 +105,12 @@ async def run_consolidate(
         found = [cluster for key in scope_keys for cluster in clusters(await store.active_records(key))]
         for cluster in found:
             _print_cluster(cluster, reader, out)
-        merged = await _merge(store, found) if args.apply else 0
-    except MemoryStoreError as error:
-        print(f"⚠️ switchboard memory consolidate: the memory store failed: {error}", file=err)
+        if args.apply:
+            await _merge(store, found, progress)
+    except Exception as error:  # a store failure is one line, never a traceback
+        log.warning("memory.consolidate_failed", merged=progress.merged, error=type(error).__name__)
+        done = f" after merging {progress.merged} record(s)" if progress.merged else ""
+        print(f"⚠️ switchboard memory consolidate: {plain_text(store_failure(error))}{done}", file=err)
         return 1
     duplicates = sum(len(cluster.duplicates) for cluster in found)
     log.info(
@@ -112,10 +118,10 @@ async def run_consolidate(
         scopes=len(scope_keys),
         clusters=len(found),
         duplicates=duplicates,
-        merged=merged,
+        merged=progress.merged,
         applied=args.apply,
     )
-    print(_summary(found, duplicates, merged, len(scope_keys), applied=args.apply), file=out)
+    print(_summary(found, duplicates, progress.merged, len(scope_keys), applied=args.apply), file=out)
     return 0
 
 
@@ -127,13 +133,15 @@ async def _scopes(store: CuratingStore, scope: str) -> list[str] | None:
     return sorted(await store.scope_keys())
 
 
-async def _merge(store: CuratingStore, found: Sequence[Cluster]) -> int:
-    merged = 0
+@dataclass
+class _Progress:
+    merged: int = 0
+
+
+async def _merge(store: CuratingStore, found: Sequence[Cluster], progress: _Progress) -> None:
     for cluster in found:
-        merged += await store.merge(
-            cluster.scope_key, cluster.survivor.id, cluster.duplicate_ids, actor=ACTOR
-        )
-    return merged
+        scope_key, survivor_id = cluster.scope_key, cluster.survivor.id
+        progress.merged += await store.merge(scope_key, survivor_id, cluster.duplicate_ids, actor=ACTOR)
 
 
 def _print_cluster(cluster: Cluster, reader: Reader, out: TextIO) -> None:

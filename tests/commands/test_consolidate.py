@@ -190,3 +190,13 @@ async def test_a_run_logs_one_event_with_counts_and_no_text() -> None:
         "applied": False,
     }
     assert "make ship" not in repr(logs)
+
+
+async def test_a_store_failure_is_one_warning_line(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path / "memory")
+    await store.aclose()  # every call now fails as a store failure
+    code, out, err = await consolidate(store, "--scope", SCOPE, "--apply")
+    assert (code, out) == (1, "")
+    assert err.strip() == (
+        "⚠️ switchboard memory consolidate: the memory store failed: the sqlite memory store is closed"
+    )
