@@ -140,9 +140,8 @@ def pending_to_expire(pending: Iterable[MemoryRecord], cap: int) -> builtins.lis
     return [] if excess <= 0 else [r.id for r in waiting[:excess]]
 
 
-def approval_candidate(record: MemoryRecord, target: MemoryRecord | None) -> MemoryCandidate:
-    """The pending record as the candidate its approval writes: `plan_write` decides it exactly as it
-    decides a write (fold into an active restatement, supersede the target, or insert)."""
+def record_candidate(record: MemoryRecord) -> MemoryCandidate:
+    """The record as the candidate that would write it: its text, kind, keywords, origin, provenance."""
     return MemoryCandidate(
         kind=record.kind,
         text=record.text,
@@ -150,11 +149,16 @@ def approval_candidate(record: MemoryRecord, target: MemoryRecord | None) -> Mem
         keywords=record.keywords,
         source_run_id=record.source_run_id,
         confidence=record.confidence,
-        supersedes=None if target is None else target.id,
         origin=record.origin,
         origin_conversation=record.origin_conversation,
         observed_at=record.observed_at,
     )
+
+
+def approval_candidate(record: MemoryRecord, target: MemoryRecord | None) -> MemoryCandidate:
+    """The pending record as the candidate its approval writes: `plan_write` decides it exactly as it
+    decides a write (fold into an active restatement, supersede the target, or insert)."""
+    return replace(record_candidate(record), supersedes=None if target is None else target.id)
 
 
 def approved_record(record: MemoryRecord, plan: WritePlan, versions: Iterable[MemoryRecord]) -> MemoryRecord:
@@ -175,16 +179,7 @@ def edit_candidate(record: MemoryRecord, text: object) -> MemoryCandidate:
     the record's kind, origin and provenance. Keywords are not carried: they described the old text."""
     if not isinstance(text, str):
         raise ValueError("text must be a string")
-    candidate = MemoryCandidate(
-        kind=record.kind,
-        text=text,
-        source_thread_key=record.source_thread_key,
-        source_run_id=record.source_run_id,
-        confidence=record.confidence,
-        origin=record.origin,
-        origin_conversation=record.origin_conversation,
-        observed_at=record.observed_at,
-    )
+    candidate = replace(record_candidate(record), text=text, keywords=())
     try:
         (prepared,) = prepare_batch([candidate])
     except ValueError as error:

@@ -83,7 +83,8 @@ def write_pending(
             insert_record(connection, seq, pending_record(scope_key, seq, candidate, now, plan))
             inserted += 1
         waiting = status_records(connection, "pending", None, newest_first=False)
-        over = [r for r in waiting if r.id in set(pending_to_expire(waiting, cap))]
+        doomed = set(pending_to_expire(waiting, cap))
+        over = [r for r in waiting if r.id in doomed]
         entries.extend(entry(r, "expired", SYSTEM_ACTOR, now) for r in over)
         expired += _erase(connection, [r.id for r in over], "expired", now)
         curation_log.append(connection, entries, log_cutoff)
