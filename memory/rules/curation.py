@@ -161,14 +161,19 @@ def approval_candidate(record: MemoryRecord, target: MemoryRecord | None) -> Mem
     return replace(record_candidate(record), supersedes=None if target is None else target.id)
 
 
-def approved_record(record: MemoryRecord, plan: WritePlan, versions: Iterable[MemoryRecord]) -> MemoryRecord:
-    """The pending row made active. It keeps a `supersedes` naming its own earlier version (an edit of
-    it) or the target it now supersedes; a target that is gone is no longer named."""
+def approved_record(
+    record: MemoryRecord, plan: WritePlan, versions: Iterable[MemoryRecord], now: float
+) -> MemoryRecord:
+    """The pending row made active, confirmed now (so the eviction an approval runs, as a write runs
+    it, never takes the record it just let in for the least recently used). It keeps a `supersedes`
+    naming its own earlier version (an edit of it) or the target it now supersedes; a target that is
+    gone is no longer named."""
     own = {v.id for v in versions}
     keeps = record.supersedes is not None and (
         record.supersedes in own or record.supersedes == plan.supersede_id
     )
-    return replace(record, status="active", supersedes=record.supersedes if keeps else plan.supersede_id)
+    supersedes = record.supersedes if keeps else plan.supersede_id
+    return replace(record, status="active", supersedes=supersedes, last_used_at=now)
 
 
 # -- edits and merges -------------------------------------------------------------------------------

@@ -171,6 +171,19 @@ class ReviewContract:
         await store.approve(ORG, rid(ORG, 3), ADMIN)
         assert ids(await store.list(ORG, 10)) == [rid(ORG, 3), rid(ORG, 2)]
 
+    async def test_an_approval_at_the_cap_never_evicts_the_record_it_let_in(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = curating(make_store, cap=2, clock=clock)
+        await store.write_pending(ORG, [fact("waited a week")])
+        clock.advance(7 * DAY)
+        await store.write(ORG, [fact("rule one"), fact("rule two")])
+        clock.advance(60)
+        approved = await store.approve(ORG, rid(ORG, 1), ADMIN)
+        assert approved is not None and approved.last_used_at == START + 7 * DAY + 60
+        assert ids(await store.list(ORG, 10)) == [rid(ORG, 3), rid(ORG, 1)]
+
     async def test_pending_records_do_not_count_against_the_active_cap(
         self, make_store: StoreFactory
     ) -> None:
