@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from commands.cli import CLI_CALLER, main, run_memory_cli
-from commands.curate import EDIT_USAGE, PENDING_USAGE
 from commands.consolidate import CONSOLIDATE_USAGE
+from commands.curate import EDIT_USAGE, PENDING_USAGE
 from commands.memory import FORGET_USAGE, LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
 from commands.provenance import AUDIT_USAGE, WHY_USAGE
 from commands.registry import Caller
