@@ -29,6 +29,7 @@ from starlette.routing import Route
 from memory.rules.claims import EventClaims
 from memory.service import checks
 from memory.service.checks import Handler, LogFields, Refusal
+from memory.service.curation_routes import CurationRoutes
 from memory.service.redact_cache import RedactionCache
 from memory.types import MAX_LIMIT, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
 from memory.wire import (
@@ -96,12 +97,10 @@ def create_app(
     """
     if "cap" not in inspect.signature(store.write).parameters:
         raise TypeError(f"{type(store).__name__}.write must accept cap= (the wire's per-batch cap)")
-    service = _Service(
-        store,
-        token,
-        metrics if metrics is not None else Metrics(),
-        redaction if redaction is not None else RedactionCache(),
-    )
+    metrics = metrics if metrics is not None else Metrics()
+    redaction = redaction if redaction is not None else RedactionCache()
+    service = _Service(store, token, metrics, redaction)
+    curation = CurationRoutes(store, metrics, redaction)
     routes = [
         # The reads first: the router tries each route in turn, and they are nearly every request.
         Route("/retrieve", service.endpoint("/retrieve", service.retrieve), methods=["POST"]),
@@ -120,6 +119,7 @@ def create_app(
         Route("/audit/record", service.endpoint("/audit/record", service.record_read), methods=["POST"]),
         Route("/audit/query", service.endpoint("/audit/query", service.read_audit), methods=["POST"]),
         Route("/events/claim", service.endpoint("/events/claim", service.claim_event), methods=["POST"]),
+        *curation.routes(service.endpoint),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: service.http_error})
     app.router.redirect_slashes = False  # /write/ is not /write: 404, never a redirect
