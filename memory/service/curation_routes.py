@@ -17,6 +17,7 @@ import asyncio
 import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -52,10 +53,12 @@ class CurationRoutes:
         self._store_name = type(store).__name__
         self._metrics = metrics
         self._redaction = redaction
-        # The service's writes carry the caller's per-scope cap; a pending write takes it when it can.
-        self._pending_cap = self._store is not None and (
-            "cap" in inspect.signature(self._store.write_pending).parameters
-        )
+        # A write carries the caller's per-scope cap; so do a pending write and an approval (both may
+        # evict), to a store whose methods take it. One that does not applies its own cap.
+        self._takes_cap = {
+            name: self._store is not None and "cap" in inspect.signature(getattr(store, name)).parameters
+            for name in ("write_pending", "approve")
+        }
 
     def routes(self, endpoint: Callable[[str, Handler], Endpoint]) -> list[Route]:
         handlers: dict[str, Handler] = {
@@ -79,6 +82,12 @@ class CurationRoutes:
             raise Refusal(501, f"{self._store_name} cannot curate memory (review, edit, history, merge)")
         return self._store
 
+    def _cap_option(self, method: str, cap: int | None, fields: LogFields) -> dict[str, Any]:
+        if cap is None or not self._takes_cap[method]:
+            return {}
+        fields["cap"] = cap
+        return {"cap": cap}
+
     def _count(self, action: str, n: int = 1) -> None:
         if n:
             self._metrics.memory_curations.labels(action).inc(n)
@@ -92,11 +101,9 @@ class CurationRoutes:
         fields["candidates"] = len(candidates)
         store = self._curating()
         try:  # a restatement folds into an active record; a pending one beyond the cap expires
-            if self._pending_cap and cap is not None:
-                fields["cap"] = cap
-                result: WriteResult = await store.write_pending(scope_key, candidates, cap=cap)  # type: ignore[call-arg]
-            else:
-                result = await store.write_pending(scope_key, candidates)
+            result: WriteResult = await store.write_pending(
+                scope_key, candidates, **self._cap_option("write_pending", cap, fields)
+            )
         finally:
             self._redaction.forget_scope(scope_key)
         self._metrics.memory_writes.labels("pending").inc(result.inserted)
@@ -119,8 +126,11 @@ class CurationRoutes:
 
     async def approve(self, body: Body, fields: LogFields) -> Body:
         scope_key, record_id, actor = _target(body, fields)
+        cap = checks.cap(body.get("cap"))
+        store = self._curating()
         try:  # approval may supersede and evict, as a write would
-            record = await self._curating().approve(scope_key, record_id, actor)
+            option = self._cap_option("approve", cap, fields)
+            record = await store.approve(scope_key, record_id, actor, **option)
         finally:
             self._redaction.forget_scope(scope_key)
         fields["approved"] = record is not None

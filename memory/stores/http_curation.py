@@ -68,6 +68,8 @@ class CurationClient:
 
     async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
         body: dict[str, object] = {"scopeKey": scope_key, "id": record_id, "actor": actor}
+        if self.cap is not None:  # an approval evicts over the cap, as a write does
+            body["cap"] = self.cap
         reply = await self._checked("/pending/approve", body)
         return _changed(reply, "approved", "/pending/approve", scope_key)
 

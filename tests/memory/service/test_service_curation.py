@@ -100,6 +100,7 @@ def _with(path: str, **fields: Any) -> tuple[str, dict[str, Any]]:
         (*_with("/pending/approve", id=""), "id"),
         (*_with("/pending/approve", id="mem:org:acme 1"), "id"),
         (*_with("/pending/approve", actor=...), "actor"),
+        (*_with("/pending/approve", cap=10_001), "cap"),
         (*_with("/pending/reject", actor="a" * 201), "actor"),
         (*_with("/pending/reject", scopeKey=7), "scopeKey"),
         (*_with("/pending/expire", olderThan=...), "olderThan"),
