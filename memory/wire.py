@@ -12,6 +12,7 @@ import re
 from typing import Any, TypeGuard, cast, get_args
 
 from memory.rules.claims import validate_claim
+from memory.rules.curation import validate_actor
 from memory.types import (
     CURATION_ACTIONS,
     ERASE_REASONS,
@@ -318,7 +319,11 @@ def audit_query_from_wire(value: object) -> AuditQuery:
 
 def actor_from_wire(value: object, field: str = "actor") -> str:
     """Who did a curation action: a scope key (`user:slack:U1`), `run:<id>`, `system`, `machine`."""
-    return _ref_required(value, field)
+    try:
+        actor = validate_actor(value)
+    except ValueError as exc:
+        raise WireError(f"{field}{str(exc).removeprefix('actor')}") from None
+    return _str(actor, field)
 
 
 def entry_to_wire(entry: CurationEntry) -> JsonObject:

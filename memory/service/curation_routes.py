@@ -23,6 +23,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from memory.rules.curation import validate_entry
 from memory.rules.redact import redact_record, redact_secrets
 from memory.service import checks
 from memory.service.checks import Handler, LogFields, Refusal
@@ -189,6 +190,10 @@ class CurationRoutes:
         checks.record_id(entry.record_id, "entry.recordId")
         if entry.related_id is not None:
             checks.record_id(entry.related_id, "entry.relatedId")
+        try:  # the stores' own rule: a record id of the entry's scope, among others
+            validate_entry(entry)
+        except ValueError as exc:
+            raise Refusal(400, f"entry.{exc}") from None
         await self._curating().record_curation(entry)
         fields.update(id=entry.record_id, action=entry.action, actor=entry.actor)
         return {"ok": True}

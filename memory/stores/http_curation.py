@@ -15,6 +15,7 @@ from typing import Any
 
 import structlog
 
+from memory.rules.curation import log_limit, validate_actor, validate_entry
 from memory.rules.engine import prepare_batch
 from memory.rules.redact import redact_secrets
 from memory.stores.http_replies import CallFailed, count_of, records_of, write_result
@@ -63,22 +64,26 @@ class CurationClient:
         return write_result(await self._checked("/pending/write", body), "/pending/write")
 
     async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
+        limit = log_limit(limit)  # a page as every store takes it: at most MAX_LIMIT
+        if not limit:
+            return []
         reply = await self._checked("/pending/list", {"scopeKey": scope_key, "limit": limit})
         return _records(reply, scope_key, "/pending/list")
 
     async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
-        body: dict[str, object] = {"scopeKey": scope_key, "id": record_id, "actor": actor}
+        body = _target(scope_key, record_id, actor)
         if self.cap is not None:  # an approval evicts over the cap, as a write does
             body["cap"] = self.cap
         reply = await self._checked("/pending/approve", body)
         return _changed(reply, "approved", "/pending/approve", scope_key)
 
     async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
-        body: dict[str, object] = {"scopeKey": scope_key, "id": record_id, "actor": actor}
+        body = _target(scope_key, record_id, actor)
         return _flag(await self._checked("/pending/reject", body), "rejected", "/pending/reject")
 
     async def expire_pending(self, older_than: float, actor: str = "system") -> int:
-        reply = await self._checked("/pending/expire", {"olderThan": older_than, "actor": actor})
+        body: dict[str, object] = {"olderThan": older_than, "actor": validate_actor(actor)}
+        reply = await self._checked("/pending/expire", body)
         return count_of(reply, "expired", "/pending/expire")
 
     # --- edits, history, the curation log ------------------------------------------------------------
@@ -86,7 +91,7 @@ class CurationClient:
     async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
         """The new text redacted here, so a secret typed into an edit never crosses the wire."""
         redacted = text_from_wire(redact_secrets(text_from_wire(text, "text")), "text")
-        body: dict[str, object] = {"scopeKey": scope_key, "id": record_id, "text": redacted, "actor": actor}
+        body = {**_target(scope_key, record_id, actor), "text": redacted}
         return _changed(await self._checked("/records/edit", body), "edited", "/records/edit", scope_key)
 
     async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
@@ -103,9 +108,13 @@ class CurationClient:
         return versions
 
     async def record_curation(self, entry: CurationEntry) -> None:
-        await self._checked("/curation/record", entry_to_wire(entry))
+        """Refused here (ValueError naming the field) by the stores' own rule, before any request."""
+        await self._checked("/curation/record", entry_to_wire(validate_entry(entry)))
 
     async def curation_log(self, scope_key: str, record_id: str, limit: int) -> builtins.list[CurationEntry]:
+        limit = log_limit(limit)
+        if not limit:
+            return []
         body: dict[str, object] = {"scopeKey": scope_key, "id": record_id, "limit": limit}
         reply = await self._checked("/curation/log", body)
         raw = reply.get("entries")
@@ -138,10 +147,15 @@ class CurationClient:
                 "scopeKey": scope_key,
                 "survivorId": survivor_id,
                 "duplicateIds": ids[start : start + MAX_REFS],
-                "actor": actor,
+                "actor": validate_actor(actor),
             }
             merged += count_of(await self._checked("/records/merge", body), "merged", "/records/merge")
         return merged
+
+
+def _target(scope_key: str, record_id: str, actor: str) -> dict[str, object]:
+    """The body of an action on one record; the actor refused here as every store refuses it."""
+    return {"scopeKey": scope_key, "id": record_id, "actor": validate_actor(actor)}
 
 
 def _records(reply: dict[str, Any], scope_key: str, route: str) -> builtins.list[MemoryRecord]:

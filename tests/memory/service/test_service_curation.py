@@ -3,13 +3,15 @@ curate, and what each route does to the store, its log line and its metrics."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
 from starlette.applications import Starlette
 
 from memory.service.app import create_app
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import NullMemoryStore
+from memory.types import MemoryCandidate, WriteResult
 from tests.memory.service_support import AUTH, TOKEN, asgi_client, fact
 
 SCOPE = "org:acme"
@@ -49,10 +51,18 @@ VALID: dict[str, dict[str, Any]] = {
 }
 
 
+class _PlainStore(NullMemoryStore):
+    """A store that serves the service's data routes but keeps no review queue (not a CuratingStore)."""
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        return WriteResult()
+
+
 @pytest.fixture
 def plain_app() -> Starlette:
-    """The service over a store that keeps no review queue (not a CuratingStore)."""
-    return create_app(InMemoryMemoryStore(), TOKEN)
+    return create_app(_PlainStore(), TOKEN)
 
 
 @pytest.mark.parametrize("path", sorted(VALID))
@@ -78,7 +88,7 @@ async def test_a_store_that_cannot_curate_is_a_501_naming_it_never_an_empty_answ
     reply = await post(plain_app, path, VALID[path])
     assert reply.status_code == 501
     assert reply.json() == {
-        "error": "InMemoryMemoryStore cannot curate memory (review, edit, history, merge)"
+        "error": "_PlainStore cannot curate memory (review, edit, history, merge)"
     }
 
 

@@ -5,7 +5,7 @@ empty), against the real service app and against misbehaving servers."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,7 +19,7 @@ from structlog.testing import capture_logs
 
 from memory.service.app import create_app
 from memory.stores.http import HttpMemoryStore
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import NullMemoryStore
 from memory.types import CuratingStore, CurationEntry, MemoryCandidate, MemoryStoreError, WriteResult
 from memory.wire import MAX_REFS
 from tests.memory.service_support import TOKEN, free_port
@@ -116,6 +116,15 @@ async def client_of() -> AsyncIterator[Callable[..., HttpMemoryStore]]:
         await client.aclose()
 
 
+class _PlainStore(NullMemoryStore):
+    """A store that serves the service's data routes but keeps no review queue (not a CuratingStore)."""
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        return WriteResult()
+
+
 def test_the_http_store_is_a_curating_store() -> None:
     assert isinstance(HttpMemoryStore(BASE, TOKEN), CuratingStore)
 
@@ -125,7 +134,7 @@ def test_the_http_store_is_a_curating_store() -> None:
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 async def test_a_service_whose_store_cannot_curate_raises_with_501(name: str) -> None:
-    transport = httpx.ASGITransport(app=create_app(InMemoryMemoryStore(), TOKEN))
+    transport = httpx.ASGITransport(app=create_app(_PlainStore(), TOKEN))
     client = HttpMemoryStore(BASE, TOKEN, transport=transport)
     try:
         with pytest.raises(MemoryStoreError) as raised:
@@ -138,7 +147,7 @@ async def test_a_service_whose_store_cannot_curate_raises_with_501(name: str) ->
 
 @pytest.mark.parametrize("name", sorted(CALLS))
 async def test_a_wrong_token_raises_401_on_every_curation_call(name: str) -> None:
-    transport = httpx.ASGITransport(app=create_app(InMemoryMemoryStore(), TOKEN))
+    transport = httpx.ASGITransport(app=create_app(_PlainStore(), TOKEN))
     client = HttpMemoryStore(BASE, "not-the-token", transport=transport)
     try:
         with pytest.raises(MemoryStoreError) as raised:
