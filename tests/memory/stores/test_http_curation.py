@@ -315,3 +315,33 @@ async def test_expire_pending_sends_system_as_the_actor_by_default(
     service = answering({"expired": 3})
     assert await client_of(service).expire_pending(1_800_000_000.0) == 3
     assert service.sent == [("/pending/expire", {"olderThan": 1_800_000_000.0, "actor": "system"})]
+
+
+async def test_a_bad_entry_or_actor_is_refused_by_the_stores_rule_before_any_request(
+    client_of: Callable[..., HttpMemoryStore],
+) -> None:
+    service = answering({})
+    client = client_of(service)
+    with pytest.raises(ValueError, match="record_id"):
+        await client.record_curation(CurationEntry(RID, "channel:slack:C1", "remembered", ADMIN, 1.0))
+    for call in (
+        client.approve(SCOPE, RID, " "),
+        client.reject(SCOPE, RID, ""),
+        client.merge(SCOPE, RID, [RID], ""),
+    ):
+        with pytest.raises(ValueError, match="actor"):
+            await call
+    assert service.sent == []
+
+
+async def test_pages_are_clamped_as_every_store_clamps_them(
+    client_of: Callable[..., HttpMemoryStore],
+) -> None:
+    service = FakeService(lambda path, body: JSONResponse({"records": [], "entries": []}))
+    client = client_of(service)
+    assert await client.pending(SCOPE, 0) == []
+    assert await client.curation_log(SCOPE, RID, -3) == []
+    assert service.sent == []
+    await client.pending(SCOPE, 500)
+    await client.curation_log(SCOPE, RID, 500)
+    assert [body["limit"] for _, body in service.sent] == [50, 50]
