@@ -1,8 +1,9 @@
 """The bot's side of the memory service: a MemoryStore over HTTP.
 
 Retrieval is advisory: any failure degrades to `[]` with one warning and never stalls a run beyond the
-timeout. Writes, listing and forgetting raise `MemoryStoreError` instead — the reflection pass catches
-and warns, and a human command must never be shown a silent empty list.
+timeout. Writes, listing, forgetting and every curation call (memory/stores/http_curation.py) raise
+`MemoryStoreError` instead — the reflection pass catches and warns, and a human command must never be
+shown a silent empty list.
 """
 
 from __future__ import annotations
