@@ -140,9 +140,8 @@ def pending_to_expire(pending: Iterable[MemoryRecord], cap: int) -> builtins.lis
     return [] if excess <= 0 else [r.id for r in waiting[:excess]]
 
 
-def approval_candidate(record: MemoryRecord, target: MemoryRecord | None) -> MemoryCandidate:
-    """The pending record as the candidate its approval writes: `plan_write` decides it exactly as it
-    decides a write (fold into an active restatement, supersede the target, or insert)."""
+def record_candidate(record: MemoryRecord) -> MemoryCandidate:
+    """The record as the candidate that would write it: its text, kind, keywords, origin, provenance."""
     return MemoryCandidate(
         kind=record.kind,
         text=record.text,
@@ -150,21 +149,31 @@ def approval_candidate(record: MemoryRecord, target: MemoryRecord | None) -> Mem
         keywords=record.keywords,
         source_run_id=record.source_run_id,
         confidence=record.confidence,
-        supersedes=None if target is None else target.id,
         origin=record.origin,
         origin_conversation=record.origin_conversation,
         observed_at=record.observed_at,
     )
 
 
-def approved_record(record: MemoryRecord, plan: WritePlan, versions: Iterable[MemoryRecord]) -> MemoryRecord:
-    """The pending row made active. It keeps a `supersedes` naming its own earlier version (an edit of
-    it) or the target it now supersedes; a target that is gone is no longer named."""
+def approval_candidate(record: MemoryRecord, target: MemoryRecord | None) -> MemoryCandidate:
+    """The pending record as the candidate its approval writes: `plan_write` decides it exactly as it
+    decides a write (fold into an active restatement, supersede the target, or insert)."""
+    return replace(record_candidate(record), supersedes=None if target is None else target.id)
+
+
+def approved_record(
+    record: MemoryRecord, plan: WritePlan, versions: Iterable[MemoryRecord], now: float
+) -> MemoryRecord:
+    """The pending row made active, confirmed now (so the eviction an approval runs, as a write runs
+    it, never takes the record it just let in for the least recently used). It keeps a `supersedes`
+    naming its own earlier version (an edit of it) or the target it now supersedes; a target that is
+    gone is no longer named."""
     own = {v.id for v in versions}
     keeps = record.supersedes is not None and (
         record.supersedes in own or record.supersedes == plan.supersede_id
     )
-    return replace(record, status="active", supersedes=record.supersedes if keeps else plan.supersede_id)
+    supersedes = record.supersedes if keeps else plan.supersede_id
+    return replace(record, status="active", supersedes=supersedes, last_used_at=now)
 
 
 # -- edits and merges -------------------------------------------------------------------------------
@@ -175,16 +184,7 @@ def edit_candidate(record: MemoryRecord, text: object) -> MemoryCandidate:
     the record's kind, origin and provenance. Keywords are not carried: they described the old text."""
     if not isinstance(text, str):
         raise ValueError("text must be a string")
-    candidate = MemoryCandidate(
-        kind=record.kind,
-        text=text,
-        source_thread_key=record.source_thread_key,
-        source_run_id=record.source_run_id,
-        confidence=record.confidence,
-        origin=record.origin,
-        origin_conversation=record.origin_conversation,
-        observed_at=record.observed_at,
-    )
+    candidate = replace(record_candidate(record), text=text, keywords=())
     try:
         (prepared,) = prepare_batch([candidate])
     except ValueError as error:

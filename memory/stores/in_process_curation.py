@@ -124,9 +124,16 @@ class InMemoryCuration:
                 self._erase_where(scope_key, lambda r: r.id == record.id, "merged")
                 self._append(entry(record, "approved", actor, now, survivor.id))
                 self._append(entry(survivor, "folded", actor, now, record.id))
-                log.info("memory.approve", scope_key=scope_key, id=record.id, folded_into=survivor.id)
+                log.info(
+                    "memory.approve",
+                    scope_key=scope_key,
+                    id=record.id,
+                    active_id=survivor.id,
+                    superseded=None,
+                    evicted=0,
+                )
                 return survivor
-            approved = approved_record(record, plan, walk.versions())
+            approved = approved_record(record, plan, walk.versions(), now)
             for index, row in enumerate(rows):
                 if row.id == record.id:
                     rows[index] = approved
@@ -138,7 +145,12 @@ class InMemoryCuration:
                 self._vectors[approved.id] = vector
             evicted = self._evict(scope_key)
         log.info(
-            "memory.approve", scope_key=scope_key, id=record_id, superseded=plan.supersede_id, evicted=evicted
+            "memory.approve",
+            scope_key=scope_key,
+            id=record_id,
+            active_id=record_id,
+            superseded=plan.supersede_id,
+            evicted=evicted,
         )
         return approved
 
@@ -186,7 +198,7 @@ class InMemoryCuration:
             if vector is not None:
                 self._vectors[new.id] = vector
             self._append(entry(old, "edited", actor, now, new.id))
-        log.info("memory.edit", scope_key=scope_key, id=record_id, new_id=new.id)
+        log.info("memory.edit", scope_key=scope_key, id=record_id, new_id=new.id, status=new.status)
         return new
 
     async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:

@@ -21,6 +21,7 @@ from memory.types import (
     CurationEntry,
     MemoryCandidate,
     MemoryStore,
+    SourceLink,
     WriteResult,
 )
 from tests.memory.embedders import ConceptEmbedder
@@ -170,6 +171,19 @@ class ReviewContract:
         await store.approve(ORG, rid(ORG, 3), ADMIN)
         assert ids(await store.list(ORG, 10)) == [rid(ORG, 3), rid(ORG, 2)]
 
+    async def test_an_approval_at_the_cap_never_evicts_the_record_it_let_in(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = curating(make_store, cap=2, clock=clock)
+        await store.write_pending(ORG, [fact("waited a week")])
+        clock.advance(7 * DAY)
+        await store.write(ORG, [fact("rule one"), fact("rule two")])
+        clock.advance(60)
+        approved = await store.approve(ORG, rid(ORG, 1), ADMIN)
+        assert approved is not None and approved.last_used_at == START + 7 * DAY + 60
+        assert ids(await store.list(ORG, 10)) == [rid(ORG, 3), rid(ORG, 1)]
+
     async def test_pending_records_do_not_count_against_the_active_cap(
         self, make_store: StoreFactory
     ) -> None:
@@ -260,6 +274,26 @@ class ReviewContract:
         assert await store.erase_scope(CHANNEL, "channel_deleted") == 1
         assert await store.pending(CHANNEL, 10) == []
         assert await store.approve(CHANNEL, rid(CHANNEL, 1), ADMIN) is None
+
+    async def test_erasing_a_runs_sources_erases_its_pending_records(self, make_store: StoreFactory) -> None:
+        store = curating(make_store)
+        await store.link_sources(SourceLink("run-7", (ORG,), ("slack:C1:1.000100",)))
+        await store.write_pending(ORG, [fact("deploys freeze on fridays", run="run-7")])
+        assert await store.erase_sources(["slack:C1:1.000100"], "source_deleted") == 1
+        assert await store.pending(ORG, 10) == []
+        [version] = await store.history(ORG, rid(ORG, 1))
+        assert (version.text, version.erased_reason) == (None, "source_deleted")
+
+    async def test_a_pending_record_past_its_scopes_retention_is_not_listed(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = curating(make_store, clock=clock, retention=Retention(ttl_days=7))
+        await store.write_pending(ORG, [fact("an old pending rule")])
+        clock.advance(8 * DAY)
+        await store.write_pending(ORG, [fact("a fresh pending rule")])
+        assert ids(await store.pending(ORG, 10)) == [rid(ORG, 2)]
+        assert await store.approve(ORG, rid(ORG, 1), ADMIN) is None  # erased by the scope's write
 
 
 class EditContract:

@@ -7,12 +7,13 @@ from __future__ import annotations
 import builtins
 import sqlite3
 from collections.abc import Sequence
+from typing import Any, get_args
 
 from memory.stores.sqlite.sql import NO_CUTOFF, chunks, placeholders
-from memory.types import CURATION_ACTIONS, CurationAction, CurationEntry
+from memory.types import CurationAction, CurationEntry
 
 _COLUMNS = "record_id, scope_key, action, actor, at, related_id"
-_ACTIONS: dict[str, CurationAction] = {action: action for action in CURATION_ACTIONS}  # type: ignore[misc]
+_ACTIONS: dict[str, CurationAction] = {action: action for action in get_args(CurationAction)}
 
 
 def append(connection: sqlite3.Connection, entries: Sequence[CurationEntry], cutoff: float | None) -> None:
@@ -55,13 +56,13 @@ def of_records(
     return [item for _, item in found]
 
 
-def _entry(row: Sequence[object]) -> CurationEntry:
+def _entry(row: Sequence[Any]) -> CurationEntry:
     record_id, scope_key, action, actor, at, related_id = row
     return CurationEntry(
         record_id=str(record_id),
         scope_key=str(scope_key),
         action=_ACTIONS[str(action)],
         actor=str(actor),
-        at=float(str(at)),
+        at=float(at),
         related_id=None if related_id is None else str(related_id),
     )

@@ -24,7 +24,7 @@ from memory.rules.curation import (
     plan_pending,
     run_actor,
 )
-from memory.rules.engine import WritePlan, plan_write
+from memory.rules.engine import WritePlan, fold_into, plan_write
 from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows, scrub_files
 from memory.stores.sqlite.reads import status_records
@@ -83,7 +83,8 @@ def write_pending(
             insert_record(connection, seq, pending_record(scope_key, seq, candidate, now, plan))
             inserted += 1
         waiting = status_records(connection, "pending", None, newest_first=False)
-        over = [r for r in waiting if r.id in set(pending_to_expire(waiting, cap))]
+        doomed = set(pending_to_expire(waiting, cap))
+        over = [r for r in waiting if r.id in doomed]
         entries.extend(entry(r, "expired", SYSTEM_ACTOR, now) for r in over)
         expired += _erase(connection, [r.id for r in over], "expired", now)
         curation_log.append(connection, entries, log_cutoff)
@@ -124,14 +125,9 @@ def approve(
                 entry(record, "approved", actor, now, target.id),
                 entry(target, "folded", actor, now, record.id),
             ]
-            curation_log.append(connection, entries, log_cutoff)
-            survivor = find(connection, target.id, "active")
-            assert survivor is not None  # folded into inside this transaction
-            approval = Approval(survivor, folded=True, superseded=None, evicted=0)
+            approval = Approval(fold_into(target, candidate, now), folded=True, superseded=None, evicted=0)
         else:
-            approval = _activate(
-                connection, scope_key, record, plan.supersede_id, chain.versions(), now, actor, cap
-            )
+            approval = _activate(connection, scope_key, record, plan, chain.versions(), now, cap)
             if vector is not None and embedder is not None:
                 store_vector(connection, _seq(connection, record.id), vector, embedder.name)
             entries = [entry(record, "approved", actor, now)]
@@ -140,7 +136,7 @@ def approve(
                 entries.insert(
                     0, CurationEntry(plan.supersede_id, scope_key, "superseded", by, now, record.id)
                 )
-            curation_log.append(connection, entries, log_cutoff)
+        curation_log.append(connection, entries, log_cutoff)
     if approval.folded:
         scrub_files(connection)
     return approval
@@ -150,21 +146,23 @@ def _activate(
     connection: sqlite3.Connection,
     scope_key: str,
     record: MemoryRecord,
-    supersede_id: str | None,
+    plan: WritePlan,
     versions: Sequence[MemoryRecord],
     now: float,
-    actor: str,
     cap: int,
 ) -> Approval:
-    approved = approved_record(record, WritePlan("insert", supersede_id=supersede_id), versions)
-    if supersede_id is not None:
-        supersede(connection, supersede_id)
+    """Inside the approval's transaction: the target superseded, the row active and indexed, then
+    the eviction over the cap."""
+    approved = approved_record(record, plan, versions, now)
+    if plan.supersede_id is not None:
+        supersede(connection, plan.supersede_id)
     connection.execute(
-        "UPDATE records SET status = 'active', supersedes = ? WHERE id = ?", (approved.supersedes, record.id)
+        "UPDATE records SET status = 'active', supersedes = ?, last_used_at = ? WHERE id = ?",
+        (approved.supersedes, approved.last_used_at, record.id),
     )
     index_record(connection, _seq(connection, record.id), approved)
     evicted = evict_over_cap(connection, scope_key, cap)
-    return Approval(approved, folded=False, superseded=supersede_id, evicted=evicted)
+    return Approval(approved, folded=False, superseded=plan.supersede_id, evicted=evicted)
 
 
 def reject(

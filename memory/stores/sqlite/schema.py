@@ -192,8 +192,8 @@ def _migrate_statuses(connection: sqlite3.Connection, scope_key: str) -> None:
         "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'"
     ).fetchone()
     match = _STATUS_CHECK.search(str(row[0]))
-    if match is None:
-        raise MemoryStoreError(f"database file for scope {scope_key} has no status check to migrate")
+    if match is None:  # an early layout checked no status at all: it admits `pending` already
+        return
     admitted = {part.strip().strip("'") for part in match.group(1).split(",")}
     if admitted >= set(STATUSES):
         return

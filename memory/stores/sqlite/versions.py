@@ -11,6 +11,7 @@ from __future__ import annotations
 import builtins
 import sqlite3
 from collections.abc import Sequence
+from typing import get_args
 
 from memory.ranking.embedder import Embedder
 from memory.rules.curation import (
@@ -35,14 +36,13 @@ from memory.stores.sqlite.sql import (
 )
 from memory.stores.sqlite.writes import insert_record, supersede
 from memory.types import (
-    ERASE_REASONS,
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
     RecordVersion,
 )
 
-_REASONS: dict[str, EraseReason] = {reason: reason for reason in ERASE_REASONS}  # type: ignore[misc]
+_REASONS: dict[str, EraseReason] = {reason: reason for reason in get_args(EraseReason)}
 
 
 def find(connection: sqlite3.Connection, record_id: str, *statuses: str) -> MemoryRecord | None:
