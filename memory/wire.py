@@ -37,6 +37,7 @@ from memory.types import (
     RecordStatus,
     RecordVersion,
     SourceLink,
+    WriteResult,
 )
 
 # Field caps of a write batch; the per-field caps live in memory.types, shared with every store.
@@ -201,6 +202,17 @@ def text_from_wire(value: object, field: str) -> str:
     if len(value) > MAX_TEXT_CHARS:
         raise WireError(f"{field} must be at most {MAX_TEXT_CHARS} characters")
     return value
+
+
+def write_result_to_wire(result: WriteResult) -> JsonObject:
+    """What a write (or a pending write) did, as counts."""
+    return {
+        "ok": True,
+        "inserted": result.inserted,
+        "deduped": result.deduped,
+        "superseded": result.superseded,
+        "evicted": result.evicted,
+    }
 
 
 # --- provenance: run sources, erase reasons, the read audit (ids only, never text) ----------------

@@ -43,6 +43,7 @@ from memory.wire import (
     messages_from_wire,
     ranked_to_wire,
     record_to_wire,
+    write_result_to_wire,
 )
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
 from ops.tracing import server_span
@@ -308,13 +309,7 @@ class _Service:
             superseded=result.superseded,
             evicted=result.evicted,
         )
-        return {
-            "ok": True,
-            "inserted": result.inserted,
-            "deduped": result.deduped,
-            "superseded": result.superseded,
-            "evicted": result.evicted,
-        }
+        return write_result_to_wire(result)
 
     async def list(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = checks.scope_key(body, fields)

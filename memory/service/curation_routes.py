@@ -39,6 +39,7 @@ from memory.wire import (
     record_to_wire,
     text_from_wire,
     version_to_wire,
+    write_result_to_wire,
 )
 from ops.metrics import Metrics
 
@@ -110,13 +111,7 @@ class CurationRoutes:
         self._metrics.memory_writes.labels("pending").inc(result.inserted)
         self._metrics.memory_writes.labels("deduped").inc(result.deduped)
         fields.update(inserted=result.inserted, deduped=result.deduped, evicted=result.evicted)
-        return {
-            "ok": True,
-            "inserted": result.inserted,
-            "deduped": result.deduped,
-            "superseded": result.superseded,
-            "evicted": result.evicted,
-        }
+        return write_result_to_wire(result)
 
     async def pending(self, body: Body, fields: LogFields) -> Body:
         scope_key = checks.scope_key(body, fields)

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 from starlette.applications import Starlette
+from starlette.routing import Route
 from structlog.testing import capture_logs
 
 from memory.service.app import create_app
@@ -18,7 +19,7 @@ from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 from ops.metrics import Metrics
-from tests.memory.service_support import AUTH, TOKEN, asgi_client, fact
+from tests.memory.service_support import AUTH, CURATION_ROUTES, TOKEN, asgi_client, fact
 
 SCOPE = "org:acme"
 RID = "mem:org:acme:1"
@@ -69,6 +70,12 @@ class _PlainStore(NullMemoryStore):
 @pytest.fixture
 def plain_app() -> Starlette:
     return create_app(_PlainStore(), TOKEN)
+
+
+def test_the_app_mounts_every_curation_route_as_a_post(plain_app: Starlette) -> None:
+    mounted = {route.path: route.methods for route in plain_app.routes if isinstance(route, Route)}
+    assert sorted(VALID) == sorted(CURATION_ROUTES)
+    assert all(mounted.get(path) == {"POST"} for path in CURATION_ROUTES), mounted
 
 
 @pytest.mark.parametrize("path", sorted(VALID))

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from memory.service.app import create_app
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate
-from tests.memory.service_support import TOKEN
+from tests.memory.service_support import CURATION_ROUTES, TOKEN
 
 SEED = [
     MemoryCandidate("fact", "we deploy on friday", "t"),
@@ -152,19 +152,6 @@ def test_authenticated_near_valid_bodies_are_either_served_or_refused_with_a_rea
     assert reply.status_code in (200, 400)
 
 
-CURATION_ROUTES = [
-    "/pending/write",
-    "/pending/list",
-    "/pending/approve",
-    "/pending/reject",
-    "/pending/expire",
-    "/records/edit",
-    "/records/history",
-    "/records/active",
-    "/records/merge",
-    "/curation/record",
-    "/curation/log",
-]
 ids = st.sampled_from(["mem:org:acme:1", "mem:org:acme:2", "mem:org:acme:3", "mem:user:slack:U1:1"])
 actors = st.sampled_from(["user:slack:UADMIN", "system", "machine", "run:r1", "", " "]) | json_values
 # The curation bodies' fields, each either plausible or any JSON value: reaches the stores' own rules.

@@ -22,7 +22,7 @@ from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import NullMemoryStore
 from memory.types import CuratingStore, CurationEntry, MemoryCandidate, MemoryStoreError, WriteResult
 from memory.wire import MAX_REFS
-from tests.memory.service_support import TOKEN, free_port
+from tests.memory.service_support import CURATION_ROUTES, TOKEN, free_port
 
 SCOPE = "org:acme"
 RID = "mem:org:acme:1"
@@ -81,21 +81,8 @@ class FakeService:
             self.sent.append((request.url.path, body))
             return self.reply(request.url.path, body)
 
-        paths = [
-            "/pending/write",
-            "/pending/list",
-            "/pending/approve",
-            "/pending/reject",
-            "/pending/expire",
-            "/records/edit",
-            "/records/history",
-            "/records/active",
-            "/records/merge",
-            "/curation/record",
-            "/curation/log",
-        ]
         return httpx.ASGITransport(
-            app=Starlette(routes=[Route(p, endpoint, methods=["POST"]) for p in paths])
+            app=Starlette(routes=[Route(p, endpoint, methods=["POST"]) for p in CURATION_ROUTES])
         )
 
 
