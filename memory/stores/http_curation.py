@@ -54,7 +54,8 @@ class CurationClient:
     # --- the review queue --------------------------------------------------------------------------
 
     async def write_pending(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
-        """Validated and redacted here like a write's batch; the configured cap bounds the queue too."""
+        """Validated and redacted here like a write's batch. The configured cap goes with it (and with an
+        approval) as with a write; a service store whose methods take no cap applies its own."""
         batch = prepare_batch(candidates)
         if not batch:
             return WriteResult()
