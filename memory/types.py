@@ -271,18 +271,23 @@ class CuratingStore(Protocol):
     store (in-process, SQLite, PostgreSQL, the memory service's client) is one. Each action appends its
     curation entries in the same transaction as the change it records."""
 
-    async def write_pending(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write_pending(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         """Like `write`, but new records wait as `pending` (a restatement of an active or pending
-        record still folds into it; supersede and eviction wait for approval)."""
+        record still folds into it; supersede and eviction wait for approval). `cap` (else the
+        store's) also bounds how many may wait: the oldest beyond it expire."""
         ...
 
     async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
         """Pending records of one scope, newest first."""
         ...
 
-    async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
-        """Make a pending record active (then supersede and evict as a write would); None if it was
-        not pending."""
+    async def approve(
+        self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
+    ) -> MemoryRecord | None:
+        """Make a pending record active (then supersede and evict over `cap`, else the store's, as a
+        write would); None if it was not pending."""
         ...
 
     async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:

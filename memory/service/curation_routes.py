@@ -14,10 +14,8 @@ memory. Each change drops what the cache holds for the records it changed.
 from __future__ import annotations
 
 import asyncio
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -55,12 +53,6 @@ class CurationRoutes:
         self._store_name = type(store).__name__
         self._metrics = metrics
         self._redaction = redaction
-        # A write carries the caller's per-scope cap; so do a pending write and an approval (both may
-        # evict), to a store whose methods take it. One that does not applies its own cap.
-        self._takes_cap = {
-            name: self._store is not None and "cap" in inspect.signature(getattr(store, name)).parameters
-            for name in ("write_pending", "approve")
-        }
 
     def routes(self, endpoint: Callable[[str, Handler], Endpoint]) -> list[Route]:
         handlers: dict[str, Handler] = {
@@ -84,11 +76,13 @@ class CurationRoutes:
             raise Refusal(501, f"{self._store_name} cannot curate memory (review, edit, history, merge)")
         return self._store
 
-    def _cap_option(self, method: str, cap: int | None, fields: LogFields) -> dict[str, Any]:
-        if cap is None or not self._takes_cap[method]:
-            return {}
-        fields["cap"] = cap
-        return {"cap": cap}
+    @staticmethod
+    def _cap(cap: int | None, fields: LogFields) -> int | None:
+        """A write carries the caller's per-scope cap; so do a pending write and an approval (both
+        may evict). None: the store's own."""
+        if cap is not None:
+            fields["cap"] = cap
+        return cap
 
     def _count(self, action: str, n: int = 1) -> None:
         if n:
@@ -103,9 +97,7 @@ class CurationRoutes:
         fields["candidates"] = len(candidates)
         store = self._curating()
         try:  # a restatement folds into an active record; a pending one beyond the cap expires
-            result: WriteResult = await store.write_pending(
-                scope_key, candidates, **self._cap_option("write_pending", cap, fields)
-            )
+            result: WriteResult = await store.write_pending(scope_key, candidates, cap=self._cap(cap, fields))
         finally:
             self._redaction.forget_scope(scope_key)
         self._metrics.memory_writes.labels("pending").inc(result.inserted)
@@ -125,8 +117,7 @@ class CurationRoutes:
         cap = checks.cap(body.get("cap"))
         store = self._curating()
         try:  # approval may supersede and evict, as a write would
-            option = self._cap_option("approve", cap, fields)
-            record = await store.approve(scope_key, record_id, actor, **option)
+            record = await store.approve(scope_key, record_id, actor, cap=self._cap(cap, fields))
         finally:
             self._redaction.forget_scope(scope_key)
         fields["approved"] = record is not None

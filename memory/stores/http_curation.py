@@ -53,15 +53,17 @@ class CurationClient:
 
     # --- the review queue --------------------------------------------------------------------------
 
-    async def write_pending(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
-        """Validated and redacted here like a write's batch. The configured cap goes with it (and with an
-        approval) as with a write; a service store whose methods take no cap applies its own."""
+    async def write_pending(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
+        """Validated and redacted here like a write's batch. The cap (this call's, else the
+        configured one) goes with it, and with an approval, as with a write."""
         batch = prepare_batch(candidates)
         if not batch:
             return WriteResult()
         body: dict[str, object] = {"scopeKey": scope_key, "records": [candidate_to_wire(c) for c in batch]}
-        if self.cap is not None:
-            body["cap"] = self.cap
+        if (cap := self.cap if cap is None else cap) is not None:
+            body["cap"] = cap
         return write_result(await self._checked("/pending/write", body), "/pending/write")
 
     async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
@@ -71,10 +73,12 @@ class CurationClient:
         reply = await self._checked("/pending/list", {"scopeKey": scope_key, "limit": limit})
         return _records(reply, scope_key, "/pending/list")
 
-    async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
+    async def approve(
+        self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
+    ) -> MemoryRecord | None:
         body = _target(scope_key, record_id, actor)
-        if self.cap is not None:  # an approval evicts over the cap, as a write does
-            body["cap"] = self.cap
+        if (cap := self.cap if cap is None else cap) is not None:  # an approval evicts, as a write does
+            body["cap"] = cap
         reply = await self._checked("/pending/approve", body)
         return _changed(reply, "approved", "/pending/approve", scope_key)
 

@@ -62,7 +62,9 @@ class InMemoryCuration:
     _curation: builtins.list[CurationEntry]
     _lock: asyncio.Lock
 
-    async def write_pending(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write_pending(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         candidates = prepare_batch(candidates)
         if not candidates:
             return WriteResult()
@@ -83,13 +85,13 @@ class InMemoryCuration:
                     continue
                 rows.append(pending_record(scope_key, self._next_seq(scope_key), candidate, now, plan))
                 inserted += 1
-            expired = self._expire_over_cap(scope_key, now)
+            expired = self._expire_over_cap(scope_key, now, self._cap if cap is None else cap)
         return WriteResult(inserted=inserted, deduped=deduped, evicted=expired)
 
-    def _expire_over_cap(self, scope_key: str, now: float) -> int:
-        if self._cap is None:
+    def _expire_over_cap(self, scope_key: str, now: float, cap: int | None) -> int:
+        if cap is None:
             return 0
-        doomed = set(pending_to_expire(self._live_rows(scope_key, "pending"), self._cap))
+        doomed = set(pending_to_expire(self._live_rows(scope_key, "pending"), cap))
         self._erase_where(scope_key, lambda r: r.id in doomed, "expired")
         for record in self._scopes.get(scope_key, []):
             if record.id in doomed:
@@ -102,7 +104,9 @@ class InMemoryCuration:
         rows = self._unexpired_rows(scope_key, "pending")
         return rows[::-1][: max(0, limit)]
 
-    async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
+    async def approve(
+        self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
+    ) -> MemoryRecord | None:
         validate_actor(actor)
         waiting = self._find(scope_key, record_id, "pending")
         if waiting is None:
@@ -143,7 +147,7 @@ class InMemoryCuration:
             self._append(entry(approved, "approved", actor, now))
             if vector is not None:
                 self._vectors[approved.id] = vector
-            evicted = self._evict(scope_key)
+            evicted = self._evict(scope_key, cap)
         log.info(
             "memory.approve",
             scope_key=scope_key,

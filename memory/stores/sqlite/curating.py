@@ -14,7 +14,7 @@ import structlog
 
 from memory.ranking.embedder import Embedder
 from memory.rules.curation import SYSTEM_ACTOR, edit_candidate, log_limit, validate_actor, validate_entry
-from memory.rules.engine import prepare_batch
+from memory.rules.engine import prepare_batch, validate_cap
 from memory.rules.retention import Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.sqlite import curation_log, reads, review, versions
@@ -53,8 +53,11 @@ class SqliteCuration:
 
         async def scope_keys(self) -> builtins.list[str]: ...
 
-    async def write_pending(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write_pending(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         validate_scope_key(scope_key)
+        batch_cap = self._cap if cap is None else validate_cap(cap)
         batch = await self._on_pool(functools.partial(prepare_batch, candidates), "sqlite memory store")
         if not batch:
             return WriteResult()
@@ -62,7 +65,7 @@ class SqliteCuration:
 
         def work(connection: sqlite3.Connection) -> WriteResult:
             result, erased = review.write_pending(
-                connection, scope_key, batch, self._cap, self._clock, cutoff, self._log_cutoff()
+                connection, scope_key, batch, batch_cap, self._clock, cutoff, self._log_cutoff()
             )
             if result.deduped:
                 self._scopes.usage_changed(scope_key)
@@ -86,9 +89,12 @@ class SqliteCuration:
         )
         return await self._run(scope_key, read, [])
 
-    async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
+    async def approve(
+        self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
+    ) -> MemoryRecord | None:
         validate_scope_key(scope_key)
         validate_actor(actor)
+        batch_cap = self._cap if cap is None else validate_cap(cap)
 
         def work(connection: sqlite3.Connection) -> review.Approval | None:
             approval = review.approve(
@@ -96,7 +102,7 @@ class SqliteCuration:
                 scope_key,
                 record_id,
                 actor,
-                self._cap,
+                batch_cap,
                 self._embedder,
                 self._clock,
                 self._log_cutoff(),

@@ -17,7 +17,7 @@ from memory.service.app import create_app
 from memory.service.redact_cache import RedactionCache
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryRecord, WriteResult
+from memory.types import MemoryCandidate, WriteResult
 from ops.metrics import Metrics
 from tests.memory.service_support import AUTH, CURATION_ROUTES, TOKEN, asgi_client, fact
 
@@ -281,30 +281,24 @@ async def test_curation_actions_move_their_counters(store: InMemoryMemoryStore) 
     assert value("switchboard_memory_curations_total", action="rejected") == 1
 
 
-class _CapTakingStore(InMemoryMemoryStore):
-    """A store whose pending writes and approvals take the caller's cap, as its writes do."""
-
-    def __init__(self) -> None:
-        super().__init__(cap=500)
-        self.caps: list[int | None] = []
-
-    async def write_pending(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        self.caps.append(cap)
-        return await super().write_pending(scope_key, candidates)
-
-    async def approve(
-        self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
-    ) -> MemoryRecord | None:
-        self.caps.append(cap)
-        return await super().approve(scope_key, record_id, actor)
-
-
-async def test_the_callers_cap_reaches_a_store_that_takes_it_on_pending_writes_and_approvals() -> None:
-    store = _CapTakingStore()
-    app = create_app(store, TOKEN)
-    await post(app, "/pending/write", {**VALID["/pending/write"], "cap": 40})
-    await post(app, "/pending/approve", {**VALID["/pending/approve"], "cap": 40})
-    await post(app, "/pending/write", {"scopeKey": SCOPE, "records": [fact("another rule")]})
-    assert store.caps == [40, 40, None]
+async def test_the_callers_cap_bounds_the_pending_queue_and_the_approval_eviction(tmp_path: Path) -> None:
+    store = SqliteMemoryStore(tmp_path / "memory", cap=500)
+    try:
+        app = create_app(store, TOKEN)
+        await post(app, "/write", {"scopeKey": SCOPE, "records": [fact("the bot runs on fridays")], "cap": 1})
+        rules = [
+            fact("deploys go through make ship"),
+            fact("rollbacks take a ticket"),
+            fact("oncall is weekly"),
+        ]
+        written = await post(app, "/pending/write", {"scopeKey": SCOPE, "records": rules, "cap": 2})
+        waiting = (await post(app, "/pending/list", {"scopeKey": SCOPE, "limit": 10})).json()["records"]
+        newest = waiting[0]["id"]
+        target = {"scopeKey": SCOPE, "id": newest, "actor": "user:slack:UADMIN", "cap": 1}
+        await post(app, "/pending/approve", target)
+        active = await store.active_records(SCOPE)
+    finally:
+        await store.aclose()
+    assert written.json()["evicted"] == 1  # the oldest of three pending beyond the cap of 2
+    assert [r["text"] for r in waiting] == ["oncall is weekly", "rollbacks take a ticket"]
+    assert [r.id for r in active] == [newest]  # the approval evicted over the caller's cap of 1
