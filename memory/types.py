@@ -25,7 +25,9 @@ ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine
 # `migrated`: a DM's old channel scope at start-up (moved into its owner's scope, or erased when no
 # owner could be told).
 # `rejected`: an admin turned a pending record down; `merged`: a near-duplicate folded into another
-# record by `switchboard memory consolidate --apply` (the survivor keeps the meaning).
+# record by `switchboard memory consolidate --apply` (the survivor keeps the meaning, and the
+# duplicate's older versions go with it); `edited`: a pending version a person replaced before anyone
+# approved it (words nobody approved are not kept).
 EraseReason = Literal[
     "forgotten",
     "source_deleted",
@@ -36,6 +38,7 @@ EraseReason = Literal[
     "migrated",
     "rejected",
     "merged",
+    "edited",
 ]
 ERASE_REASONS: frozenset[str] = frozenset(get_args(EraseReason))
 

@@ -198,6 +198,8 @@ class InMemoryCuration:
             rows = self._scopes[scope_key]
             new = edited_record(old, self._next_seq(scope_key), candidate, now)
             rows[:] = [replace(r, status="superseded") if r.id == old.id else r for r in rows]
+            if old.status == "pending":  # never approved: its words go, the new version waits instead
+                self._erase_where(scope_key, lambda r: r.id == old.id, "edited")
             rows.append(new)
             if vector is not None:
                 self._vectors[new.id] = vector
@@ -237,7 +239,8 @@ class InMemoryCuration:
             now = self._clock()
             folded = merged_survivor(survivor, duplicates)
             rows[:] = [folded if r.id == survivor.id else r for r in rows]
-            doomed = {d.id for d in duplicates}
+            # Each duplicate's older versions go with it: forgetting the survivor could not reach them.
+            doomed = {i for d in duplicates for i in self._chain_ids(scope_key, d)}
             self._erase_where(scope_key, lambda r: r.id in doomed, "merged")
             for duplicate in duplicates:
                 self._append(entry(duplicate, "merged", actor, now, survivor.id))

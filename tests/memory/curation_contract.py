@@ -378,6 +378,18 @@ class EditContract:
         await store.approve(ORG, rid(ORG, 2), ADMIN)
         assert ids(await store.list(ORG, 10)) == [rid(ORG, 2)]
 
+    async def test_an_edited_pending_version_keeps_no_text_and_a_reject_leaves_none_of_the_chain(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = curating(make_store)
+        await store.write_pending(ORG, [fact("zebrapend alpha deploy freeze")])
+        await store.edit(ORG, rid(ORG, 1), "zebrapend beta deploy freeze", ADMIN)
+        [first, second] = await store.history(ORG, rid(ORG, 2))
+        assert (first.id, first.text, first.erased_reason) == (rid(ORG, 1), None, "edited")
+        assert second.text == "zebrapend beta deploy freeze"
+        assert await store.reject(ORG, rid(ORG, 2), ADMIN) is True
+        assert [v.text for v in await store.history(ORG, rid(ORG, 1))] == [None, None]
+
     async def test_an_edited_pending_correction_still_supersedes_its_target(
         self, make_store: StoreFactory
     ) -> None:
@@ -473,6 +485,15 @@ class MergeAndLogContract:
             rid(ORG, 2),
             rid(ORG, 3),
         }
+
+    async def test_merge_erases_the_older_versions_of_a_duplicate_too(self, make_store: StoreFactory) -> None:
+        store = curating(make_store)
+        await store.write(ORG, [fact("zebra original wording of the freeze")])
+        await store.write(ORG, [fact("deploys freeze on fridays")])
+        await store.edit(ORG, rid(ORG, 1), "deploys freeze on fridays!", ADMIN)
+        assert await store.merge(ORG, rid(ORG, 2), [rid(ORG, 3)], ADMIN) == 1
+        history = await store.history(ORG, rid(ORG, 1))
+        assert [(v.id, v.text) for v in history] == [(rid(ORG, 1), None), (rid(ORG, 3), None)]
 
     async def test_merge_folds_only_active_duplicates_into_an_active_survivor(
         self, make_store: StoreFactory

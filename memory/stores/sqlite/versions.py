@@ -126,10 +126,14 @@ def edit(
                 "UPDATE records SET status = 'superseded' WHERE id = ? RETURNING seq", (old.id,)
             ).fetchall()
             stamp(connection, [int(r[0]) for r in retired])
+            # Never approved: its words go, the new version waits instead.
+            erase_rows(connection, "id = ?", [old.id], "edited", now)
         insert_record(connection, seq, new)
         if vector is not None and embedder is not None and new.status == "active":
             store_vector(connection, seq, vector, embedder.name)
         curation_log.append(connection, [entry(old, "edited", actor, now, new.id)], log_cutoff)
+    if old.status == "pending":
+        scrub_files(connection)
     return new
 
 
@@ -164,8 +168,10 @@ def merge(
             (folded.use_count, folded.last_used_at, folded.observed_at, survivor.id),
         ).fetchall()
         stamp(connection, [int(r[0]) for r in kept])
-        doomed = [d.id for d in duplicates]
-        erase_rows(connection, f"id IN ({placeholders(len(doomed))})", doomed, "merged", now)
+        # Each duplicate's older versions go with it: forgetting the survivor could not reach them.
+        doomed = sorted({v.id for d in duplicates for v in walk(connection, d)[0].versions()})
+        for chunk in chunks(doomed):
+            erase_rows(connection, f"id IN ({placeholders(len(chunk))})", chunk, "merged", now)
         entries = [entry(d, "merged", actor, now, survivor.id) for d in duplicates]
         curation_log.append(connection, entries, log_cutoff)
     scrub_files(connection)
