@@ -29,11 +29,11 @@ from commands.curate_render import (
 from commands.options import parse_limit, parse_repo, split_options
 from commands.provenance import reader_for
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
-from commands.remember import check_text, dashed
+from commands.remember import NARROW_WHERE, check_text, dashed
 from commands.render import code_span, is_machine_caller, store_failure
 from memory.rules.redact import REDACTED
 from memory.rules.scope import scope_kind
-from memory.rules.visibility import may_show
+from memory.rules.visibility import may_show, origin_from_visibility
 from memory.types import MAX_LIMIT, CuratingStore, MemoryRecord, MemoryStore, RecordVersion
 
 log = structlog.get_logger("memory")
@@ -313,6 +313,15 @@ class CurateCommands:
         refusal = curation_refusal(request.scope, caller, admin=act.admin, org_key=self._org_key, verb="edit")
         if refusal is not None:
             return act.reply(f"🚫 {refusal} Your own records: `memory list me`.", "refused", request.id)
+        if not said_for_scope(request.scope, caller):
+            where = caller.channel_visibility if caller.channel_visibility in NARROW_WHERE else "unknown"
+            return act.reply(
+                f"🚫 Nothing changed: what is said in {NARROW_WHERE[where]} may not go into the shared "
+                f"scope {code_span(request.scope)}. Edit it from a public channel, the App Home or a "
+                "terminal.",
+                "refused",
+                request.id,
+            )
         checked = check_text(request.text)
         if isinstance(checked, str):
             return act.reply(f"Nothing changed: {checked}.", "invalid_input", request.id)
@@ -349,6 +358,13 @@ class CurateCommands:
         store = self._curating()
         if store is None:
             return act.reply(f"⚠️ {NOT_CURATING}", "unsupported", target)
+        if scope_kind(scope) == "user" and scope != scope_key_of("user", caller.user_id):
+            # A person's own scope is theirs alone, whatever the origin of what is in it.
+            return act.reply(
+                "🚫 That record is in another person's scope: its history is theirs alone, admins included.",
+                "refused",
+                target,
+            )
         try:
             versions = await store.history(scope, target)
             records = await _version_records(store, scope, versions, pending=act.admin)
@@ -371,6 +387,18 @@ class CurateCommands:
             )
         text = render_history(target, versions, visible, machine=is_machine_caller(caller))
         return act.reply(text, "shown", target, ok=True, versions=len(versions), shown=len(visible))
+
+
+def said_for_scope(scope: str, caller: Caller) -> bool:
+    """Whether the editor's words may land in `scope`, as a remembered fact's would: anything into the
+    editor's own scope; into a shared one only from a public channel or a machine surface, or a private
+    channel's words into that channel's own scope."""
+    if scope_kind(scope) == "user":
+        return True
+    origin = origin_from_visibility(caller.channel_visibility)
+    if origin in ("public", "machine"):
+        return True
+    return origin == "private" and scope == scope_key_of("channel", caller.channel_id)
 
 
 def _failed(act: _Act, verb: str, scope: str, target: str, error: Exception) -> CommandReply:

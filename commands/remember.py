@@ -43,7 +43,8 @@ IsAdmin = Callable[[Caller], bool]
 _OPTION = re.compile(r"^-{1,2}[A-Za-z]")
 _TYPOGRAPHIC_DASHES = re.compile(r"^[—–]")  # clients turn `--` into an em or en dash
 _END_OF_OPTIONS = "--"
-_WHERE: dict[str, str] = {
+# Conversations whose words stay with their audience, as a receipt names them.
+NARROW_WHERE: dict[str, str] = {
     "dm": "a DM",
     "mpim": "a group DM",
     "private": "a private channel",
@@ -227,8 +228,9 @@ class RememberCommand:
         """Where the gate let it land, one write; the receipt names the record and its scope."""
         if landing.key is None:
             return asker.reply(
-                f"🚫 Nothing remembered: what is said in {_WHERE.get(candidate.origin, 'here')} may not "
-                f"go into {code_span(landing.asked)} (`{landing.reason}`).",
+                "🚫 Nothing remembered: what is said in "
+                f"{NARROW_WHERE.get(candidate.origin, 'here')} may not go into "
+                f"{code_span(landing.asked)} (`{landing.reason}`).",
                 "refused",
                 details={**details, "scope": landing.asked},
             )
@@ -304,7 +306,7 @@ def _receipt(
     head = "🧠 Already remembered as" if outcome == "already_remembered" else "🧠 Remembered as"
     lines = [f"{head} {name} in {code_span(landing.key or '')}."]
     if landing.key != landing.asked:
-        where = _WHERE.get(candidate.origin, "here")
+        where = NARROW_WHERE.get(candidate.origin, "here")
         lines.append(
             f"Narrowed from {code_span(landing.asked)}: what is said in {where} stays with its audience "
             "(say it in a public channel or a terminal to share it)."

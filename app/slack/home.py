@@ -42,6 +42,8 @@ from app.slack.home_view import (
 from app.slack.state import TtlCache
 from app.slack.tasks import Spawn
 from commands.browse import BrowseRequest, MemoryBrowser
+from memory.rules.engine import parse_record_id
+from memory.rules.scope import scope_kind
 from memory.types import MemoryRecord
 
 log = structlog.get_logger("slack")
@@ -337,7 +339,7 @@ class HomeTab:
         caller = self._caller_factory(
             user_id=self._identity.user(viewer_team, user),
             channel_id=None,
-            channel_visibility="dm",  # the home tab is seen by the viewer alone
+            channel_visibility=_record_visibility(verb, record_id),
             thread_key=f"{SURFACE}:home:{user}",
             surface=SURFACE,
         )
@@ -363,3 +365,12 @@ def _too_long(record_id: str) -> str:
         f"🚫 {record_id} is longer than Slack's text box holds: edit it with "
         f"`memory edit {record_id} -- <new text>`."
     )
+
+
+def _record_visibility(verb: str, record_id: str) -> str:
+    """The tab is seen by the viewer alone (`dm`), except where an admin rewrites a shared record: the
+    new words are written for the scope's audience, as the Add modal's org notes are (`machine`)."""
+    parsed = parse_record_id(record_id)
+    if verb == "edit" and parsed is not None and scope_kind(parsed[0]) != "user":
+        return "machine"
+    return "dm"

@@ -410,6 +410,33 @@ async def test_nobody_edits_another_persons_record_and_only_admins_edit_shared_o
     assert [r.text for r in store.records(ORG)] == [FACT]
 
 
+async def test_an_admin_edit_of_a_shared_record_from_a_dm_is_refused_and_changes_nothing() -> None:
+    store = InMemoryMemoryStore()
+    await store.write(
+        ORG, [MemoryCandidate("fact", FACT, "t", origin="public", origin_conversation="slack:C1")]
+    )
+    from_dm = await ask(
+        store, "memory edit mem:org:acme:1 The CFO is leaving in May", slack(ADMIN, "D9", "dm")
+    )
+    from_public = await ask(store, "memory edit mem:org:acme:1 Deploys go through make release", slack())
+    assert from_dm.text.startswith(
+        "🚫 Nothing changed: what is said in a DM may not go into the shared scope"
+    )
+    assert from_public.ok
+    assert "The CFO is leaving in May" not in [r.text for r in store.records(ORG)]
+
+
+async def test_nobody_reads_the_history_of_another_persons_record_admins_included() -> None:
+    store = InMemoryMemoryStore()
+    await ask(store, "memory remember Alice is job hunting quietly", slack("UALICE", "C1", "public"))
+    [record] = store.records("user:slack:UALICE")
+    for reader in (slack("UBOB"), slack(ADMIN), TERMINAL):
+        reply = await ask(store, f"memory history {record.id}", reader)
+        assert reply.text.startswith("🚫 That record is in another person's scope"), reply.text
+        assert "job hunting" not in reply.text
+    assert "job hunting" in (await ask(store, f"memory history {record.id}", slack("UALICE"))).text
+
+
 async def test_an_edit_is_redacted_and_checked_like_a_remembered_text() -> None:
     store = InMemoryMemoryStore()
     await store.write(ORG, [MemoryCandidate("fact", FACT, "t", origin="public")])
