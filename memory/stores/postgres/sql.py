@@ -54,8 +54,10 @@ _SELECT_BY_SEQS: Final = f"""
     SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s)
 """
 
+# Never into a row erased meanwhile (a vector made on use races the erase).
 _SET_VECTOR: Final = (
-    "UPDATE memory_records SET embedding = %s, embedding_model = %s WHERE scope_key = %s AND seq = %s"
+    "UPDATE memory_records SET embedding = %s, embedding_model = %s"
+    " WHERE scope_key = %s AND seq = %s AND erased_at IS NULL"
 )
 
 # Every scope still holding a record's text (not yet erased): reindex skips those with no active
@@ -95,9 +97,6 @@ _SELECT_ONE_ACTIVE: Final = f"""
     WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active'
 """
 
-_SELECT_ACTIVE: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' ORDER BY seq
-"""
 
 _LOCK_SCOPE: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, hashtext(%s))"
 
@@ -124,9 +123,16 @@ _SUPERSEDE: Final = (
     " RETURNING stems"
 )
 
-_EVICT: Final = (
-    "UPDATE memory_records SET status = 'evicted' WHERE scope_key = %s AND seq = ANY(%s) RETURNING stems"
-)
+# The `%(n)s` first active rows in the eviction order (`memory.rules.engine.eviction_key`, full ties
+# by seq), read off the eviction index (changes.CHANGE_SCHEMA): never the whole active set.
+_EVICT_LEAST_USED: Final = """
+    UPDATE memory_records SET status = 'evicted'
+    WHERE scope_key = %(scope)s AND status = 'active' AND seq IN (
+        SELECT seq FROM memory_records WHERE scope_key = %(scope)s AND status = 'active'
+        ORDER BY COALESCE(last_used_at, created_at), created_at, seq LIMIT %(n)s
+    )
+    RETURNING stems
+"""
 
 _INSERT: Final = """
     INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, keywords, tokens, source_thread_key,

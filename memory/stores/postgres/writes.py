@@ -19,7 +19,6 @@ from memory.ranking.vectors import (
 from memory.rules.engine import (
     fold_into,
     mint_record,
-    plan_eviction,
     plan_write,
 )
 from memory.rules.restate import meaning_key
@@ -32,12 +31,11 @@ from memory.stores.postgres.sql import (
     _BUMP_DEDUP,
     _COUNT_ACTIVE,
     _COUNT_UNVECTORED,
-    _EVICT,
+    _EVICT_LEAST_USED,
     _INSERT,
     _LOCK_SCOPE,
     _MAX_SEQ_OF_SCOPE,
     _NEXT_GENERATION,
-    _SELECT_ACTIVE,
     _SELECT_ONE_ACTIVE,
     _SELECT_SAME_NORM,
     _SET_VECTOR,
@@ -148,13 +146,12 @@ async def write_batch(
                 await conn.execute(_SET_VECTOR, (blob, embedder.name, scope_key, seq))
             inserted += 1
         cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
-        if int(one(await cursor.fetchone())) > cap:
-            active = await fetch_rows(conn, _SELECT_ACTIVE, (scope_key,))
-            doomed = set(plan_eviction([record for _, record in active], cap))
-            doomed_seqs = [row_seq for row_seq, record in active if record.id in doomed]
-            cursor = await conn.execute(_EVICT, (scope_key, doomed_seqs))
-            await uncount(conn, scope_key, await cursor.fetchall())
-            evicted = len(doomed_seqs)
+        excess = int(one(await cursor.fetchone())) - cap
+        if excess > 0:  # the least recently used, as plan_eviction orders them, off the eviction index
+            cursor = await conn.execute(_EVICT_LEAST_USED, {"scope": scope_key, "n": excess})
+            retired = await cursor.fetchall()
+            await uncount(conn, scope_key, retired)
+            evicted = len(retired)
     return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
 
 

@@ -463,6 +463,8 @@ INDEXES = {
     "memory_records_stems",
     "memory_records_run",
     "memory_records_created",
+    "memory_records_changed",
+    "memory_records_eviction",
 }
 
 
@@ -485,7 +487,7 @@ async def test_opening_an_old_database_adds_the_missing_indexes_and_keeps_the_ro
         schema,
         "DROP INDEX memory_records_status_norm, memory_records_active_seq,"
         " memory_records_active_used, memory_records_fts, memory_records_stems, memory_records_run,"
-        " memory_records_created",
+        " memory_records_created, memory_records_changed, memory_records_eviction",
     )
     assert await index_names(schema) == {"memory_records_pkey"}
     again = await PostgresMemoryStore.connect(schema.dsn, clock=clock)
@@ -605,8 +607,8 @@ async def test_a_write_under_the_cap_makes_targeted_index_lookups_never_a_scan_o
 
     reads = [(sql, params) for sql, params in statements if sql.lstrip().startswith(("SELECT", "UPDATE"))]
     sql_run = [" ".join(sql.split()) for sql, _ in reads]
-    # The eviction fetch reads every active row of the scope: over the cap only.
-    assert " ".join(postgres_store._SELECT_ACTIVE.split()) not in sql_run
+    # The eviction runs over the cap only.
+    assert " ".join(postgres_store._EVICT_LEAST_USED.split()) not in sql_run
     lookups = [sql for sql in sql_run if sql.startswith("SELECT seq,")]
     assert len(lookups) == len(batch)  # one targeted lookup per candidate
     for sql, params in reads:
