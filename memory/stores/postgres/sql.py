@@ -102,7 +102,10 @@ _LOCK_SCOPE: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, hashtext(
 
 _MAX_SEQ_OF_SCOPE: Final = "SELECT COALESCE(MAX(seq), 0) FROM memory_records WHERE scope_key = %s"
 
-_COUNT_ACTIVE: Final = "SELECT COUNT(*) FROM memory_records WHERE scope_key = %s AND status = 'active'"
+# The scope's active count as its document frequencies keep it (the term '' counts the active rows,
+# in the transaction of every change): one primary-key lookup, where a COUNT(*) reads every active
+# index entry — and, until a vacuum, every active row — of the scope.
+_COUNT_ACTIVE: Final = "SELECT COALESCE(MAX(df), 0) FROM memory_term_df WHERE scope_key = %s AND term = ''"
 
 # A restatement folded into its record (`fold_into`): used once more, and dated by its later telling.
 _BUMP_DEDUP: Final = (
@@ -125,13 +128,17 @@ _SUPERSEDE: Final = (
 
 # The `%(n)s` first active rows in the eviction order (`memory.rules.engine.eviction_key`, full ties
 # by seq), read off the eviction index (changes.CHANGE_SCHEMA): never the whole active set.
+# The seqs are taken first, once, then each row is updated by primary key (the only index holding
+# seq): a plan that re-ran the ordered scan per row, or filtered the scope's rows by the seqs, would
+# read the whole scope. (No status test outside: the batch holds the scope's lock.)
 _EVICT_LEAST_USED: Final = """
-    UPDATE memory_records SET status = 'evicted'
-    WHERE scope_key = %(scope)s AND status = 'active' AND seq IN (
+    UPDATE memory_records AS m SET status = 'evicted'
+    FROM unnest(ARRAY(
         SELECT seq FROM memory_records WHERE scope_key = %(scope)s AND status = 'active'
         ORDER BY COALESCE(last_used_at, created_at), created_at, seq LIMIT %(n)s
-    )
-    RETURNING stems
+    )) AS doomed (seq)
+    WHERE m.scope_key = %(scope)s AND m.seq = doomed.seq
+    RETURNING m.stems
 """
 
 _INSERT: Final = """
