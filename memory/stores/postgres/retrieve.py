@@ -20,7 +20,7 @@ from memory.ranking.embedder import Embedder, Matrix
 from memory.ranking.fusion import Ranked, Ranking, rank, time_window
 from memory.ranking.lexical import query_stems
 from memory.ranking.scope_index import Candidate
-from memory.ranking.vectors import GENERATION_TERM, to_blob
+from memory.ranking.vectors import to_blob
 from memory.rules.engine import (
     candidate_cap,
 )
@@ -30,7 +30,6 @@ from memory.stores.postgres.rows import Connection, fetch_rows
 from memory.stores.postgres.scope_cache import ScopeIndexes
 from memory.stores.postgres.sql import (
     _BUMP_USAGE,
-    _NEXT_GENERATION,
     _NO_COMMIT_WAIT,
     _SELECT_MATCHES,
     _SET_VECTOR,
@@ -135,7 +134,6 @@ class Retriever:
             for key, missing in unvectored.items():
                 for seq, _ in missing:
                     await conn.execute(_SET_VECTOR, (to_blob(next(made)), embedder.name, key, seq))
-                await conn.execute(_NEXT_GENERATION, (key, GENERATION_TERM))
 
     async def _bump(self, conn: Connection, found: dict[str, builtins.list[Candidate]], now: float) -> None:
         """One round trip (pipeline) and one transaction for every scope's bump, with no WAL flush wait:

@@ -25,33 +25,10 @@ _SELECT_MATCHES: Final = f"""
     LIMIT %(n)s
 """
 
-_SELECT_STEM_MATCHES: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
-    WHERE scope_key = %(scope)s AND status = 'active' AND stems_tsv @@ %(q)s::tsquery
-    ORDER BY ts_rank(stems_tsv, %(q)s::tsquery, 1) DESC, seq DESC
-    LIMIT %(n)s
-"""
-
-_SELECT_TERM_DF: Final = "SELECT term, df FROM memory_term_df WHERE scope_key = %s AND term = ANY(%s)"
-
 # One row per stem of the record (and '' for the record itself): +1 on insert.
 _ADD_TERMS: Final = """
     INSERT INTO memory_term_df (scope_key, term, df) SELECT %s, term, 1 FROM unnest(%s::text[]) AS term
     ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
-"""
-
-_NEXT_GENERATION: Final = """
-    INSERT INTO memory_term_df (scope_key, term, df) VALUES (%s, %s, 1)
-    ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
-"""
-
-_SELECT_VECTORS: Final = (
-    "SELECT seq, embedding FROM memory_records WHERE scope_key = %s AND status = 'active'"
-    " AND embedding_model = %s AND embedding IS NOT NULL"
-)
-
-_SELECT_BY_SEQS: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s)
 """
 
 # Never into a row erased meanwhile (a vector made on use races the erase).

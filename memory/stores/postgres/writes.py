@@ -12,7 +12,6 @@ from psycopg_pool import AsyncConnectionPool
 from memory.ranking.embedder import Embedder
 from memory.ranking.lexical import record_stems
 from memory.ranking.vectors import (
-    GENERATION_TERM,
     Progress,
     to_blob,
 )
@@ -35,7 +34,6 @@ from memory.stores.postgres.sql import (
     _INSERT,
     _LOCK_SCOPE,
     _MAX_SEQ_OF_SCOPE,
-    _NEXT_GENERATION,
     _SELECT_ONE_ACTIVE,
     _SELECT_SAME_NORM,
     _SET_VECTOR,
@@ -92,7 +90,6 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
         ),
     )
     await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
-    await conn.execute(_NEXT_GENERATION, (record.scope_key, GENERATION_TERM))
 
 
 async def write_batch(
@@ -174,7 +171,6 @@ async def reindex(
                 async with conn.transaction():
                     for (seq, _), vector in zip(rows, vectors, strict=True):
                         await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
-                    await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
             cursor = await conn.execute(_COUNT_UNVECTORED, (scope_key, embedder.name))
             left = int(one(await cursor.fetchone()))
         done += len(rows)
