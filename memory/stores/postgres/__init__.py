@@ -4,9 +4,9 @@
 the server, `schema` applies the migrations, `sql` holds every data statement, `rows` the row form,
 `writes`, `retrieve`, `reads` and `erasure` the operations on a scope, `terms` the document
 frequencies they keep, `ledger` the run sources and read audit, `changes` the change feed (every row
-stamped by the transaction that wrote it) and `scope_cache` this replica's scope indexes that follow it. It may import `memory.types`,
-`memory.rules`, `memory.ranking` and `memory.stores.sql_common`, never the service, the read path or
-the write path; its modules import each other without a circle.
+stamped by the transaction that wrote it) and `scope_cache` this replica's scope indexes that follow
+it. It may import `memory.types`, `memory.rules`, `memory.ranking` and `memory.stores.sql_common`,
+never the service, the read path or the write path; its modules import each other without a circle.
 """
 
 from memory.stores.postgres.store import PostgresMemoryStore

@@ -13,10 +13,11 @@ from __future__ import annotations
 import asyncio
 import builtins
 import contextlib
+import threading
 import zlib
 from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Final
 
 from psycopg.rows import TupleRow
@@ -26,6 +27,7 @@ from memory.ranking.scope_index import ScopeIndex
 from memory.ranking.vectors import from_blob
 from memory.stores.postgres.changes import Changes, Since
 from memory.stores.postgres.rows import row_record
+from memory.types import MemoryRecord
 
 # Scopes whose index a replica keeps (least recently read dropped first), as the SQLite store keeps
 # its open scopes; and the lock stripes every scope key hashes to.
@@ -54,10 +56,17 @@ class ScopeIndexes:
         self._model = embedder_name
         self._capacity = capacity
         self._scopes: OrderedDict[str, SyncedScope] = OrderedDict()
+        # The table itself is touched from the loop and from worker threads ranking other scopes.
+        self._table = threading.Lock()
         self._locks = [asyncio.Lock() for _ in range(_STRIPES)]
 
     def __contains__(self, scope_key: object) -> bool:
-        return scope_key in self._scopes
+        with self._table:
+            return scope_key in self._scopes
+
+    def _get(self, scope_key: str) -> SyncedScope | None:
+        with self._table:
+            return self._scopes.get(scope_key)
 
     @contextlib.asynccontextmanager
     async def locked(self, scope_keys: Iterable[str]) -> AsyncIterator[None]:
@@ -70,13 +79,13 @@ class ScopeIndexes:
 
     def since(self, scope_key: str) -> Since | None:
         """Where the scope's index stands (None: no index kept). The caller holds the scope's lock."""
-        synced = self._scopes.get(scope_key)
+        synced = self._get(scope_key)
         return None if synced is None else (synced.xmin, frozenset(synced.seen))
 
     def apply(self, scope_key: str, changes: Changes) -> ScopeIndex:
         """The scope's index with the changes applied (on a worker thread: a full load decodes the
         whole scope). The caller holds the scope's lock."""
-        synced = self._scopes.get(scope_key)
+        synced = self._get(scope_key)
         try:
             if synced is None or changes.full:
                 synced = SyncedScope(ScopeIndex(), changes.xmin)
@@ -88,25 +97,27 @@ class ScopeIndexes:
                     synced.seen.clear()
                 synced.xmin = changes.xmin
         except BaseException:
-            self._scopes.pop(scope_key, None)  # half applied: read afresh next time
+            self.drop(scope_key)  # half applied: read afresh next time
             raise
-        self._scopes[scope_key] = synced
-        self._scopes.move_to_end(scope_key)
-        while len(self._scopes) > self._capacity:
-            self._scopes.popitem(last=False)
+        with self._table:
+            self._scopes[scope_key] = synced
+            self._scopes.move_to_end(scope_key)
+            while len(self._scopes) > self._capacity:
+                self._scopes.popitem(last=False)
         return synced.index
 
     def read_back(self, scope_key: str, rows: Sequence[TupleRow]) -> None:
         """Rows this replica's own transaction just changed, as it returned them: applied, and that
         transaction counted as read (it changed only these rows of the scope)."""
-        synced = self._scopes.get(scope_key)
+        synced = self._get(scope_key)
         if synced is None:
             return
         seen = self._put(synced.index, rows)
         synced.seen |= {xid for xid in seen if xid >= synced.xmin}
 
     def drop(self, scope_key: str) -> None:
-        self._scopes.pop(scope_key, None)
+        with self._table:
+            self._scopes.pop(scope_key, None)
 
     def _put(self, index: ScopeIndex, rows: Sequence[TupleRow]) -> builtins.set[int]:
         """Each row into the index (an active one (re)indexed, any other removed), in seq order as a
@@ -120,9 +131,16 @@ class ScopeIndexes:
             if record.status != "active":
                 index.remove(seq)
                 continue
-            vector = None
-            if embedding is not None and model is not None and model == self._model:
-                vector = from_blob(bytes(embedding))
-            held = frozenset(stems) if stems is not None else record_stems(record)
-            index.add(seq, record, held, vector)
+            has_vector = embedding is not None and model is not None and model == self._model
+            held = index.record(seq)
+            if held is not None and index.has_vector(seq) == has_vector and _same_but_usage(held, record):
+                index.set_record(seq, record)  # a usage bump: no slot moves, nothing to re-add
+                continue
+            vector = from_blob(bytes(embedding)) if has_vector else None
+            index.add(seq, record, frozenset(stems) if stems is not None else record_stems(record), vector)
         return xids
+
+
+def _same_but_usage(held: MemoryRecord, record: MemoryRecord) -> bool:
+    """The same record as the index holds but for its usage counts (same text: the same vector)."""
+    return replace(held, last_used_at=record.last_used_at, use_count=record.use_count) == record
