@@ -25,6 +25,7 @@ from memory.rules.engine import (
     candidate_cap,
 )
 from memory.rules.retention import Retention
+from memory.rules.when import TimeWindow
 from memory.stores.postgres.changes import BUMP_READ_BACK, Changes, read_many
 from memory.stores.postgres.rows import Connection, fetch_rows
 from memory.stores.postgres.scope_cache import ScopeIndexes
@@ -103,23 +104,38 @@ class Retriever:
         now: float,
         query_vector: Matrix | None,
     ) -> dict[str, _Selected]:
+        """On a worker thread: each scope caught up and ranked whole, holding the scopes' thread locks."""
         stems = query_stems(query)
         wanted = frozenset(terms)
         window = time_window(query, now)
-        ranking = self._ranking
         selected: dict[str, _Selected] = {}
-        for key, change in changes.items():
-            index = self.indexes.apply(key, change)
-            cutoff = self._retention.cutoff(key, now)  # expired: never returned, erased on the next write
-            picked = index.select(stems, wanted, query_vector, now, ranking, limit, cutoff, window)
-            missing: builtins.list[tuple[int, str]] = []
-            if self._embedder is not None and any(c.cosine is None for c in picked):
-                wide = index.select(
-                    stems, wanted, query_vector, now, ranking, candidate_cap(limit), cutoff, window
-                )
-                missing = [(c.seq, c.record.text) for c in wide if c.cosine is None]
-            selected[key] = (picked, missing)
+        with self.indexes.held(changes):
+            for key, change in changes.items():
+                selected[key] = self._rank_one(key, change, stems, wanted, limit, now, query_vector, window)
         return selected
+
+    def _rank_one(
+        self,
+        key: str,
+        change: Changes,
+        stems: Sequence[str],
+        wanted: frozenset[str],
+        limit: int,
+        now: float,
+        query_vector: Matrix | None,
+        window: TimeWindow | None,
+    ) -> _Selected:
+        """One scope caught up and ranked; the caller holds its thread lock."""
+        ranking = self._ranking
+        index = self.indexes.apply(key, change)
+        cutoff = self._retention.cutoff(key, now)  # expired: never returned, erased on the next write
+        picked = index.select(stems, wanted, query_vector, now, ranking, limit, cutoff, window)
+        missing: builtins.list[tuple[int, str]] = []
+        if self._embedder is not None and any(c.cosine is None for c in picked):
+            pool = candidate_cap(limit)
+            wide = index.select(stems, wanted, query_vector, now, ranking, pool, cutoff, window)
+            missing = [(c.seq, c.record.text) for c in wide if c.cosine is None]
+        return picked, missing
 
     async def _store_vectors(
         self, conn: Connection, unvectored: dict[str, builtins.list[tuple[int, str]]]

@@ -16,7 +16,7 @@ import contextlib
 import threading
 import zlib
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
 
@@ -59,6 +59,9 @@ class ScopeIndexes:
         # The table itself is touched from the loop and from worker threads ranking other scopes.
         self._table = threading.Lock()
         self._locks = [asyncio.Lock() for _ in range(_STRIPES)]
+        # The same stripes for the worker threads: a reader cancelled while its thread still ranks
+        # releases its asyncio lock, and the next reader's thread must not touch the index meanwhile.
+        self._thread_locks = [threading.Lock() for _ in range(_STRIPES)]
 
     def __contains__(self, scope_key: object) -> bool:
         with self._table:
@@ -71,10 +74,17 @@ class ScopeIndexes:
     @contextlib.asynccontextmanager
     async def locked(self, scope_keys: Iterable[str]) -> AsyncIterator[None]:
         """The scopes' locks, taken in one order (no two readers deadlock) and released together."""
-        stripes = sorted({zlib.crc32(key.encode()) % _STRIPES for key in scope_keys})
         async with contextlib.AsyncExitStack() as stack:
-            for stripe in stripes:
+            for stripe in _stripes(scope_keys):
                 await stack.enter_async_context(self._locks[stripe])
+            yield
+
+    @contextlib.contextmanager
+    def held(self, scope_keys: Iterable[str]) -> Iterator[None]:
+        """The scopes' thread locks, around every change to their indexes and every ranking of them."""
+        with contextlib.ExitStack() as stack:
+            for stripe in _stripes(scope_keys):
+                stack.enter_context(self._thread_locks[stripe])
             yield
 
     def since(self, scope_key: str) -> Since | None:
@@ -109,11 +119,12 @@ class ScopeIndexes:
     def read_back(self, scope_key: str, rows: Sequence[TupleRow]) -> None:
         """Rows this replica's own transaction just changed, as it returned them: applied, and that
         transaction counted as read (it changed only these rows of the scope)."""
-        synced = self._get(scope_key)
-        if synced is None:
-            return
-        seen = self._put(synced.index, rows)
-        synced.seen |= {xid for xid in seen if xid >= synced.xmin}
+        with self.held([scope_key]):
+            synced = self._get(scope_key)
+            if synced is None:
+                return
+            seen = self._put(synced.index, rows)
+            synced.seen |= {xid for xid in seen if xid >= synced.xmin}
 
     def drop(self, scope_key: str) -> None:
         with self._table:
@@ -144,3 +155,7 @@ class ScopeIndexes:
 def _same_but_usage(held: MemoryRecord, record: MemoryRecord) -> bool:
     """The same record as the index holds but for its usage counts (same text: the same vector)."""
     return replace(held, last_used_at=record.last_used_at, use_count=record.use_count) == record
+
+
+def _stripes(scope_keys: Iterable[str]) -> builtins.list[int]:
+    return sorted({zlib.crc32(key.encode()) % _STRIPES for key in scope_keys})
