@@ -19,6 +19,7 @@ from app.agent.providers.base import CompletionRequest, Message, Provider
 from app.audience import reader_for
 from app.dispatch import CompletedRun
 from app.policy import Actor, Decision, authorize, reflection_actor
+from app.review import PendingSweep
 from memory.reflection import (
     Extract,
     ExtractionRequest,
@@ -81,13 +82,16 @@ class ReflectionHook:
         tracker: ReflectionTracker | None = None,
         authorize: Authorize = authorize,
         metrics: Metrics | None = None,
+        review: PendingSweep | None = None,
     ) -> None:
+        """`review`: reflection's shared writes wait for an admin, and expire by this sweep."""
         self.store = store
         self.providers = providers
         self.memory_model = memory_model
         self.tracker = tracker or ReflectionTracker()
         self.authorize = authorize
         self.metrics = metrics
+        self.review = review
 
     @property
     def pending_reflection_count(self) -> int:
@@ -144,9 +148,12 @@ class ReflectionHook:
             extract=provider_extractor(provider),
             model=model,
             gate=partial(self.authorize, reflection_actor(completed.scopes), WRITE_ACTION),
+            review_shared=self.review is not None,
         )
         if self.metrics is not None:
             task.add_done_callback(partial(count_reflection, self.metrics))
+        if self.review is not None and self.review.due():  # drained on shutdown like a reflection
+            self.tracker.track(asyncio.create_task(self.review.sweep(), name="memory:pending-expiry"))
         return True
 
 
@@ -174,10 +181,16 @@ def install_reflection(
     memory_model: str | None,
     authorize: Authorize = authorize,
     metrics: Metrics | None = None,
+    review: PendingSweep | None = None,
 ) -> ReflectionHook:
     """Register the reflection step on the dispatcher and its drain on the lifecycle."""
     hook = ReflectionHook(
-        store=store, providers=providers, memory_model=memory_model, authorize=authorize, metrics=metrics
+        store=store,
+        providers=providers,
+        memory_model=memory_model,
+        authorize=authorize,
+        metrics=metrics,
+        review=review,
     )
     dispatcher.add_post_run(hook)
     if lifecycle is not None:

@@ -20,6 +20,7 @@ from app.agent.providers.registry import (
 )
 from app.dispatch import AgentRunner, CallerFactory, CommandHandler, Dispatcher, PostRunStep, RepoResolver
 from app.lifecycle import Lifecycle
+from app.review import PendingSweep, check_review_store, expire_pending, review_shared
 from config.settings import ConfigError, Settings
 from memory.types import MemoryStore
 from ops.metrics import Metrics
@@ -59,6 +60,8 @@ class Runtime:
         except MemoryStoreError as error:
             raise ConfigError(f"memory store unavailable: {error}") from None
         await erase_expired_at_start(self.memory_store)
+        if review_shared(self.settings):  # review off touches nothing it did not touch before
+            await expire_pending(self.memory_store, self.settings.memory.review_days)
         await migrate_dm_scopes_at_start(self.memory_store)
 
     async def aclose(self) -> None:
@@ -179,6 +182,7 @@ def build_runtime(
         repo_resolver = repo_resolver or github_setup.repo_resolver
         agent_runners = {**github_setup.agent_runners, **(agent_runners or {})}
     store = memory_store if memory_store is not None else build_memory(settings, environ)
+    check_review_store(settings, store)
     if commands is None and with_commands:
         commands, default_caller = build_commands(settings, store)
         make_caller = make_caller or default_caller
@@ -205,6 +209,7 @@ def build_runtime(
             providers=providers,
             memory_model=settings.memory.model,
             metrics=metrics,
+            review=PendingSweep(store, settings.memory.review_days) if review_shared(settings) else None,
         )
     return Runtime(settings, providers, agents, store, dispatcher, lifecycle, github_setup)
 

@@ -2,24 +2,27 @@
 
 Surface-agnostic: which scopes a person may browse (their own; admins also the org and any channel),
 the same whole-token filter as `memory list`, and the read rule (memory/visibility.py) with the
-viewer as the only reader. Forgetting is not here: it goes through `memory forget` (commands/memory.py).
+viewer as the only reader. Under review, admins also get what waits for them (`waiting`), and anyone
+the current text of a record they may edit (`editable`, to prefill an editor). Changing anything is
+not here: forget, edit, approve and reject go through their commands (commands/memory.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
 
 import structlog
 
+from commands.access import curation_refusal, parse_id_word, scope_key_of
 from commands.list_filter import widened_filter
 from commands.memory import MemoryCommands
 from commands.registry import Caller
-from memory.rules.scope import derive_scope_key
 from memory.rules.scorer import query_tokens
 from memory.rules.visibility import Reader, may_show
-from memory.types import MAX_LIMIT, MemoryRecord, MemoryStore
+from memory.types import MAX_LIMIT, CuratingStore, MemoryRecord, MemoryStore
 
 log = structlog.get_logger("memory")
 
@@ -54,6 +57,16 @@ class BrowsePage:
     problem: str | None = None  # a sentence for the viewer instead of records
 
 
+@dataclass(frozen=True, slots=True)
+class ReviewQueue:
+    """What waits for an admin's review in the scopes the view names, newest first."""
+
+    records: tuple[MemoryRecord, ...] = ()
+    hidden: int = 0  # learned in a private conversation: `memory pending` there lists them
+    more: bool = False  # a scope had more waiting than one read returns
+    problem: str | None = None  # a sentence for the viewer instead of records
+
+
 class MemoryBrowser:
     """Pages of records for one viewer; admins (settings `admins`) may browse the shared scopes."""
 
@@ -64,18 +77,24 @@ class MemoryBrowser:
         memory_enabled: bool,
         organization: str | None,
         admins: Iterable[str],
+        review: bool = False,
     ) -> None:
         self._store = store
         self.enabled = memory_enabled
-        self._org_key = _scope_key("org", organization)
+        self.review = review and memory_enabled  # `memory.review = "shared"`: shared writes wait
+        self._org_key = scope_key_of("org", organization)
         # The admin rule is memory forget's own (one place decides who curates shared scopes).
         self._commands = MemoryCommands(
             store=store, memory_enabled=memory_enabled, organization=organization, admins=admins
         )
 
     def is_admin(self, viewer: str) -> bool:
-        caller = Caller(user_id=viewer, channel_id=None, channel_visibility="dm", thread_key="", surface="")
-        return self._commands.is_admin(caller)
+        return self._commands.is_admin(_caller(viewer))
+
+    @property
+    def curates(self) -> bool:
+        """The store keeps versions and a review queue (`memory edit` and the review work on it)."""
+        return self.enabled and isinstance(self._store, CuratingStore)
 
     async def page(self, request: BrowseRequest) -> BrowsePage:
         scope = request.scope if request.scope == "me" or self.is_admin(request.viewer) else "me"
@@ -102,7 +121,7 @@ class MemoryBrowser:
         shown = tuple(visible[page * PAGE_SIZE : (page + 1) * PAGE_SIZE])
         log.info(
             "memory.browse",
-            viewer=_scope_key("user", request.viewer),
+            viewer=scope_key_of("user", request.viewer),
             scope_key=key,
             page=page,
             count=len(shown),
@@ -120,18 +139,72 @@ class MemoryBrowser:
             capped=len(window) >= BROWSE_WINDOW,
         )
 
+    async def waiting(self, viewer: str, channel: str | None) -> ReviewQueue | None:
+        """For an admin under review, the records waiting in the org and in `channel` (the one the
+        view shows, platform-namespaced); None for everyone else (no review section at all)."""
+        if not self.review or not self.is_admin(viewer):
+            return None
+        store = self._store
+        if not isinstance(store, CuratingStore):
+            return ReviewQueue(problem="⚠️ This memory store cannot hold records for review.")
+        keys = [key for key in (self._org_key, scope_key_of("channel", channel)) if key]
+        try:
+            found = await asyncio.gather(*(store.pending(key, MAX_LIMIT) for key in keys))
+        except Exception as error:
+            log.warning("memory.review_browse_failed", scopes=len(keys), error=type(error).__name__)
+            return ReviewQueue(problem=f"⚠️ Couldn't read what waits for review ({type(error).__name__}).")
+        window = [record for records in found for record in records]
+        reader = Reader(audience="self", user_id=viewer, conversation_id=None)
+        visible = sorted(
+            (record for record in window if may_show(record, reader)), key=lambda r: -r.created_at
+        )
+        log.info(
+            "memory.review_browse",
+            viewer=scope_key_of("user", viewer),
+            scopes=len(keys),
+            count=len(visible),
+            hidden=len(window) - len(visible),
+        )
+        return ReviewQueue(
+            tuple(visible),
+            hidden=len(window) - len(visible),
+            more=any(len(records) >= MAX_LIMIT for records in found),
+        )
+
+    async def editable(self, viewer: str, raw_id: str) -> MemoryRecord | str:
+        """The active or pending record `viewer` may edit (their own; a shared one if they are an
+        admin) and may see here, to prefill an editor; else the sentence why not (🚫 or ⚠️ first).
+        The edit itself is `memory edit`, which decides again."""
+        parsed = parse_id_word(raw_id)
+        store = self._store
+        if parsed is None or not isinstance(store, CuratingStore) or not self.enabled:
+            return "🚫 That is not a record I can edit here."
+        scope, record_id = parsed
+        refusal = curation_refusal(
+            scope, _caller(viewer), admin=self.is_admin(viewer), org_key=self._org_key, verb="edit"
+        )
+        if refusal is not None:
+            return f"🚫 {refusal}"
+        try:
+            found = [r for r in await store.fetch(scope, [record_id]) if r.status == "active"]
+            if not found and self.review:  # pending records are never fetched; only admins see them
+                found = [r for r in await store.pending(scope, MAX_LIMIT) if r.id == record_id]
+        except Exception as error:
+            log.warning("memory.edit_lookup_failed", id=record_id, error=type(error).__name__)
+            return f"⚠️ Couldn't read that record: the store failed ({type(error).__name__})."
+        if not found:
+            return f"🚫 There is no record {record_id} to edit (it may have been changed or forgotten)."
+        if not may_show(found[0], Reader(audience="self", user_id=viewer, conversation_id=None)):
+            return "🚫 That record was learned in a private conversation: edit it there with `memory edit`."
+        return found[0]
+
     def _key(self, scope: BrowseScope, request: BrowseRequest) -> str | None:
         if scope == "me":
-            return _scope_key("user", request.viewer)
+            return scope_key_of("user", request.viewer)
         if scope == "org":
             return self._org_key
-        return _scope_key("channel", request.channel)
+        return scope_key_of("channel", request.channel)
 
 
-def _scope_key(kind: Literal["user", "org", "channel"], value: str | None) -> str | None:
-    if not value:
-        return None
-    try:
-        return derive_scope_key(kind, value)
-    except ValueError:
-        return None
+def _caller(viewer: str) -> Caller:
+    return Caller(user_id=viewer, channel_id=None, channel_visibility="dm", thread_key="", surface="")

@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
+from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
 from commands.memory import build_registry
 from commands.plain import plain_text
 from commands.registry import Caller
@@ -24,17 +25,20 @@ from memory.types import MemoryStore
 from ops.log_setup import LEVEL_NAMES, configure_logging
 
 CLI_USER_ID = "cli:local"
+CLI_READER = Reader("self", CLI_USER_ID, None)  # the terminal is the local user's own
 CLI_CALLER = Caller(
     user_id=CLI_USER_ID,
     channel_id=None,
     channel_visibility="machine",
     thread_key="cli:memory",
     surface="cli",
-    reader=Reader("self", CLI_USER_ID, None),  # the terminal is the local user's own
+    reader=CLI_READER,
 )
 _HELP = frozenset({"-h", "--help", "help"})
 _VERBOSE = frozenset({"--verbose", "-v"})
 LOG_LEVEL_ENV = "SWITCHBOARD_LOG_LEVEL"
+# The terminal's own verbs, on the configured store itself rather than through the registry.
+_STORE_VERBS = frozenset({"reindex", "consolidate"})
 REINDEX_USAGE = "memory reindex — give older records their vectors (progress on stderr; safe to rerun)"
 
 
@@ -84,12 +88,13 @@ def main(argv: list[str], *, write_gate: WriteGateFor | None = None) -> int:
 
 
 def usage() -> str:
-    """Every verb, each with its usage line: the registry's and the terminal's own `reindex`."""
+    """Every verb, each with its usage line: the registry's and the terminal's own `reindex` and
+    `consolidate`."""
     registry = build_registry(store=NullMemoryStore(), memory_enabled=False, organization=None, admins=())
     verbs = [command.words[1] for command in registry.commands if command.words[0] == "memory"]
-    verbs.append("reindex")
+    verbs += ["reindex", "consolidate"]
     head = f"usage: switchboard memory [--verbose | --log-level {LEVEL_NAMES}] {'|'.join(verbs)} …"
-    return "\n".join([head, plain_text(registry.usage("memory")), REINDEX_USAGE])
+    return "\n".join([head, plain_text(registry.usage("memory")), REINDEX_USAGE, CONSOLIDATE_USAGE])
 
 
 def _log_options(argv: Sequence[str]) -> tuple[list[str], str]:
@@ -135,11 +140,15 @@ async def _main(argv: list[str], write_gate: WriteGateFor | None) -> int:
         await store.aclose()
         return 1
     try:
-        if argv[0] == "reindex":
+        if argv[0] in _STORE_VERBS:
             if not enabled:
-                print("switchboard memory reindex: memory is off (memory.enabled = false)", file=sys.stderr)
+                print(
+                    f"switchboard memory {argv[0]}: memory is off (memory.enabled = false)", file=sys.stderr
+                )
                 return 1
-            return await run_reindex(store, out=sys.stdout, err=sys.stderr)
+            if argv[0] == "reindex":
+                return await run_reindex(store, out=sys.stdout, err=sys.stderr)
+            return await run_consolidate(store, argv[1:], reader=CLI_READER, out=sys.stdout, err=sys.stderr)
         return await run_memory_cli(
             argv,
             store=store,

@@ -16,7 +16,10 @@ from typing import Literal
 
 import structlog
 
+from commands.access import curation_refusal, note_curation, parse_id_word, scope_key_of, thread_repo
+from commands.curate import CurateCommands, register_curate_commands
 from commands.list_filter import widened_filter
+from commands.options import parse_limit, parse_repo, split_options
 from commands.plain import TERMINAL_SURFACES, terminal_text
 from commands.provenance import (
     Permalinks,
@@ -34,13 +37,9 @@ from commands.render import code_span as _code
 from commands.render import is_machine_caller as _is_machine
 from commands.render import quoted_text
 from commands.render import store_failure as _failure
-from memory.rules.engine import parse_record_id, record_id
 from memory.rules.scope import (
     ScopeKind,
-    derive_scope_key,
     is_dm_conversation,
-    scope_kind,
-    validate_scope_key,
 )
 from memory.rules.scorer import clean_memory_field, query_tokens
 from memory.rules.visibility import Reader, may_show
@@ -93,35 +92,15 @@ def parse_list_args(args: Sequence[str]) -> ListRequest:
     The first word is taken as the scope only when it names one and `--scope` is absent; every
     other word is filter text.
     """
-    values: dict[str, str] = {}
-    words: list[str] = []
-    index = 0
-    while index < len(args):
-        token = _TYPOGRAPHIC_DASHES.sub("--", args[index])
-        index += 1
-        if not _OPTION.match(token):
-            words.append(token)
-            continue
-        name, has_value, value = token.lstrip("-").partition("=")
-        name = name.lower()
-        if not token.startswith("--") or name not in _OPTIONS:
-            raise UsageError(f"Unknown option {_code(token)} (options: --scope, --limit, --repo).")
-        if name in values:
-            raise UsageError(f"`--{name}` is given twice.")
-        if not has_value:
-            if index >= len(args) or _OPTION.match(_TYPOGRAPHIC_DASHES.sub("--", args[index])):
-                raise UsageError(f"`--{name}` needs a value.")
-            value = args[index]
-            index += 1
-        values[name] = value
+    values, words = split_options(args, _OPTIONS)
     scope = _parse_scope(values["scope"]) if "scope" in values else None
     if scope is None and words and words[0].lower() in SCOPE_WORDS:
         scope = _parse_scope(words.pop(0))
     return ListRequest(
         scope=scope or "all",
-        limit=_parse_limit(values["limit"]) if "limit" in values else MEMORY_LIST_LIMIT,
+        limit=parse_limit(values["limit"], MEMORY_LIST_MAX_LIMIT) if "limit" in values else MEMORY_LIST_LIMIT,
         filter=" ".join(words) if words else None,
-        repo=_parse_repo(values["repo"]) if "repo" in values else None,
+        repo=parse_repo(values["repo"]) if "repo" in values else None,
     )
 
 
@@ -155,21 +134,6 @@ def _parse_scope(value: str) -> ListScope:
         if value.lower() == word:
             return word
     raise UsageError(f"`--scope` must be one of {', '.join(SCOPE_WORDS)}; got {_code(value)}.")
-
-
-def _parse_limit(value: str) -> int:
-    if _LIMIT_VALUE.match(value) and 1 <= int(value) <= MEMORY_LIST_MAX_LIMIT:
-        return int(value)
-    raise UsageError(
-        f"`--limit` must be a whole number from 1 to {MEMORY_LIST_MAX_LIMIT}; got {_code(value)}."
-    )
-
-
-def _parse_repo(value: str) -> str:
-    try:
-        return derive_scope_key("repo", value)
-    except ValueError:
-        raise UsageError(f"`--repo` needs owner/name; got {_code(value)}.") from None
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,13 +184,13 @@ class MemoryCommands:
     ) -> None:
         self._store = store
         self._enabled = memory_enabled
-        self._org_key = _key("org", organization)
+        self._org_key = scope_key_of("org", organization)
         # User scope keys (`user:slack:U0123`), exactly as settings validates them.
         self._admins = frozenset(a.strip() for a in admins if a.strip())
 
     def is_admin(self, caller: Caller) -> bool:
         """Fail closed: no identity or no admins configured → nobody."""
-        own = _key("user", caller.user_id)
+        own = scope_key_of("user", caller.user_id)
         return own is not None and own in self._admins
 
     # ----------------------------------------------------------------------------- memory list
@@ -260,7 +224,7 @@ class MemoryCommands:
         listing = _visible(fetched, _reader(caller))
         log.info(
             "memory.list",
-            caller=_key("user", caller.user_id),
+            caller=scope_key_of("user", caller.user_id),
             scopes=[s.key for s in sections],
             counts=[len(p) for p in listing.pages],
             withheld=listing.withheld,
@@ -273,8 +237,8 @@ class MemoryCommands:
     async def _sections(self, request: ListRequest, caller: Caller) -> list[_Section] | CommandReply:
         """The scopes this request has, in display order: yours, this repo, this channel, the org."""
         wanted = request.scope
-        own = _key("user", caller.user_id)
-        channel = _key("channel", caller.channel_id)
+        own = scope_key_of("user", caller.user_id)
+        channel = scope_key_of("channel", caller.channel_id)
         if wanted == "me" and own is None:
             return CommandReply(
                 "There is no user identity on this surface, so no records are yours.", ok=False
@@ -293,7 +257,7 @@ class MemoryCommands:
         if wanted in ("repo", "all"):
             repo = request.repo
             if repo is None:
-                resolved = await _thread_repo(caller)
+                resolved = await thread_repo(caller, "memory.list_repo_unresolved")
                 if isinstance(resolved, BaseException) and wanted == "repo":
                     return CommandReply(
                         f"⚠️ Couldn't look up this thread's repo ({type(resolved).__name__}); "
@@ -324,7 +288,7 @@ class MemoryCommands:
     # --------------------------------------------------------------------------- memory forget
 
     async def handle_forget(self, args: Sequence[str], caller: Caller) -> CommandReply:
-        caller_key = _key("user", caller.user_id)
+        caller_key = scope_key_of("user", caller.user_id)
 
         def done(
             text: str, outcome: str, target: str | None, ok: bool = False, usage: bool = False
@@ -350,16 +314,15 @@ class MemoryCommands:
             raw = parse_forget_args(args)
         except UsageError as error:
             return done(f"{error}\nUsage: `{FORGET_USAGE}`", "invalid_input", None, usage=True)
-        parsed = parse_record_id(raw)
-        if parsed is None or not _valid_scope_key(parsed[0]):
+        parsed = parse_id_word(raw)
+        if parsed is None:
             return done(
                 f"🚫 {_code(raw)} is not a memory id: ids look like `{ID_FORMAT}`, "
                 "as `memory list` shows them.",
                 "invalid_input",
                 None,
             )
-        scope, seq = parsed
-        target = record_id(scope, seq)
+        scope, target = parsed
         refusal = self._refusal(scope, caller, caller_key)
         if refusal is not None:
             return done(f"🚫 {refusal} Your own records: `memory list me`.", "refused", target)
@@ -374,6 +337,7 @@ class MemoryCommands:
                 "not_found",
                 target,
             )
+        await note_curation(self._store, scope, target, "forgotten", caller)
         return done(f"🧹 Forgot {_code(target)}.", "forgotten", target, ok=True)
 
     async def _forget_user(
@@ -405,17 +369,9 @@ class MemoryCommands:
 
     def _refusal(self, scope: str, caller: Caller, caller_key: str | None) -> str | None:
         """Why this caller may not forget from `scope`, or None when they may."""
-        kind = scope_kind(scope)
-        if kind == "user":
-            if scope == caller_key:
-                return None
-            return "That record is in another person's scope; nobody can forget it for them, admins included."
-        shared = kind in ("repo", "channel") or (kind == "org" and scope == self._org_key)
-        if not shared:
-            return "That id names no scope this installation can reach (yours, a repo, a channel or the org)."
-        if not self.is_admin(caller):
-            return f"Only admins can forget records in the shared {kind} scope {_code(scope)}."
-        return None
+        return curation_refusal(
+            scope, caller, admin=self.is_admin(caller), org_key=self._org_key, verb="forget"
+        )
 
 
 def register_memory_commands(registry: CommandRegistry, commands: MemoryCommands) -> None:
@@ -432,8 +388,9 @@ def build_registry(
     permalinks: Permalinks | None = None,
     write_gate: WriteGateFor | None = None,
 ) -> CommandRegistry:
-    """The registry every surface shares: the memory commands, `memory why` and `memory audit`
-    (`write_gate`: the app's policy, which `memory remember` asks)."""
+    """The registry every surface shares: the memory commands, the curating ones (`memory pending`,
+    `approve`, `reject`, `edit`, `history`), `memory why` and `memory audit` (`write_gate`: the app's
+    policy, which `memory remember` asks)."""
     registry = CommandRegistry()
     commands = MemoryCommands(
         store=store, memory_enabled=memory_enabled, organization=organization, admins=admins
@@ -443,6 +400,10 @@ def build_registry(
         store, memory_enabled, organization, is_admin=commands.is_admin, write_gate=write_gate
     )
     register_remember_command(registry, remember)
+    curate = CurateCommands(
+        store=store, memory_enabled=memory_enabled, organization=organization, is_admin=commands.is_admin
+    )
+    register_curate_commands(registry, curate)
     register_provenance_commands(
         registry,
         ProvenanceCommands(
@@ -563,33 +524,3 @@ def _narrow_hint(section: _Section, request: ListRequest) -> str:
         f"(showing the newest {request.limit}; there may be more. Narrow it with words, "
         f"e.g. `memory list {word} deploy`{more}.)"
     )
-
-
-def _key(kind: ScopeKind, value: str | None) -> str | None:
-    """A derived scope key, or None when the input is missing or unusable."""
-    if not value:
-        return None
-    try:
-        return derive_scope_key(kind, value)
-    except ValueError:
-        return None
-
-
-def _valid_scope_key(scope: str) -> bool:
-    try:
-        validate_scope_key(scope)
-    except ValueError:
-        return False
-    return True
-
-
-async def _thread_repo(caller: Caller) -> str | BaseException | None:
-    """The thread's bound repo as a scope key; a failed lookup comes back as the error."""
-    if caller.thread_repo is None:
-        return None
-    try:
-        name = await caller.thread_repo()
-    except Exception as error:
-        log.warning("memory.list_repo_unresolved", error=type(error).__name__)
-        return error
-    return _key("repo", name)

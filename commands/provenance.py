@@ -18,12 +18,21 @@ from typing import Protocol
 
 import structlog
 
+from commands.curate_render import render_curation_log
 from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from commands.render import UNTRUSTED_NOTE, code_span, is_machine_caller, quoted_text, store_failure
 from memory.rules.engine import parse_record_id
 from memory.rules.scope import validate_scope_key
 from memory.rules.visibility import Reader, may_show
-from memory.types import MAX_LIMIT, AuditQuery, MemoryRecord, MemoryStore, ReadAudit
+from memory.types import (
+    MAX_LIMIT,
+    AuditQuery,
+    CuratingStore,
+    CurationEntry,
+    MemoryRecord,
+    MemoryStore,
+    ReadAudit,
+)
 
 log = structlog.get_logger("memory")
 
@@ -246,8 +255,31 @@ class ProvenanceCommands:
             return CommandReply(f"⚠️ Couldn't read the audit: {store_failure(error)}.", ok=False)
         if not admin:  # someone else's run read under your name never: only your own reads
             entries = [entry for entry in entries if entry.asker == caller.user_id]
-        log.info("memory.audit", caller=caller.user_id, outcome="listed", entries=len(entries), admin=admin)
-        return CommandReply(_render_audit(query, entries))
+        curation = await self._curation(query)
+        if isinstance(curation, Exception):
+            return CommandReply(f"⚠️ Couldn't read the curation log: {store_failure(curation)}.", ok=False)
+        log.info(
+            "memory.audit",
+            caller=caller.user_id,
+            outcome="listed",
+            entries=len(entries),
+            curation=None if curation is None else len(curation),
+            admin=admin,
+        )
+        text = _render_audit(query, entries)
+        return CommandReply(text if curation is None else f"{text}\n\n{render_curation_log(curation)}")
+
+    async def _curation(self, query: AuditQuery) -> list[CurationEntry] | Exception | None:
+        """A record's curation log (who remembered, approved, edited, rejected or forgot it), for a
+        `--record` audit on a store that keeps one; None otherwise."""
+        parsed = parse_record_id(query.record_id or "")
+        if parsed is None or not isinstance(self._store, CuratingStore):
+            return None
+        try:
+            return await self._store.curation_log(parsed[0], query.record_id or "", query.limit)
+        except Exception as error:
+            log.warning("memory.audit_failed", error=type(error).__name__)
+            return error
 
 
 def register_provenance_commands(registry: CommandRegistry, commands: ProvenanceCommands) -> None:

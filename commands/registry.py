@@ -67,7 +67,14 @@ _NEAR_VERB_WORDS = _words(
     held hell helm hemp kelp yelp whelp heap
     forgot forge forged forger forges forgery forgo fore fort forte fret forked formed format former
     forest target corset ferret
-    auditor audio adult admit await edit adit aunt unit quit suit"""
+    auditor audio adult admit await edit adit aunt unit quit suit
+    ending bending blending fending lending mending rending sending spending tending trending vending
+    wending depending feeding heeding needing seeding speeding weeding reading heading leading beading
+    wedding bedding landing banding handing sanding binding finding minding winding bonding funding
+    pinning penning peeling peeking peeping
+    improve improved reprove approval
+    eject elect erect deject select respect project object reflect deflect detect defect recent
+    victory historic exit emit edict"""
 )
 _VERB_INFLECTIONS = ("s", "es", "ed", "d", "ing")
 # Longer messages with any other second word are prose for the agent ("memory is great").

@@ -18,11 +18,12 @@ from typing import Literal
 
 import structlog
 
+from commands.access import note_curation, scope_key_of
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.render import code_span, store_failure
 from memory.rules.redact import REDACTED, redact_secrets
 from memory.rules.restate import meaning_key
-from memory.rules.scope import RequestScopes, ScopeError, derive_scope_key, list_scope_keys, scope_kind
+from memory.rules.scope import RequestScopes, derive_scope_key, list_scope_keys, scope_kind
 from memory.rules.scorer import query_tokens
 from memory.rules.visibility import origin_from_visibility
 from memory.rules.write_gate import MemoryScopeResource, WriteGate
@@ -63,7 +64,7 @@ def parse_remember_args(args: Sequence[str]) -> RememberRequest:
     scope: RememberScope | None = None
     index, ended = 0, False
     while index < len(args):
-        token = _dashed(args[index])
+        token = dashed(args[index])
         if token == _END_OF_OPTIONS:
             index, ended = index + 1, True
             break
@@ -84,14 +85,33 @@ def parse_remember_args(args: Sequence[str]) -> RememberRequest:
             value, index = args[index], index + 1
         scope = _parse_scope(value)
     text = list(args[index:])
-    if not ended and any(_dashed(word).partition("=")[0].lower() == "--scope" for word in text):
+    if not ended and any(dashed(word).partition("=")[0].lower() == "--scope" for word in text):
         raise UsageError("`--scope` goes before the text (or put `--` before a text that mentions it).")
     if not text:
         raise UsageError("`memory remember` needs the text to remember.")
     return RememberRequest(scope or "me", " ".join(text))
 
 
-def _dashed(word: str) -> str:
+@dataclass(frozen=True, slots=True)
+class CheckedText:
+    """Text a person gave to keep, secrets redacted (`redacted`: how many were)."""
+
+    text: str
+    redacted: int
+
+
+def check_text(raw: str) -> CheckedText | str:
+    """What `memory remember` and `memory edit` store: secrets redacted, words to match a query by,
+    no more than a record holds; else why not (a phrase for after "Nothing remembered: ")."""
+    text = redact_secrets(raw.strip())
+    if not query_tokens(text):
+        return "the text has no words to remember"
+    if len(text) > MAX_TEXT_CHARS:
+        return f"the text is {len(text)} characters; at most {MAX_TEXT_CHARS} fit"
+    return CheckedText(text, max(0, text.count(REDACTED) - raw.count(REDACTED)))
+
+
+def dashed(word: str) -> str:
     return _TYPOGRAPHIC_DASHES.sub("--", word)
 
 
@@ -160,7 +180,7 @@ class RememberCommand:
         self._write_gate = write_gate
 
     async def handle(self, args: Sequence[str], caller: Caller) -> CommandReply:
-        asker = _Asker(_key("user", caller.user_id), caller.surface, self._is_admin(caller))
+        asker = _Asker(scope_key_of("user", caller.user_id), caller.surface, self._is_admin(caller))
         if not self._enabled:
             return asker.reply(
                 "🔕 Memory is off (`memory.enabled` is false): nothing can be remembered.", "disabled"
@@ -177,14 +197,10 @@ class RememberCommand:
                 "refused",
                 details={"asked": request.scope, "scope": asked},
             )
-        text = redact_secrets(request.text.strip())
-        if not query_tokens(text):
-            return asker.reply("Nothing remembered: the text has no words to remember.", "invalid_input")
-        if len(text) > MAX_TEXT_CHARS:
-            return asker.reply(
-                f"Nothing remembered: the text is {len(text)} characters; at most {MAX_TEXT_CHARS} fit.",
-                "invalid_input",
-            )
+        checked = check_text(request.text)
+        if isinstance(checked, str):
+            return asker.reply(f"Nothing remembered: {checked}.", "invalid_input")
+        text = checked.text
         if self._write_gate is None:
             return asker.reply(
                 "⚠️ `memory remember` is not available here: this surface has no write policy.", "failed"
@@ -197,12 +213,16 @@ class RememberCommand:
             origin_conversation=caller.channel_id,
         )
         landing = _land(self._write_gate(scopes), scopes, asked, candidate)
-        redacted = max(0, text.count(REDACTED) - request.text.count(REDACTED))
         details = {"asked": request.scope, "origin": candidate.origin, "reason": landing.reason}
-        return await self._write(asker, landing, candidate, {**details, "redacted": redacted})
+        return await self._write(asker, caller, landing, candidate, {**details, "redacted": checked.redacted})
 
     async def _write(
-        self, asker: _Asker, landing: _Landing, candidate: MemoryCandidate, details: Mapping[str, object]
+        self,
+        asker: _Asker,
+        caller: Caller,
+        landing: _Landing,
+        candidate: MemoryCandidate,
+        details: Mapping[str, object],
     ) -> CommandReply:
         """Where the gate let it land, one write; the receipt names the record and its scope."""
         if landing.key is None:
@@ -222,6 +242,8 @@ class RememberCommand:
                 f"⚠️ Couldn't remember that: {store_failure(error)}.", "failed", details=details
             )
         outcome = "already_remembered" if result.deduped and not result.inserted else "remembered"
+        if outcome == "remembered" and record is not None:  # a fold is the store's own `folded` entry
+            await note_curation(self._store, landing.key, record, "remembered", caller)
         text = _receipt(outcome, record, landing, candidate, details.get("redacted") != 0)
         counts = {"inserted": result.inserted, "deduped": result.deduped, "evicted": result.evicted}
         return asker.reply(text, outcome, record, {**details, **counts})
@@ -230,8 +252,8 @@ class RememberCommand:
         """The caller's scopes, with the one asked for present (else why it is not)."""
         if not self._organization:
             return "No `organization` is configured, so nothing can be remembered."
-        user = _key("user", caller.user_id)
-        channel = _key("channel", caller.channel_id)
+        user = scope_key_of("user", caller.user_id)
+        channel = scope_key_of("channel", caller.channel_id)
         repo: str | None = None
         if wanted == "me" and user is None:
             return "There is no user identity on this surface, so nothing can be remembered as yours."
@@ -239,7 +261,11 @@ class RememberCommand:
             return "This conversation is not in a channel, so it has no channel scope."
         if wanted == "repo":
             try:
-                repo = _key("repo", await caller.thread_repo()) if caller.thread_repo is not None else None
+                repo = (
+                    scope_key_of("repo", await caller.thread_repo())
+                    if caller.thread_repo is not None
+                    else None
+                )
             except Exception as error:
                 log.warning("memory.remember_repo_unresolved", error=type(error).__name__)
                 return f"Couldn't look up this thread's repo ({type(error).__name__})."
@@ -292,15 +318,6 @@ def _asked_key(wanted: RememberScope, scopes: RequestScopes) -> str:
     key = {"me": scopes.user, "org": scopes.org, "repo": scopes.repo, "channel": scopes.channel}[wanted]
     assert key is not None  # `_scopes` returned a reason instead when it was missing
     return key
-
-
-def _key(kind: Literal["user", "channel", "repo"], value: str | None) -> str | None:
-    if not value:
-        return None
-    try:
-        return derive_scope_key(kind, value)
-    except (ScopeError, ValueError):
-        return None
 
 
 def register_remember_command(registry: CommandRegistry, command: RememberCommand) -> None:

@@ -52,6 +52,11 @@ _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 _NAMESPACED_ID = re.compile(r"^[a-z][a-z0-9_-]*:\S+$")
 _AGENT_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 
+# How long a pending record waits for review before it expires, when nothing is configured, and the most.
+DEFAULT_REVIEW: Literal["off", "shared"] = "off"
+DEFAULT_REVIEW_DAYS = 14.0
+MAX_REVIEW_DAYS = 365
+
 
 class ConfigError(ValueError):
     """A setting is missing or invalid; the message is one line for the operator."""
@@ -141,8 +146,38 @@ class MemorySettings(_Section):
     # Retention (README "Retention, erasure and the read audit"): unset keeps records until forgotten.
     ttl_days: float | None = Field(default=None, gt=0, le=36_500)
     audit_retention_days: float = Field(default=30.0, gt=0, le=36_500)
+    # Curation (README "Review what enters shared memory"): `shared` holds reflection's org, repo and
+    # channel writes as pending until an admin approves; a pending record expires after review_days.
+    review: Literal["off", "shared"] = DEFAULT_REVIEW
+    review_days: float = DEFAULT_REVIEW_DAYS
 
     _url = field_validator("service_url")(_check_url)
+
+    @field_validator("review", mode="before")
+    @classmethod
+    def _review(cls, value: Any) -> Any:
+        if value not in ("off", "shared"):
+            raise ValueError(f"expected 'off' or 'shared' (default {DEFAULT_REVIEW!r})")
+        return value
+
+    @field_validator("review_days", mode="before")
+    @classmethod
+    def _review_days(cls, value: Any) -> float:
+        """Days as a number (the environment's text too), above 0 and at most MAX_REVIEW_DAYS."""
+        number: float | None = None
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            number = float(value)
+        elif isinstance(value, str):
+            try:
+                number = float(value.strip())
+            except ValueError:
+                number = None
+        if number is None or not 0 < number <= MAX_REVIEW_DAYS:  # NaN fails both comparisons
+            raise ValueError(
+                f"expected a number of days above 0 and at most {MAX_REVIEW_DAYS} "
+                f"(default {DEFAULT_REVIEW_DAYS:g})"
+            )
+        return number
 
     @field_validator("store", mode="before")
     @classmethod

@@ -12,7 +12,9 @@ import re
 from typing import Any, TypeGuard, cast, get_args
 
 from memory.rules.claims import validate_claim
+from memory.rules.curation import validate_actor
 from memory.types import (
+    CURATION_ACTIONS,
     ERASE_REASONS,
     MAX_KEYWORD_CHARS,
     MAX_LIMIT,
@@ -23,6 +25,8 @@ from memory.types import (
     ORIGINS,
     RECORD_KINDS,
     AuditQuery,
+    CurationAction,
+    CurationEntry,
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
@@ -31,7 +35,9 @@ from memory.types import (
     ReadAudit,
     RecordKind,
     RecordStatus,
+    RecordVersion,
     SourceLink,
+    WriteResult,
 )
 
 # Field caps of a write batch; the per-field caps live in memory.types, shared with every store.
@@ -161,12 +167,7 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
     kind = obj.get("kind")
     if not isinstance(kind, str) or kind not in RECORD_KINDS:  # a list or object is unhashable
         raise WireError(f"{at}.kind must be 'fact' or 'summary'")
-    text = obj.get("text")
-    if not isinstance(text, str) or not text.strip():
-        raise WireError(f"{at}.text must be a non-empty string")
-    _str(text, f"{at}.text")
-    if len(text) > MAX_TEXT_CHARS:
-        raise WireError(f"{at}.text must be at most {MAX_TEXT_CHARS} characters")
+    text = text_from_wire(obj.get("text"), f"{at}.text")
     thread = obj.get("sourceThreadKey")
     if not isinstance(thread, str) or not thread or len(thread) > MAX_REF_CHARS:
         raise WireError(
@@ -177,8 +178,8 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
     if confidence is not None and (not _is_number(confidence) or not 0.0 <= confidence <= 1.0):
         raise WireError(f"{at}.confidence must be a number in [0, 1]")
     observed = obj.get("observedAt")
-    if observed is not None and (not _is_number(observed) or not 0 <= observed <= MAX_OBSERVED_AT):
-        raise WireError(f"{at}.observedAt must be epoch seconds from 0 to {MAX_OBSERVED_AT:.0f}")
+    if observed is not None:
+        observed = epoch_from_wire(observed, f"{at}.observedAt")
     return MemoryCandidate(
         kind=cast(RecordKind, kind),
         text=text,
@@ -189,8 +190,29 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
         supersedes=_ref(obj.get("supersedes"), f"{at}.supersedes"),
         origin=_origin(obj.get("origin"), f"{at}.origin"),
         origin_conversation=_ref(obj.get("originConversation"), f"{at}.originConversation"),
-        observed_at=float(observed) if observed is not None else None,
+        observed_at=observed,
     )
+
+
+def text_from_wire(value: object, field: str) -> str:
+    """A record's text as a writer sends it (a candidate's, an edit's): non-empty, capped, Unicode."""
+    if not isinstance(value, str) or not value.strip():
+        raise WireError(f"{field} must be a non-empty string")
+    _str(value, field)
+    if len(value) > MAX_TEXT_CHARS:
+        raise WireError(f"{field} must be at most {MAX_TEXT_CHARS} characters")
+    return value
+
+
+def write_result_to_wire(result: WriteResult) -> JsonObject:
+    """What a write (or a pending write) did, as counts."""
+    return {
+        "ok": True,
+        "inserted": result.inserted,
+        "deduped": result.deduped,
+        "superseded": result.superseded,
+        "evicted": result.evicted,
+    }
 
 
 # --- provenance: run sources, erase reasons, the read audit (ids only, never text) ----------------
@@ -304,6 +326,87 @@ def audit_query_from_wire(value: object) -> AuditQuery:
     return AuditQuery(limit=limit, **fields)
 
 
+# --- curation: the review queue, a record's versions, the curation log (ids, never text) -----------
+
+
+def actor_from_wire(value: object, field: str = "actor") -> str:
+    """Who did a curation action: a scope key (`user:slack:U1`), `run:<id>`, `system`, `machine`."""
+    try:
+        actor = validate_actor(value)
+    except ValueError as exc:
+        raise WireError(f"{field}{str(exc).removeprefix('actor')}") from None
+    return _str(actor, field)
+
+
+def entry_to_wire(entry: CurationEntry) -> JsonObject:
+    out: JsonObject = {
+        "recordId": entry.record_id,
+        "scopeKey": entry.scope_key,
+        "action": entry.action,
+        "actor": entry.actor,
+        "at": entry.at,
+    }
+    if entry.related_id is not None:
+        out["relatedId"] = entry.related_id
+    return out
+
+
+def entry_from_wire(value: object, field: str = "entry") -> CurationEntry:
+    obj = _object(value, field)
+    action = obj.get("action")
+    if not isinstance(action, str) or action not in CURATION_ACTIONS:  # a list or object is unhashable
+        raise WireError(f"{field}.action must be one of {', '.join(sorted(CURATION_ACTIONS))}")
+    return CurationEntry(
+        record_id=_ref_required(obj.get("recordId"), f"{field}.recordId"),
+        scope_key=_ref_required(obj.get("scopeKey"), f"{field}.scopeKey"),
+        action=cast(CurationAction, action),
+        actor=actor_from_wire(obj.get("actor"), f"{field}.actor"),
+        at=epoch_from_wire(obj.get("at"), f"{field}.at"),
+        related_id=_ref(obj.get("relatedId"), f"{field}.relatedId"),
+    )
+
+
+def version_to_wire(version: RecordVersion) -> JsonObject:
+    """One version of a record's chain; an erased version's text is absent, never `null`."""
+    out: JsonObject = {
+        "id": version.id,
+        "scopeKey": version.scope_key,
+        "status": version.status,
+        "createdAt": version.created_at,
+        "entries": [entry_to_wire(entry) for entry in version.entries],
+    }
+    if version.text is not None:
+        out["text"] = version.text
+    if version.source_run_id is not None:
+        out["sourceRunId"] = version.source_run_id
+    if version.erased_reason is not None:
+        out["erasedReason"] = version.erased_reason
+    return out
+
+
+def version_from_wire(value: object, field: str = "version") -> RecordVersion:
+    obj = _object(value, field)
+    status = obj.get("status")
+    if not isinstance(status, str) or status not in RECORD_STATUSES:
+        raise WireError(f"{field}.status is not a known status")
+    reason = obj.get("erasedReason")
+    if reason is not None:
+        reason = erase_reason_from_wire(reason)
+    raw = obj.get("entries")
+    if not isinstance(raw, list):
+        raise WireError(f"{field}.entries must be an array")
+    return RecordVersion(
+        id=_nonempty_str(obj.get("id"), f"{field}.id"),
+        scope_key=_nonempty_str(obj.get("scopeKey"), f"{field}.scopeKey"),
+        status=cast(RecordStatus, status),
+        created_at=_number(obj.get("createdAt"), f"{field}.createdAt"),
+        text=_optional_str(obj.get("text"), f"{field}.text"),
+        source_run_id=_optional_str(obj.get("sourceRunId"), f"{field}.sourceRunId"),
+        erased_reason=reason,
+        entries=tuple(entry_from_wire(item, f"{field}.entries[{i}]") for i, item in enumerate(raw)),
+    )
+
+
 def _ref_required(value: object, field: str) -> str:
     ref = _ref(value, field)
     if not ref:
@@ -367,6 +470,13 @@ def _number(value: object, field: str) -> float:
 
 def _optional_number(value: object, field: str) -> float | None:
     return None if value is None else _number(value, field)
+
+
+def epoch_from_wire(value: object, field: str) -> float:
+    """A time in epoch seconds, from 0 to the latest a calendar can show (3000-01-01)."""
+    if not _is_number(value) or not 0 <= value <= MAX_OBSERVED_AT:
+        raise WireError(f"{field} must be epoch seconds from 0 to {MAX_OBSERVED_AT:.0f}")
+    return float(value)
 
 
 def _ref(value: object, field: str) -> str | None:

@@ -107,6 +107,12 @@ class Metrics:
         self.memory_evictions = Counter(
             "switchboard_memory_evictions", "Records evicted over a scope's cap", registry=r
         )
+        self.memory_curations = Counter(
+            "switchboard_memory_curations",
+            "Curation actions done (approved, rejected, expired, edited, merged)",
+            ["action"],
+            registry=r,
+        )
         self.memory_denials = Counter(
             "switchboard_memory_denials",
             "Memory access refused (unauthorized request, write gate denial)",

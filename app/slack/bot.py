@@ -30,6 +30,7 @@ from app.slack.events import SlackIdentity
 from app.slack.feedback import FEEDBACK_ACTION, log_feedback
 from app.slack.home import HomeTab
 from app.slack.home import Permalinks as SlackPermalinks
+from app.slack.home_edit import EDIT_VIEW
 from app.slack.home_view import ADD_VIEW, HOME_ACTIONS
 from app.slack.memory_events import MemoryFollowsSlack
 from app.slack.messages import Dispatcher, MessageAnswerer
@@ -214,6 +215,11 @@ class SlackBot:
         async def on_home_add(ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
             await ack()  # the modal closes at once; the write and the re-drawn tab follow
             spawn(self._home.on_add(body, view), name="slack-home-add")
+
+        @app.view(EDIT_VIEW)
+        async def on_home_edit(ack: Any, body: dict[str, Any], view: dict[str, Any]) -> None:
+            await ack()  # the modal closes at once; the edit and the re-drawn tab follow
+            spawn(self._home.on_edit(body, view), name="slack-home-edit")
 
         @app.action(FEEDBACK_ACTION)
         async def on_feedback(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:

@@ -2,9 +2,11 @@
 
 Reading goes through commands/browse.py (the read rule with the viewer as the only reader); a Forget
 goes through the command registry as `memory forget <id>` — the same authorization, receipt and
-`memory.forget` event as typing it — and the tab is re-published. "Add to memory" opens a modal whose
-submission goes through the registry as `memory remember`, the same way. Links to source threads come
-from `chat.getPermalink`, cached.
+`memory.forget` event as typing it — and the tab is re-published. Approve and Reject (the review
+section admins get under `memory.review = "shared"`) are `memory approve <id>` / `memory reject <id>`
+the same way. "Add to memory" and Edit open a modal whose submission goes through the registry as
+`memory remember` / `memory edit <id> -- <text>`. Links to source threads come from
+`chat.getPermalink`, cached.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from app.slack.agent_view import set_suggested_prompts
 from app.slack.events import SURFACE, SlackIdentity, user_team
+from app.slack.home_edit import EDIT_ACTION, edit_modal, edit_submission, editable_here
+from app.slack.home_review import APPROVE_ACTION, MOST_SHOWN, REJECT_ACTION
 from app.slack.home_view import (
     ADD_ACTION,
     CHANNEL_ACTION,
@@ -37,13 +41,16 @@ from app.slack.home_view import (
 )
 from app.slack.state import TtlCache
 from app.slack.tasks import Spawn
-from commands.browse import BrowsePage, BrowseRequest, MemoryBrowser
+from commands.browse import BrowseRequest, MemoryBrowser
+from memory.types import MemoryRecord
 
 log = structlog.get_logger("slack")
 
 _RECORD_ID = re.compile(r"^mem:[A-Za-z0-9:_./@-]{1,300}$")
 _CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{1,30}$")
 _TS = re.compile(r"^[0-9]{6,12}\.[0-9]{1,9}$")
+# A click on one record → the command it runs on that record's id.
+_RECORD_VERBS = {FORGET_ACTION: "forget", APPROVE_ACTION: "approve", REJECT_ACTION: "reject"}
 
 
 class CommandHandler(Protocol):
@@ -146,6 +153,7 @@ class HomeTab:
     ) -> None:
         """The tab for `user` of team `user_team` (their own; None: the workspace `team_id`)."""
         browser = self._browser
+        waiting: tuple[MemoryRecord, ...] = ()
         if browser is None or not browser.enabled:
             view = memory_off_view()
             count = 0
@@ -154,45 +162,60 @@ class HomeTab:
             admin = browser.is_admin(viewer)
             if not admin:
                 state = HomeState(page=state.page, query=state.query)  # people browse only their own
-            page: BrowsePage = await browser.page(
-                BrowseRequest(
-                    viewer=viewer,
-                    scope=state.scope,
-                    channel=self._identity.channel(team_id, state.channel),
-                    page=state.page,
-                    query=state.query,
-                )
+            channel = self._identity.channel(team_id, state.channel)
+            request = BrowseRequest(
+                viewer=viewer, scope=state.scope, channel=channel, page=state.page, query=state.query
+            )
+            page, review = await asyncio.gather(
+                browser.page(request), browser.waiting(viewer, channel if state.scope == "channel" else None)
             )
             state = HomeState(
                 page.scope, state.channel if page.scope == "channel" else None, page.page, state.query
             )
-            links = await self._permalinks.links([r.source_thread_key for r in page.records])
-            view = home_view(page, state, admin=admin, links=links, notice=notice)
+            waiting = review.records[:MOST_SHOWN] if review is not None else ()
+            links = await self._permalinks.links([r.source_thread_key for r in (*waiting, *page.records)])
+            view = home_view(
+                page,
+                state,
+                admin=admin,
+                links=links,
+                notice=notice,
+                review=review,
+                editable=browser.curates,
+            )
             count = len(page.records)
         try:
             await self._client.views_publish(user_id=user, view=view)
         except SlackClientError as error:
             log.warning("slack.home_publish_failed", user=user, error=type(error).__name__)
             return
-        log.info("slack.home_published", user=user, scope=state.scope, page=state.page, records=count)
+        log.info(
+            "slack.home_published",
+            user=user,
+            scope=state.scope,
+            page=state.page,
+            records=count,
+            waiting=len(waiting),
+        )
 
     async def on_action(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
         """One click or search in the tab (already acknowledged)."""
-        user = str((body.get("user") or {}).get("id") or "")
-        team_id = (
-            str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "") or None
-        )
+        user, team_id = _clicker(body)
         viewer_team = user_team(body, team_id)  # channels are the workspace's; the viewer is their team's
         if not user:
             log.warning("slack.home_action_refused", reason="no_user")
             return
         state = decode_state((body.get("view") or {}).get("private_metadata"))
         action_id = str(action.get("action_id") or "")
-        if action_id == FORGET_ACTION:
-            await self._forget(team_id, viewer_team, user, state, action)
+        if action_id in _RECORD_VERBS:
+            record_id = str(action.get("value") or "")
+            await self._on_record(team_id, viewer_team, user, state, _RECORD_VERBS[action_id], record_id)
             return
         if action_id == ADD_ACTION:
             await self._open_add(body, viewer_team, user, state)
+            return
+        if action_id == EDIT_ACTION:
+            await self._open_edit(body, team_id, viewer_team, user, state, str(action.get("value") or ""))
             return
         if action_id.startswith(PAGE_ACTION):
             value = str(action.get("value") or "0")
@@ -226,10 +249,7 @@ class HomeTab:
 
     async def on_add(self, body: Mapping[str, Any], view: Mapping[str, Any]) -> None:
         """The submitted modal (already acknowledged): `memory remember`, then the tab re-drawn."""
-        user = str((body.get("user") or {}).get("id") or "")
-        team_id = (
-            str((body.get("team") or {}).get("id") or (body.get("user") or {}).get("team_id") or "") or None
-        )
+        user, team_id = _clicker(body)
         if not user or self._registry is None:
             log.warning("slack.home_action_refused", reason="add_without_user")
             return
@@ -252,18 +272,66 @@ class HomeTab:
         state = decode_state(view.get("private_metadata"))
         await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
 
-    async def _forget(
+    async def _open_edit(
+        self,
+        body: Mapping[str, Any],
+        team_id: str | None,
+        viewer_team: str | None,
+        user: str,
+        state: HomeState,
+        record_id: str,
+    ) -> None:
+        """The Edit modal, prefilled with the record's text; the tab shows why when there is none
+        (not the viewer's to edit, no longer there, too long for Slack's text box)."""
+        browser = self._browser
+        trigger = str(body.get("trigger_id") or "")
+        if browser is None or not browser.enabled or not trigger:
+            log.warning("slack.home_action_refused", user=user, reason="edit_unavailable")
+            return
+        found = await browser.editable(self._identity.user(viewer_team, user) or "", record_id)
+        if isinstance(found, str) or not editable_here(found):
+            reason = "edit_refused" if isinstance(found, str) else "edit_too_long"
+            log.warning("slack.home_action_refused", user=user, reason=reason, id=record_id[:320])
+            notice = found if isinstance(found, str) else _too_long(found.id)
+            await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
+            return
+        try:
+            await self._client.views_open(trigger_id=trigger, view=edit_modal(found, state))
+        except SlackClientError as error:
+            log.warning("slack.home_edit_open_failed", user=user, error=type(error).__name__)
+
+    async def on_edit(self, body: Mapping[str, Any], view: Mapping[str, Any]) -> None:
+        """The submitted Edit modal (already acknowledged): `memory edit`, then the tab re-drawn."""
+        user, team_id = _clicker(body)
+        if not user:
+            log.warning("slack.home_action_refused", reason="edit_without_user")
+            return
+        submitted = edit_submission(view)
+        await self._on_record(
+            team_id,
+            user_team(body, team_id),
+            user,
+            submitted.state,
+            "edit",
+            submitted.record_id,
+            submitted.text,
+        )
+
+    async def _on_record(
         self,
         team_id: str | None,
         viewer_team: str | None,
         user: str,
         state: HomeState,
-        action: Mapping[str, Any],
+        verb: str,
+        record_id: str,
+        text: str | None = None,
     ) -> None:
-        record_id = str(action.get("value") or "")
+        """`memory <verb> <id>` (an edit: `-- <text>`) through the registry, as if typed, then the tab
+        re-drawn with its answer; the command decides who may, and says why not."""
         if not _RECORD_ID.match(record_id) or self._registry is None:
-            log.warning("slack.home_action_refused", user=user, reason="bad_record_id")
-            refusal = "🚫 That is not a record id I can forget."
+            log.warning("slack.home_action_refused", user=user, reason="bad_record_id", verb=verb)
+            refusal = f"🚫 That is not a record id I can {verb}."
             await self.publish(team_id, user, state, notice=refusal, user_team=viewer_team)
             return
         caller = self._caller_factory(
@@ -273,10 +341,25 @@ class HomeTab:
             thread_key=f"{SURFACE}:home:{user}",
             surface=SURFACE,
         )
-        reply = await self._registry.handle(f"memory forget {record_id}", caller)
+        command = f"memory {verb} {record_id}" + (f" -- {text}" if text is not None else "")
+        reply = await self._registry.handle(command, caller)
         outcome = getattr(getattr(reply, "receipt", None), "outcome", None)
         if outcome == "refused":  # e.g. a crafted click on another person's record
-            log.warning("slack.home_action_refused", user=user, reason="forget_refused", id=record_id)
-        log.info("slack.home_forget", user=user, id=record_id, outcome=outcome)
+            log.warning("slack.home_action_refused", user=user, reason=f"{verb}_refused", id=record_id)
+        log.info(f"slack.home_{verb}", user=user, id=record_id, outcome=outcome)
         notice = reply.text if reply is not None else None
         await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
+
+
+def _clicker(body: Mapping[str, Any]) -> tuple[str, str | None]:
+    """Who clicked or submitted (their user id) and the workspace it came through."""
+    person = body.get("user") or {}
+    team = str((body.get("team") or {}).get("id") or person.get("team_id") or "") or None
+    return str(person.get("id") or ""), team
+
+
+def _too_long(record_id: str) -> str:
+    return (
+        f"🚫 {record_id} is longer than Slack's text box holds: edit it with "
+        f"`memory edit {record_id} -- <new text>`."
+    )

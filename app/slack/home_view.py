@@ -1,22 +1,33 @@
 """The App Home tab's Block Kit: pure functions from a page of records to a `views.publish` view.
 
-Record text is always a `plain_text` object (Slack never parses it as mrkdwn, so a remembered
-`<!channel>` or `<https://evil|click>` stays literal), on one line, cut to fit. The view's
-`private_metadata` carries only where the viewer is (scope, channel, page, search); every action
-re-checks what that viewer may see, so a crafted state shows nothing more.
+Record text is always inert plain text (app/slack/home_blocks.py). The view's `private_metadata`
+carries only where the viewer is (app/slack/home_state.py); every action re-checks what that viewer
+may see, so a crafted state shows nothing more. An admin under review gets "Waiting for review" on
+top (app/slack/home_review.py), in what the page's own blocks leave of Slack's 100.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
-from commands.browse import BrowsePage, BrowseScope
+from app.slack.home_blocks import (
+    INPUT_LIMIT,
+    MAX_BLOCKS,
+    button,
+    day,
+    plain,
+    record_context,
+    record_text,
+)
+from app.slack.home_edit import EDIT_ACTION
+from app.slack.home_review import APPROVE_ACTION, REJECT_ACTION, review_blocks
+from app.slack.home_state import HomeState, clean_query, decode_state
+from commands.browse import BrowsePage, BrowseScope, ReviewQueue
 from memory.rules.scorer import clean_memory_field
-from memory.types import MAX_TEXT_CHARS, MemoryRecord
+from memory.types import MemoryRecord
+
+__all__ = ["HomeState", "clean_query", "decode_state"]  # where the tab's handlers have always found them
 
 FORGET_ACTION = "home_forget"
 PAGE_ACTION = "home_page"
@@ -24,15 +35,24 @@ SEARCH_ACTION = "home_search"
 SCOPE_ACTION = "home_scope"
 CHANNEL_ACTION = "home_channel"
 ADD_ACTION = "home_add"
-HOME_ACTIONS = (FORGET_ACTION, PAGE_ACTION, SEARCH_ACTION, SCOPE_ACTION, CHANNEL_ACTION, ADD_ACTION)
+HOME_ACTIONS = (
+    FORGET_ACTION,
+    PAGE_ACTION,
+    SEARCH_ACTION,
+    SCOPE_ACTION,
+    CHANNEL_ACTION,
+    ADD_ACTION,
+    EDIT_ACTION,
+    APPROVE_ACTION,
+    REJECT_ACTION,
+)
+RECORD_BLOCK = "home_record_"  # + the record's place on the page
 # The "Add to memory" modal: its callback id and the inputs its submission carries.
 ADD_VIEW = "home_add_modal"
 ADD_TEXT_BLOCK, ADD_TEXT = "home_add_text", "text"
 ADD_SCOPE_BLOCK, ADD_SCOPE = "home_add_scope", "scope"
 ADD_SCOPES = (("me", "Only me"), ("org", "The whole organization"))
 
-RECORD_TEXT_LIMIT = 2900  # a section's text is at most 3000 characters
-QUERY_LIMIT = 200
 MEMORY_OFF_HELP = (
     "🔕 Memory is off, so I remember nothing between threads. To turn it on, set `enabled = true` "
     "under `[memory]` and an `organization` in switchboard.toml (or SWITCHBOARD_MEMORY__ENABLED=true "
@@ -45,78 +65,25 @@ TITLES: dict[BrowseScope, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class HomeState:
-    """Where the viewer is; the only thing kept in the view between actions."""
-
-    scope: BrowseScope = "me"
-    channel: str | None = None  # Slack's own channel id (C…), as the conversations select gives it
-    page: int = 0
-    query: str | None = None
-
-    def encode(self) -> str:
-        return json.dumps({"s": self.scope, "c": self.channel, "p": self.page, "q": self.query})
-
-
-def decode_state(raw: object) -> HomeState:
-    """A view's `private_metadata` back to a state; anything odd falls back to the viewer's own page."""
-    try:
-        data = json.loads(raw) if isinstance(raw, str) and raw else {}
-    except ValueError:
-        data = {}
-    if not isinstance(data, dict):
-        data = {}
-    scope: BrowseScope = next((word for word in TITLES if word == data.get("s")), "me")
-    channel = data.get("c") if isinstance(data.get("c"), str) else None
-    raw_page = data.get("p")
-    page = raw_page if isinstance(raw_page, int) and not isinstance(raw_page, bool) else 0
-    query = data.get("q") if isinstance(data.get("q"), str) else None
-    return HomeState(scope=scope, channel=channel, page=max(0, page), query=clean_query(query))
-
-
-def clean_query(value: object) -> str | None:
-    if not isinstance(value, str):
-        return None
-    text = clean_memory_field(value)[:QUERY_LIMIT].strip()
-    return text or None
-
-
-def _plain(text: str) -> dict[str, Any]:
-    return {"type": "plain_text", "text": text, "emoji": False}
-
-
-def record_text(record: MemoryRecord) -> str:
-    """The record's text as inert plain text: one line, control characters gone, cut to fit."""
-    text = clean_memory_field(record.text) or "(empty)"
-    return text if len(text) <= RECORD_TEXT_LIMIT else text[: RECORD_TEXT_LIMIT - 1] + "…"
-
-
-def _escape_mrkdwn(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def _record_blocks(record: MemoryRecord, link: str | None) -> list[dict[str, Any]]:
-    date = datetime.fromtimestamp(record.created_at, tz=UTC).strftime("%Y-%m-%d")
-    forget = {
-        "type": "button",
-        "action_id": FORGET_ACTION,
-        "text": _plain("Forget"),
-        "style": "danger",
-        "value": record.id,
+def _record_blocks(
+    index: int, record: MemoryRecord, link: str | None, *, editable: bool
+) -> list[dict[str, Any]]:
+    forget = button(FORGET_ACTION, "Forget", record.id, "danger") | {
         "confirm": {
-            "title": _plain("Forget this record?"),
-            "text": _plain("I will stop using it in answers. This cannot be undone from Slack."),
-            "confirm": _plain("Forget"),
-            "deny": _plain("Keep it"),
+            "title": plain("Forget this record?"),
+            "text": plain("I will stop using it in answers. This cannot be undone from Slack."),
+            "confirm": plain("Forget"),
+            "deny": plain("Keep it"),
             "style": "danger",
         },
     }
-    context: list[dict[str, Any]] = [_plain(f"{record.kind} · {date} · {record.id}")]
-    if link:
-        context.append({"type": "mrkdwn", "text": f"<{_escape_mrkdwn(link)}|source thread>"})
+    # The tab lists only what its viewer may forget (their own; the shared scopes for admins), and
+    # whoever may forget a record may edit it too.
+    buttons = [button(EDIT_ACTION, "Edit", record.id), forget] if editable else [forget]
     return [
-        {"type": "section", "text": _plain(record_text(record)), "accessory": forget},
-        {"type": "context", "elements": context},
+        {"type": "section", "block_id": f"{RECORD_BLOCK}{index}", "text": plain(record_text(record))},
+        record_context(record, link, f"{record.kind} · {day(record.created_at)}"),
+        {"type": "actions", "elements": buttons},
     ]
 
 
@@ -124,13 +91,13 @@ def _scope_controls(state: HomeState) -> dict[str, Any]:
     select: dict[str, Any] = {
         "type": "conversations_select",
         "action_id": CHANNEL_ACTION,
-        "placeholder": _plain("A channel's memory"),
+        "placeholder": plain("A channel's memory"),
         "filter": {"include": ["public", "private"], "exclude_bot_users": True},
     }
     if state.scope == "channel" and state.channel:
         select["initial_conversation"] = state.channel
     buttons = [
-        {"type": "button", "action_id": f"{SCOPE_ACTION}_{word}", "text": _plain(label), "value": word}
+        {"type": "button", "action_id": f"{SCOPE_ACTION}_{word}", "text": plain(label), "value": word}
         | ({"style": "primary"} if state.scope == word else {})
         for word, label in (("me", "About me"), ("org", "Organization"))
     ]
@@ -141,7 +108,7 @@ def _search_box(state: HomeState) -> dict[str, Any]:
     element: dict[str, Any] = {
         "type": "plain_text_input",
         "action_id": SEARCH_ACTION,
-        "placeholder": _plain("Words to look for (whole words, like `memory list`)"),
+        "placeholder": plain("Words to look for (whole words, like `memory list`)"),
         "dispatch_action_config": {"trigger_actions_on": ["on_enter_pressed"]},
     }
     if state.query:
@@ -151,7 +118,7 @@ def _search_box(state: HomeState) -> dict[str, Any]:
         "block_id": f"home_search:{state.scope}:{state.channel or ''}",
         "dispatch_action": True,
         "optional": True,
-        "label": _plain("Search"),
+        "label": plain("Search"),
         "element": element,
     }
 
@@ -163,7 +130,7 @@ def _pager(page: BrowsePage) -> dict[str, Any] | None:
             {
                 "type": "button",
                 "action_id": f"{PAGE_ACTION}_previous",
-                "text": _plain("◀ Previous"),
+                "text": plain("◀ Previous"),
                 "value": str(page.page - 1),
             }
         )
@@ -172,7 +139,7 @@ def _pager(page: BrowsePage) -> dict[str, Any] | None:
             {
                 "type": "button",
                 "action_id": f"{PAGE_ACTION}_next",
-                "text": _plain("Next ▶"),
+                "text": plain("Next ▶"),
                 "value": str(page.page + 1),
             }
         )
@@ -180,7 +147,7 @@ def _pager(page: BrowsePage) -> dict[str, Any] | None:
 
 
 def _add_button() -> dict[str, Any]:
-    button = {"type": "button", "action_id": ADD_ACTION, "text": _plain("Add to memory"), "value": "add"}
+    button = {"type": "button", "action_id": ADD_ACTION, "text": plain("Add to memory"), "value": "add"}
     return {"type": "actions", "block_id": "home_add", "elements": [button]}
 
 
@@ -190,33 +157,31 @@ def add_modal(state: HomeState, *, admin: bool) -> dict[str, Any]:
     text = {
         "type": "input",
         "block_id": ADD_TEXT_BLOCK,
-        "label": _plain("What should I remember?"),
+        "label": plain("What should I remember?"),
         "element": {
             "type": "plain_text_input",
             "action_id": ADD_TEXT,
             "multiline": True,
-            "max_length": MAX_TEXT_CHARS,
-            "placeholder": _plain("One fact, e.g. Deploys go through make ship from main."),
+            "max_length": INPUT_LIMIT,
+            "placeholder": plain("One fact, e.g. Deploys go through make ship from main."),
         },
     }
     blocks = [text]
     if admin:
-        options = [{"text": _plain(label), "value": word} for word, label in ADD_SCOPES]
+        options = [{"text": plain(label), "value": word} for word, label in ADD_SCOPES]
         scope = {
             "type": "radio_buttons",
             "action_id": ADD_SCOPE,
             "options": options,
             "initial_option": options[0],
         }
-        blocks.append(
-            {"type": "input", "block_id": ADD_SCOPE_BLOCK, "label": _plain("For"), "element": scope}
-        )
+        blocks.append({"type": "input", "block_id": ADD_SCOPE_BLOCK, "label": plain("For"), "element": scope})
     return {
         "type": "modal",
         "callback_id": ADD_VIEW,
-        "title": _plain("Add to memory"),
-        "submit": _plain("Remember"),
-        "close": _plain("Cancel"),
+        "title": plain("Add to memory"),
+        "submit": plain("Remember"),
+        "close": plain("Cancel"),
         "private_metadata": state.encode(),
         "blocks": blocks,
     }
@@ -239,23 +204,36 @@ def home_view(
     admin: bool,
     links: Mapping[str, str],
     notice: str | None = None,
+    review: ReviewQueue | None = None,
+    editable: bool = False,
 ) -> dict[str, Any]:
-    """The whole home tab for one page of one scope."""
-    blocks: list[dict[str, Any]] = [{"type": "header", "text": _plain(TITLES[page.scope])}]
+    """The whole home tab for one page of one scope: the outcome of the last action first, then
+    (admins under review) what waits for them, then the page. `editable`: records get Edit."""
+    blocks: list[dict[str, Any]] = []
+    if notice:
+        blocks.append({"type": "context", "elements": [plain(clean_memory_field(notice)[:2900])]})
+    browse = _page_blocks(page, state, admin=admin, links=links, editable=editable)
+    if review is not None:
+        blocks.extend(review_blocks(review, links, budget=MAX_BLOCKS - len(blocks) - len(browse)))
+    blocks.extend(browse)
+    return {"type": "home", "private_metadata": state.encode(), "blocks": blocks}
+
+
+def _page_blocks(
+    page: BrowsePage, state: HomeState, *, admin: bool, links: Mapping[str, str], editable: bool
+) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = [{"type": "header", "text": plain(TITLES[page.scope])}]
     if admin:
         blocks.append(_scope_controls(state))
     blocks.append(_search_box(state))
     blocks.append(_add_button())
-    if notice:
-        blocks.append({"type": "context", "elements": [_plain(clean_memory_field(notice)[:2900])]})
     if page.problem:
-        blocks.append({"type": "section", "text": _plain(page.problem)})
+        blocks.append({"type": "section", "text": plain(page.problem)})
     elif not page.records:
         empty = "Nothing matches that search." if state.query else "Nothing remembered here yet."
-        blocks.append({"type": "section", "text": _plain(empty)})
-    for record in page.records:
-        blocks.append({"type": "divider"})
-        blocks.extend(_record_blocks(record, links.get(record.source_thread_key)))
+        blocks.append({"type": "section", "text": plain(empty)})
+    for index, record in enumerate(page.records):
+        blocks.extend(_record_blocks(index, record, links.get(record.source_thread_key), editable=editable))
     notes = []
     if page.hidden:
         many = "record" if page.hidden == 1 else "records"
@@ -263,18 +241,18 @@ def home_view(
     if page.capped:
         notes.append("Only the newest records are paged here; search to reach older ones.")
     if notes:
-        blocks.append({"type": "context", "elements": [_plain(" ".join(notes))]})
+        blocks.append({"type": "context", "elements": [plain(" ".join(notes))]})
     pager = _pager(page)
     if pager is not None:
         blocks.append(pager)
-    return {"type": "home", "private_metadata": state.encode(), "blocks": blocks}
+    return blocks
 
 
 def memory_off_view() -> dict[str, Any]:
     return {
         "type": "home",
         "blocks": [
-            {"type": "header", "text": _plain(TITLES["me"])},
+            {"type": "header", "text": plain(TITLES["me"])},
             {"type": "section", "text": {"type": "mrkdwn", "text": MEMORY_OFF_HELP}},
         ],
     }

@@ -158,6 +158,7 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
             memory_enabled=settings.memory.enabled,
             organization=settings.organization,
             admins=settings.admins,
+            review=settings.memory.review == "shared",
         ),
     )
     lifecycle = runtime.lifecycle

@@ -30,12 +30,23 @@ from memory.reflection.run import ReflectionRun
 from memory.rules.scope import list_scope_keys, scope_kind
 from memory.rules.visibility import Reader, may_show
 from memory.rules.write_gate import WriteGate
-from memory.types import MemoryCandidate, MemoryRecord, MemoryStore, SourceLink, WriteResult
+from memory.types import (
+    CuratingStore,
+    MemoryCandidate,
+    MemoryRecord,
+    MemoryStore,
+    SourceLink,
+    WriteResult,
+)
 from ops.tracing import span
 
 log = structlog.get_logger("memory")
 
 Outcome = Literal["written", "nothing_durable", "rejected", "extract_failed"]
+
+
+class NotCuratingError(RuntimeError):
+    """Review is on but the store cannot hold a record as pending: nothing is written there."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,15 +64,20 @@ async def reflect(
     extract: Extract,
     model: str,
     gate: WriteGate,
+    review_shared: bool = False,
 ) -> ReflectionOutcome:
     """Exactly one extractor call, then at most one `store.write` per target scope.
 
+    `review_shared` (`memory.review = "shared"`): what lands in an org, repo or channel scope waits
+    there as pending (`write_pending`) until an admin approves it; a user scope is written as ever.
     An extractor failure or a rejected reply writes nothing and resolves; one structlog event per
     reflection with counts and reason tokens, never a fact's text. One `memory.reflection` span with
     the outcome and counts; the extractor call and each write are its children.
     """
     with span("memory.reflection", {"switchboard.run_id": run.run_id}) as reflection_span:
-        outcome = await _reflect(run, store=store, extract=extract, model=model, gate=gate)
+        outcome = await _reflect(
+            run, store=store, extract=extract, model=model, gate=gate, review_shared=review_shared
+        )
         reflection_span.set_attributes(
             {
                 "memory.reflection.outcome": outcome.outcome,
@@ -79,6 +95,7 @@ async def _reflect(
     extract: Extract,
     model: str,
     gate: WriteGate,
+    review_shared: bool,
 ) -> ReflectionOutcome:
     scope_keys = list_scope_keys(run.scopes)
     retrieved, shown = await _shown_records(store, run, scope_keys)
@@ -108,10 +125,10 @@ async def _reflect(
     await _link_sources(store, run, scope_keys)
     reasons: Counter[str] = Counter(item.reason for item in routed)
     reasons.update(f"dropped_{reason}" for reason in parsed.dropped)
-    writes, failures = await _write_batches(store, scope_keys, routed)
+    writes, failures = await _write_batches(store, scope_keys, routed, review_shared)
     reasons.update(failures)
     outcome: Outcome = "written" if writes else "nothing_durable"
-    _log_outcome(run, outcome, len(shown), parsed, routed, writes, reasons)
+    _log_outcome(run, outcome, len(shown), parsed, routed, writes, reasons, review_shared)
     return ReflectionOutcome(
         outcome=outcome, writes=tuple(writes), reasons=dict(reasons), routed=tuple(routed)
     )
@@ -161,7 +178,7 @@ async def _ask_extractor(
 
 
 async def _write_batches(
-    store: MemoryStore, scope_keys: Sequence[str], routed: Sequence[RoutedCandidate]
+    store: MemoryStore, scope_keys: Sequence[str], routed: Sequence[RoutedCandidate], review_shared: bool
 ) -> tuple[list[tuple[str, WriteResult]], Counter[str]]:
     """One write per scope that kept a candidate, in the run's scope order; a failing write is
     counted by its error type and the other scopes still get their facts."""
@@ -176,7 +193,7 @@ async def _write_batches(
         if not batch:
             continue
         try:
-            writes.append((key, await _write(store, key, batch)))
+            writes.append((key, await _write(store, key, batch, held=review_shared and held_for_review(key))))
         except Exception as error:  # the other scopes still get their facts
             failures[f"write_failed_{type(error).__name__}"] += 1
     return writes, failures
@@ -190,6 +207,7 @@ def _log_outcome(
     routed: Sequence[RoutedCandidate],
     writes: Sequence[tuple[str, WriteResult]],
     reasons: Mapping[str, int],
+    review_shared: bool,
 ) -> None:
     """One event per reflection, counts and reason tokens only; a warning when the gate narrowed or
     denied anything or a write failed, since either means a fact did not land where it asked to."""
@@ -212,17 +230,32 @@ def _log_outcome(
         deduped=sum(result.deduped for _, result in writes),
         superseded=sum(result.superseded for _, result in writes),
         reasons=dict(sorted(reasons.items())),
+        **({"pending_scopes": [key for key, _ in writes if held_for_review(key)]} if review_shared else {}),
     )
 
 
-async def _write(store: MemoryStore, scope_key: str, batch: Sequence[MemoryCandidate]) -> WriteResult:
-    """One scope's batch under a `memory.write` span with its counts."""
+def held_for_review(scope_key: str) -> bool:
+    """Under review, what lands here waits for an admin: every shared scope; a person's own never."""
+    return scope_kind(scope_key) != "user"
+
+
+async def _write(
+    store: MemoryStore, scope_key: str, batch: Sequence[MemoryCandidate], *, held: bool
+) -> WriteResult:
+    """One scope's batch under a `memory.write` span with its counts; `held`: as pending records."""
     attributes: dict[str, str | int] = {
         "memory.scope_kind": scope_kind(scope_key),
         "memory.candidates": len(batch),
     }
+    if held:
+        attributes["memory.pending"] = 1
     with span("memory.write", attributes) as write_span:
-        result = await store.write(scope_key, batch)
+        if not held:
+            result = await store.write(scope_key, batch)
+        elif isinstance(store, CuratingStore):
+            result = await store.write_pending(scope_key, batch)
+        else:  # fail closed: never active in a shared scope without review (start-up refuses this store)
+            raise NotCuratingError(f"{type(store).__name__} cannot hold records for review")
         write_span.set_attributes(
             {
                 "memory.inserted": result.inserted,

@@ -56,10 +56,12 @@ def schedule_reflection(
     extract: Extract,
     model: str,
     gate: WriteGate,
+    review_shared: bool = False,
 ) -> asyncio.Task[ReflectionOutcome | None]:
     """Start the reflection as a tracked task and return at once; a failure is one warning."""
+    work = reflect(run, store=store, extract=extract, model=model, gate=gate, review_shared=review_shared)
     task = asyncio.create_task(
-        _guarded(reflect(run, store=store, extract=extract, model=model, gate=gate), run),
+        _guarded(work, run),
         name=f"reflection:{run.run_id or run.thread_key}",
     )
     tracker.track(task)

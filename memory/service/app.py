@@ -27,40 +27,32 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from memory.rules.claims import EventClaims
-from memory.rules.engine import is_valid_cap
-from memory.rules.scope import validate_scope_key
+from memory.service import checks
+from memory.service.checks import Handler, LogFields, Refusal
+from memory.service.curation_routes import CurationRoutes
 from memory.service.redact_cache import RedactionCache
-from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
+from memory.types import MAX_LIMIT, MemoryCandidate, MemoryRecord, MemoryStore, WriteResult
 from memory.wire import (
-    MAX_BATCH,
-    MAX_QUERY_CHARS,
     JsonObject,
-    WireError,
     audit_from_wire,
     audit_query_from_wire,
     audit_to_wire,
-    candidate_from_wire,
     claim_from_wire,
     erase_reason_from_wire,
-    is_unicode_text,
     link_from_wire,
     messages_from_wire,
     ranked_to_wire,
     record_to_wire,
+    write_result_to_wire,
 )
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
 from ops.tracing import server_span
 
 log = structlog.get_logger("memory.service")
 
-# The most scopes one /retrieve_many reads: a request has at most org, repo, channel and user.
-MAX_SCOPES = 4
 MAX_BODY_BYTES = 512 * 1024
-MAX_ID_CHARS = 200
 _DIGITS = re.compile(r"[0-9]+")
-_ID_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 
-LogFields = dict[str, object]
 # Why the store cannot write right now, or None when it can (/readyz).
 ReadinessProbe = Callable[[], Awaitable[str | None]]
 # How long one probe's verdict answers /readyz: the endpoint is open to anyone, and a probe costs a
@@ -88,18 +80,6 @@ class CapAwareStore(MemoryStore, Protocol):
     ) -> WriteResult: ...
 
 
-class Refusal(Exception):
-    """A request the service answers with a 4xx and a reason naming what was wrong."""
-
-    def __init__(self, status: int, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-Handler = Callable[[dict[str, object], LogFields], Awaitable[dict[str, object]]]
-
-
 def create_app(
     store: CapAwareStore,
     token: str | None,
@@ -118,12 +98,10 @@ def create_app(
     """
     if "cap" not in inspect.signature(store.write).parameters:
         raise TypeError(f"{type(store).__name__}.write must accept cap= (the wire's per-batch cap)")
-    service = _Service(
-        store,
-        token,
-        metrics if metrics is not None else Metrics(),
-        redaction if redaction is not None else RedactionCache(),
-    )
+    metrics = metrics if metrics is not None else Metrics()
+    redaction = redaction if redaction is not None else RedactionCache()
+    service = _Service(store, token, metrics, redaction)
+    curation = CurationRoutes(store, metrics, redaction)
     routes = [
         # The reads first: the router tries each route in turn, and they are nearly every request.
         Route("/retrieve", service.endpoint("/retrieve", service.retrieve), methods=["POST"]),
@@ -142,6 +120,7 @@ def create_app(
         Route("/audit/record", service.endpoint("/audit/record", service.record_read), methods=["POST"]),
         Route("/audit/query", service.endpoint("/audit/query", service.read_audit), methods=["POST"]),
         Route("/events/claim", service.endpoint("/events/claim", service.claim_event), methods=["POST"]),
+        *curation.routes(service.endpoint),
     ]
     app = Starlette(routes=routes, exception_handlers={HTTPException: service.http_error})
     app.router.redirect_slashes = False  # /write/ is not /write: 404, never a redirect
@@ -283,9 +262,9 @@ class _Service:
     # --- routes: each validates its body fully before touching the store ---------------------------
 
     async def retrieve(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        scope_key = _scope_key(body, fields)
-        query = _query(body.get("query"), required=True)
-        limit = _limit(body.get("limit"))
+        scope_key = checks.scope_key(body, fields)
+        query = checks.query(body.get("query"), required=True)
+        limit = checks.limit(body.get("limit"))
         assert query is not None
         since = self._redaction.epoch
         records = await self._store.retrieve(scope_key, query, limit)
@@ -294,9 +273,9 @@ class _Service:
 
     async def retrieve_many(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         """Up to four scopes in one round trip (the read path's org + repo + channel + user)."""
-        scope_keys = _scope_keys(body, fields)
-        query = _query(body.get("query"), required=True)
-        limit = _limit(body.get("limit"))
+        scope_keys = checks.scope_keys(body, fields)
+        query = checks.query(body.get("query"), required=True)
+        limit = checks.limit(body.get("limit"))
         assert query is not None
         since = self._redaction.epoch
         found = await self._store.retrieve_many(scope_keys, query, limit)
@@ -311,17 +290,9 @@ class _Service:
         }
 
     async def write(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        scope_key = _scope_key(body, fields)
-        raw = body.get("records")
-        if not isinstance(raw, list):
-            raise Refusal(400, "records must be an array")
-        if len(raw) > MAX_BATCH:
-            raise Refusal(400, f"records must hold at most {MAX_BATCH} candidates")
-        try:
-            candidates = [candidate_from_wire(item, index) for index, item in enumerate(raw)]
-        except WireError as exc:
-            raise Refusal(400, str(exc)) from None
-        cap = _cap(body.get("cap"))
+        scope_key = checks.scope_key(body, fields)
+        candidates = checks.candidates(body)
+        cap = checks.cap(body.get("cap"))
         fields["candidates"] = len(candidates)
         if cap is not None:
             fields["cap"] = cap
@@ -338,18 +309,12 @@ class _Service:
             superseded=result.superseded,
             evicted=result.evicted,
         )
-        return {
-            "ok": True,
-            "inserted": result.inserted,
-            "deduped": result.deduped,
-            "superseded": result.superseded,
-            "evicted": result.evicted,
-        }
+        return write_result_to_wire(result)
 
     async def list(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        scope_key = _scope_key(body, fields)
-        limit = _limit(body.get("limit"))
-        query = _query(body.get("query"), required=False)
+        scope_key = checks.scope_key(body, fields)
+        limit = checks.limit(body.get("limit"))
+        query = checks.query(body.get("query"), required=False)
         fields["filtered"] = query is not None
         since = self._redaction.epoch
         records = await self._store.list(scope_key, limit, query)
@@ -357,8 +322,8 @@ class _Service:
         return {"records": await self._redacted_wire(records, since)}
 
     async def forget(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        scope_key = _scope_key(body, fields)
-        record_id = _record_id(body.get("id"))
+        scope_key = checks.scope_key(body, fields)
+        record_id = checks.record_id(body.get("id"))
         fields["id"] = record_id
         try:
             forgotten = await self._store.forget(scope_key, record_id)
@@ -368,8 +333,8 @@ class _Service:
         return {"ok": True, "forgotten": forgotten}
 
     async def erase_scope(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        scope_key = _scope_key(body, fields)
-        reason = _wire(erase_reason_from_wire, body.get("reason"))
+        scope_key = checks.scope_key(body, fields)
+        reason = checks.parsed(erase_reason_from_wire, body.get("reason"))
         try:
             erased = await self._store.erase_scope(scope_key, reason)
         finally:
@@ -386,16 +351,16 @@ class _Service:
         return {"ok": True, "erased": erased}
 
     async def link_sources(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        link = _wire(link_from_wire, body)
+        link = checks.parsed(link_from_wire, body)
         for key in link.scope_keys:
-            _scope_key({"scopeKey": key}, {})
+            checks.scope_key({"scopeKey": key}, {})
         await self._store.link_sources(link)
         fields.update(run_id=link.run_id, messages=len(link.messages))
         return {"ok": True}
 
     async def erase_sources(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        messages = _wire(messages_from_wire, body.get("messages"))
-        reason = _wire(erase_reason_from_wire, body.get("reason"))
+        messages = checks.parsed(messages_from_wire, body.get("messages"))
+        reason = checks.parsed(erase_reason_from_wire, body.get("reason"))
         try:
             erased = await self._store.erase_sources(messages, reason)
         finally:
@@ -404,43 +369,35 @@ class _Service:
         return {"ok": True, "erased": erased}
 
     async def fetch(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        scope_key = _scope_key(body, fields)
+        scope_key = checks.scope_key(body, fields)
         raw = body.get("ids")
         if not isinstance(raw, list) or len(raw) > MAX_LIMIT:
             raise Refusal(400, f"ids must be an array of at most {MAX_LIMIT} ids")
-        ids = [_record_id(item) for item in raw]
+        ids = [checks.record_id(item) for item in raw]
         records = await self._store.fetch(scope_key, ids)
         fields["records"] = len(records)
         return {"records": [record_to_wire(r) for r in records]}
 
     async def record_read(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        entry = _wire(audit_from_wire, body)
+        entry = checks.parsed(audit_from_wire, body)
         await self._store.record_read(entry)
         fields.update(run_id=entry.run_id, records=len(entry.records))
         return {"ok": True}
 
     async def read_audit(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
-        query = _wire(audit_query_from_wire, body)
+        query = checks.parsed(audit_query_from_wire, body)
         entries = await self._store.read_audit(query)
         fields["entries"] = len(entries)
         return {"entries": [audit_to_wire(entry) for entry in entries]}
 
     async def claim_event(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         """Slack event dedupe shared by the bot replicas behind this service (memory/rules/claims.py)."""
-        key, ttl = _wire(claim_from_wire, body)
+        key, ttl = checks.parsed(claim_from_wire, body)
         if not isinstance(self._store, EventClaims):
             raise Refusal(501, f"{type(self._store).__name__} cannot claim events")
         claimed = await self._store.claim_event(key, ttl)
         fields["claimed"] = claimed
         return {"claimed": claimed}
-
-
-def _wire(parse: Callable[[Any], Any], value: object) -> Any:
-    """A wire parser's WireError as a 400 naming the field."""
-    try:
-        return parse(value)
-    except WireError as exc:
-        raise Refusal(400, str(exc)) from None
 
 
 async def _read_body(request: Request) -> dict[str, object]:
@@ -476,71 +433,3 @@ def _no_constant(name: str) -> object:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant)
-
-
-def _scope_key(body: dict[str, object], fields: LogFields) -> str:
-    try:
-        scope_key = validate_scope_key(body.get("scopeKey"))
-    except ValueError as exc:
-        raise Refusal(400, f"scopeKey is invalid: {exc}") from None
-    if not is_unicode_text(scope_key):
-        raise Refusal(400, "scopeKey is invalid: it must be valid Unicode text")
-    fields["scope_key"] = scope_key
-    return scope_key
-
-
-def _scope_keys(body: dict[str, object], fields: LogFields) -> list[str]:
-    raw = body.get("scopeKeys")
-    if not isinstance(raw, list) or not 1 <= len(raw) <= MAX_SCOPES:
-        raise Refusal(400, f"scopeKeys must be an array of 1 to {MAX_SCOPES} scope keys")
-    keys: list[str] = []
-    for index, value in enumerate(raw):
-        try:
-            key = validate_scope_key(value)
-        except ValueError as exc:
-            raise Refusal(400, f"scopeKeys[{index}] is invalid: {exc}") from None
-        if not is_unicode_text(key):
-            raise Refusal(400, f"scopeKeys[{index}] is invalid: it must be valid Unicode text")
-        if key in keys:
-            raise Refusal(400, f"scopeKeys[{index}] repeats a scope key")
-        keys.append(key)
-    fields["scope_keys"] = keys
-    return keys
-
-
-def _query(value: object, *, required: bool) -> str | None:
-    if value is None and not required:
-        return None
-    if not isinstance(value, str):
-        raise Refusal(400, "query must be a string")
-    if len(value) > MAX_QUERY_CHARS:
-        raise Refusal(400, f"query must be at most {MAX_QUERY_CHARS} characters")
-    if not is_unicode_text(value):
-        raise Refusal(400, "query must be valid Unicode text")
-    return value
-
-
-def _limit(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_LIMIT:
-        raise Refusal(400, f"limit must be an integer from 1 to {MAX_LIMIT}")
-    return value
-
-
-def _cap(value: object) -> int | None:
-    if value is None:
-        return None
-    if not is_valid_cap(value):
-        raise Refusal(400, f"cap must be an integer from 1 to {MAX_SCOPE_CAP}")
-    return value
-
-
-def _record_id(value: object) -> str:
-    if not isinstance(value, str) or not value:
-        raise Refusal(400, "id must be a non-empty string")
-    if len(value) > MAX_ID_CHARS:
-        raise Refusal(400, f"id must be at most {MAX_ID_CHARS} characters")
-    if _ID_FORBIDDEN.search(value):
-        raise Refusal(400, "id must not contain whitespace or control characters")
-    if not is_unicode_text(value):
-        raise Refusal(400, "id must be valid Unicode text")
-    return value

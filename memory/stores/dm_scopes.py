@@ -17,11 +17,12 @@ store when it starts (the bot's HTTP client is not asked to).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Protocol, runtime_checkable
 
 import structlog
 
+from memory.rules.curation import record_candidate
 from memory.rules.engine import parse_record_id, record_id
 from memory.rules.scope import dm_channel_scope, scope_kind, validate_scope_key
 from memory.rules.visibility import record_owner
@@ -116,13 +117,8 @@ async def _owner(store: MemoryStore, records: Sequence[MemoryRecord]) -> str | N
 def _moved(record: MemoryRecord, conversation: str) -> MemoryCandidate:
     """The record as its owner's, labelled as learned in that DM (whatever an old row said), still
     dated by when its conversation happened (the move itself is no new observation)."""
-    return MemoryCandidate(
-        kind=record.kind,
-        text=record.text,
-        source_thread_key=record.source_thread_key,
-        keywords=record.keywords,
-        source_run_id=record.source_run_id,
-        confidence=record.confidence,
+    return replace(
+        record_candidate(record),
         origin="dm",
         origin_conversation=conversation,
         observed_at=record.observed_at if record.observed_at is not None else record.created_at,

@@ -1,8 +1,9 @@
 """The bot's side of the memory service: a MemoryStore over HTTP.
 
 Retrieval is advisory: any failure degrades to `[]` with one warning and never stalls a run beyond the
-timeout. Writes, listing and forgetting raise `MemoryStoreError` instead — the reflection pass catches
-and warns, and a human command must never be shown a silent empty list.
+timeout. Writes, listing, forgetting and every curation call (memory/stores/http_curation.py) raise
+`MemoryStoreError` instead — the reflection pass catches and warns, and a human command must never be
+shown a silent empty list.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import structlog
 
 from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch
+from memory.stores.http_curation import CurationClient
+from memory.stores.http_replies import CallFailed, count_of, ranked_scopes, records_of, write_result
 from memory.types import (
     AuditQuery,
     EraseReason,
@@ -36,8 +39,6 @@ from memory.wire import (
     candidate_to_wire,
     claim_to_wire,
     link_to_wire,
-    ranked_from_wire,
-    record_from_wire,
 )
 from ops.tracing import client_span
 
@@ -48,16 +49,7 @@ DEFAULT_TIMEOUT = 5.0
 START_CHECK_SCOPE = "org:switchboard-start-check"
 
 
-class _CallFailed(Exception):
-    """One round trip did not produce a 2xx JSON object; `status` is None for transport failures."""
-
-    def __init__(self, status: int | None, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
-
-
-class HttpMemoryStore:
+class HttpMemoryStore(CurationClient):
     """One pooled `httpx.AsyncClient` to the memory service; `cap` goes on every write when set."""
 
     def __init__(
@@ -97,7 +89,7 @@ class HttpMemoryStore:
         to `[]` by design). Raises MemoryStoreError naming what to fix."""
         try:
             await self._call("/fetch", {"scopeKey": START_CHECK_SCOPE, "ids": []})
-        except _CallFailed as failure:
+        except CallFailed as failure:
             where = f"memory.service_url {self.base_url}"
             if failure.status == 401:
                 message = f"{where} refused the token (401): set MEMORY_TOKEN to the memory service's token"
@@ -110,8 +102,8 @@ class HttpMemoryStore:
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         try:
             reply = await self._call("/retrieve", {"scopeKey": scope_key, "query": query, "limit": limit})
-            records, dropped = _records(reply, scope_key)
-        except _CallFailed as failure:
+            records, dropped = records_of(reply, scope_key)
+        except CallFailed as failure:
             log.warning(
                 "memory.retrieve_degraded", scope_key=scope_key, status=failure.status, reason=failure.reason
             )
@@ -129,8 +121,8 @@ class HttpMemoryStore:
             return {}
         try:
             reply = await self._call("/retrieve_many", {"scopeKeys": keys, "query": query, "limit": limit})
-            found, dropped = _ranked_scopes(reply, keys)
-        except _CallFailed as failure:
+            found, dropped = ranked_scopes(reply, keys)
+        except CallFailed as failure:
             log.warning(
                 "memory.retrieve_degraded", scope_keys=keys, status=failure.status, reason=failure.reason
             )
@@ -155,11 +147,7 @@ class HttpMemoryStore:
         batch_cap = self._cap if cap is None else cap
         if batch_cap is not None:
             body["cap"] = batch_cap
-        reply = await self._checked("/write", body)
-        counts = {name: reply.get(name, 0) for name in ("inserted", "deduped", "superseded", "evicted")}
-        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values()):
-            raise MemoryStoreError("memory service /write: reply counts are not integers", status=200)
-        return WriteResult(**counts)
+        return write_result(await self._checked("/write", body), "/write")
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         body: dict[str, object] = {"scopeKey": scope_key, "limit": limit}
@@ -167,8 +155,8 @@ class HttpMemoryStore:
             body["query"] = query
         reply = await self._checked("/list", body)
         try:
-            records, dropped = _records(reply, scope_key)
-        except _CallFailed as failure:
+            records, dropped = records_of(reply, scope_key)
+        except CallFailed as failure:
             raise MemoryStoreError(f"memory service /list: {failure.reason}", status=200) from None
         if dropped:
             log.warning("memory.list_dropped_records", scope_key=scope_key, dropped=dropped)
@@ -183,10 +171,10 @@ class HttpMemoryStore:
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
         reply = await self._checked("/erase-scope", {"scopeKey": scope_key, "reason": reason})
-        return _count(reply, "erased", "/erase-scope")
+        return count_of(reply, "erased", "/erase-scope")
 
     async def erase_expired(self) -> int:
-        return _count(await self._checked("/erase-expired", {}), "erased", "/erase-expired")
+        return count_of(await self._checked("/erase-expired", {}), "erased", "/erase-expired")
 
     async def link_sources(self, link: SourceLink) -> None:
         if link.messages and link.scope_keys:
@@ -196,15 +184,15 @@ class HttpMemoryStore:
         if not messages:
             return 0
         reply = await self._checked("/sources/erase", {"messages": list(messages), "reason": reason})
-        return _count(reply, "erased", "/sources/erase")
+        return count_of(reply, "erased", "/sources/erase")
 
     async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
         if not record_ids:
             return []
         reply = await self._checked("/fetch", {"scopeKey": scope_key, "ids": list(record_ids)})
         try:
-            records, dropped = _records(reply, scope_key)
-        except _CallFailed as failure:
+            records, dropped = records_of(reply, scope_key)
+        except CallFailed as failure:
             raise MemoryStoreError(f"memory service /fetch: {failure.reason}", status=200) from None
         if dropped:
             log.warning("memory.fetch_dropped_records", scope_key=scope_key, dropped=dropped)
@@ -242,7 +230,7 @@ class HttpMemoryStore:
         """A call whose failure a human must see: MemoryStoreError with the status and the reason."""
         try:
             return await self._call(route, body)
-        except _CallFailed as failure:
+        except CallFailed as failure:
             raise MemoryStoreError(
                 f"memory service {route} failed: {failure.reason}", status=failure.status
             ) from None
@@ -260,10 +248,10 @@ class HttpMemoryStore:
                     response = await self._client.post(route, json=body, headers=trace_headers)
             except (TimeoutError, httpx.TimeoutException):
                 span.set_attribute("error.type", "timeout")
-                raise _CallFailed(None, "timed out") from None
+                raise CallFailed(None, "timed out") from None
             except (httpx.HTTPError, httpx.InvalidURL) as exc:
                 span.set_attribute("error.type", type(exc).__name__)
-                raise _CallFailed(None, f"transport error ({type(exc).__name__})") from None
+                raise CallFailed(None, f"transport error ({type(exc).__name__})") from None
             span.set_attribute("http.response.status_code", response.status_code)
         try:
             reply = response.json()
@@ -274,57 +262,7 @@ class HttpMemoryStore:
             if not isinstance(error, str) or not error:
                 error = response.reason_phrase or "no reason"
             reason = error[:200]
-            raise _CallFailed(response.status_code, f"{response.status_code} {reason}")
+            raise CallFailed(response.status_code, f"{response.status_code} {reason}")
         if not isinstance(reply, dict):
-            raise _CallFailed(response.status_code, "reply is not a JSON object")
+            raise CallFailed(response.status_code, "reply is not a JSON object")
         return reply
-
-
-def _ranked_scopes(
-    reply: dict[str, Any], scope_keys: Sequence[str]
-) -> tuple[dict[str, builtins.list[Ranked]], int]:
-    """The reply's well-formed records of the asked scopes (each under its own key), and how many
-    others were dropped: a record filed under another scope than its own never gets through."""
-    raw = reply.get("scopes")
-    if not isinstance(raw, dict):
-        raise _CallFailed(200, "reply has no scopes object")
-    found: dict[str, builtins.list[Ranked]] = {}
-    dropped = 0
-    for key, items in raw.items():
-        if key not in scope_keys or not isinstance(items, builtins.list):
-            dropped += len(items) if isinstance(items, builtins.list) else 1
-            continue
-        for item in items:
-            try:
-                ranked = ranked_from_wire(item)
-            except WireError:
-                dropped += 1
-                continue
-            if ranked.record.scope_key != key:
-                dropped += 1
-                continue
-            found.setdefault(key, []).append(ranked)
-    return found, dropped
-
-
-def _count(reply: dict[str, Any], name: str, route: str) -> int:
-    value = reply.get(name)
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise MemoryStoreError(f"memory service {route}: reply has no count '{name}'", status=200)
-    return value
-
-
-def _records(reply: dict[str, Any], scope_key: str) -> tuple[builtins.list[MemoryRecord], int]:
-    """The reply's well-formed records of this scope, and how many others were dropped."""
-    raw = reply.get("records")
-    if not isinstance(raw, builtins.list):
-        raise _CallFailed(200, "reply has no records array")
-    records: builtins.list[MemoryRecord] = []
-    for item in raw:
-        try:
-            record = record_from_wire(item)
-        except WireError:
-            continue
-        if record.scope_key == scope_key:
-            records.append(record)
-    return records, len(raw) - len(records)

@@ -15,19 +15,20 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, rank, stats_
 from memory.ranking.lexical import term_stats
 from memory.ranking.vectors import ScopeVectors
 from memory.rules.audit import audit_matches
+from memory.rules.curation import entry, run_actor, write_pool
 from memory.rules.engine import (
     WritePlan,
     fold_into,
     matches_filter,
     mint_record,
-    plan_eviction,
     plan_write,
     prepare_batch,
 )
-from memory.rules.restate import meaning_key
 from memory.rules.retention import NO_RETENTION, Retention
+from memory.stores.in_process_curation import InMemoryCuration
 from memory.types import (
     AuditQuery,
+    CurationEntry,
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
@@ -84,7 +85,7 @@ class NullMemoryStore:
         return None
 
 
-class InMemoryMemoryStore:
+class InMemoryMemoryStore(InMemoryCuration):
     """Records per scope in a dict; the engine decides everything. Restarts lose it all."""
 
     def __init__(
@@ -105,6 +106,7 @@ class InMemoryMemoryStore:
         self._erased: dict[str, EraseReason] = {}  # record id → why its text was erased
         self._sources: set[tuple[str, str, str]] = set()  # (message, run id, scope key)
         self._audit: builtins.list[ReadAudit] = []
+        self._curation: builtins.list[CurationEntry] = []
         self._scopes: dict[str, builtins.list[MemoryRecord]] = {}
         self._seq: dict[str, int] = {}
         self._lock = asyncio.Lock()
@@ -189,22 +191,22 @@ class InMemoryMemoryStore:
                 self._erase_where(scope_key, _created_before(cutoff), "expired")
             rows = builtins.list(self._scopes.get(scope_key, []))
             inserted = deduped = superseded = 0
+            entries: builtins.list[CurationEntry] = []
             for candidate in candidates:
-                plan = plan_write(scope_key, candidate, _pool(rows, candidate))
+                plan = plan_write(scope_key, candidate, write_pool(rows, candidate))
                 rows, changed = _apply(
                     rows, plan, scope_key, candidate, now, lambda: self._next_seq(scope_key)
                 )
+                entries.extend(_write_entries(rows, plan, candidate, now))
                 if plan.action == "dedup":
                     deduped += 1
                 else:
                     inserted += 1
                     superseded += changed
-            evicted = 0
-            if cap is not None:
-                doomed = set(plan_eviction(rows, cap))
-                rows = [replace(r, status="evicted") if r.id in doomed else r for r in rows]
-                evicted = len(doomed)
             self._scopes[scope_key] = rows
+            evicted = self._evict(scope_key, cap)
+            for item in entries:
+                self._append(item)
             for row in rows:
                 if row.status == "active" and row.id not in self._vectors and row.text in vectors:
                     self._vectors[row.id] = vectors[row.text]
@@ -218,10 +220,13 @@ class InMemoryMemoryStore:
         return rows[: max(0, limit)]
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
-        return (
-            self._erase_where(scope_key, lambda r: r.id == record_id and r.status == "active", "forgotten")
-            > 0
-        )
+        """Every version of the record's chain is erased with it: an edit leaves no older text behind."""
+        async with self._lock:
+            record = self._find(scope_key, record_id, "active")
+            if record is None:
+                return False
+            chain = self._chain_ids(scope_key, record)
+            return self._erase_where(scope_key, lambda r: r.id in chain, "forgotten") > 0
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
         return self._erase_where(scope_key, lambda r: True, reason)
@@ -248,7 +253,11 @@ class InMemoryMemoryStore:
 
     async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
         wanted = set(record_ids)
-        return [r for r in self._scopes.get(scope_key, []) if r.id in wanted and r.id not in self._erased]
+        return [
+            r
+            for r in self._scopes.get(scope_key, [])
+            if r.id in wanted and r.id not in self._erased and r.status != "pending"
+        ]
 
     async def record_read(self, entry: ReadAudit) -> None:
         cutoff = self._retention.audit_cutoff(self._clock())
@@ -267,29 +276,8 @@ class InMemoryMemoryStore:
         cutoff = self._retention.cutoff(scope_key, now)
         return builtins.list(rows) if cutoff is None else [r for r in rows if r.created_at >= cutoff]
 
-    def _erase_where(
-        self, scope_key: str, doomed: Callable[[MemoryRecord], bool], reason: EraseReason
-    ) -> int:
-        """Scrub text and keywords of every not-yet-erased matching row; an active one is forgotten."""
-        rows = self._scopes.get(scope_key, [])
-        erased = 0
-        for index, row in enumerate(rows):
-            if row.id in self._erased or not doomed(row):
-                continue
-            status = "forgotten" if row.status == "active" else row.status
-            rows[index] = replace(row, text="", keywords=(), status=status)
-            self._vectors.pop(row.id, None)  # the vector is derived from the text: it goes too
-            self._erased[row.id] = reason
-            erased += 1
-        return erased
-
     async def aclose(self) -> None:
         return None
-
-    def _next_seq(self, scope_key: str) -> int:
-        seq = self._seq.get(scope_key, 0) + 1
-        self._seq[scope_key] = seq
-        return seq
 
 
 def _created_before(cutoff: float) -> Callable[[MemoryRecord], bool]:
@@ -298,16 +286,6 @@ def _created_before(cutoff: float) -> Callable[[MemoryRecord], bool]:
 
 def _from_runs(run_ids: set[str]) -> Callable[[MemoryRecord], bool]:
     return lambda record: record.source_run_id in run_ids
-
-
-def _pool(rows: Sequence[MemoryRecord], candidate: MemoryCandidate) -> builtins.list[MemoryRecord]:
-    """Exactly the rows plan_write reads: same-norm actives (seq order) and the supersede target."""
-    norm = meaning_key(candidate.text)
-    return [
-        r
-        for r in rows
-        if r.status == "active" and (r.id == candidate.supersedes or meaning_key(r.text) == norm)
-    ]
 
 
 def _apply(
@@ -326,3 +304,16 @@ def _apply(
         superseded = 1
     rows.append(mint_record(scope_key, next_seq(), candidate, now, supersedes=plan.supersede_id))
     return rows, superseded
+
+
+def _write_entries(
+    rows: Sequence[MemoryRecord], plan: WritePlan, candidate: MemoryCandidate, now: float
+) -> builtins.list[CurationEntry]:
+    """A fold confirms its record; a correction supersedes its target (the new record is the last row)."""
+    actor = run_actor(candidate.source_run_id)
+    by_id = {r.id: r for r in rows}
+    if plan.action == "dedup" and plan.dedup_id is not None:
+        return [entry(by_id[plan.dedup_id], "folded", actor, now)]
+    if plan.supersede_id is not None:
+        return [entry(by_id[plan.supersede_id], "superseded", actor, now, rows[-1].id)]
+    return []

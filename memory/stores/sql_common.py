@@ -35,6 +35,7 @@ _STATUSES: dict[str, RecordStatus] = {
     "superseded": "superseded",
     "forgotten": "forgotten",
     "evicted": "evicted",
+    "pending": "pending",
 }
 _KINDS: dict[str, RecordKind] = {"fact": "fact", "summary": "summary"}
 # An unrecognised stored origin reads as `unknown` (shown only to the owner): never wider.

@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 
 from commands.cli import CLI_CALLER, main, run_memory_cli
+from commands.consolidate import CONSOLIDATE_USAGE
+from commands.curate import EDIT_USAGE, PENDING_USAGE
 from commands.memory import FORGET_USAGE, LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
 from commands.provenance import AUDIT_USAGE, WHY_USAGE
 from commands.registry import Caller
@@ -244,8 +246,19 @@ def test_the_usage_names_every_verb_with_its_usage_line(capsys: pytest.CaptureFi
     out = capsys.readouterr().out
     head = out.splitlines()[0]
     assert head.startswith("usage: switchboard memory [--verbose | --log-level ")
-    assert head.endswith(" list|forget|remember|why|audit|reindex …")
-    for line in (LIST_USAGE, FORGET_USAGE, WHY_USAGE, AUDIT_USAGE, "memory reindex"):
+    assert head.endswith(
+        " list|forget|remember|pending|approve|reject|edit|history|why|audit|reindex|consolidate …"
+    )
+    for line in (
+        LIST_USAGE,
+        FORGET_USAGE,
+        PENDING_USAGE,
+        EDIT_USAGE,
+        WHY_USAGE,
+        AUDIT_USAGE,
+        "memory reindex",
+        CONSOLIDATE_USAGE,
+    ):
         assert line in out
     assert "`" not in out
 

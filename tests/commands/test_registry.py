@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from commands.curate import APPROVE_USAGE, EDIT_USAGE, HISTORY_USAGE, PENDING_USAGE, REJECT_USAGE
 from commands.memory import FORGET_USAGE, LIST_USAGE, build_registry
 from commands.provenance import AUDIT_USAGE, WHY_USAGE
 from commands.registry import (
@@ -237,6 +238,11 @@ def test_build_registry_registers_the_memory_commands_with_one_usage_line_each()
         "memory list": LIST_USAGE,
         "memory forget": FORGET_USAGE,
         "memory remember": REMEMBER_USAGE,
+        "memory pending": PENDING_USAGE,
+        "memory approve": APPROVE_USAGE,
+        "memory reject": REJECT_USAGE,
+        "memory edit": EDIT_USAGE,
+        "memory history": HISTORY_USAGE,
         "memory why": WHY_USAGE,
         "memory audit": AUDIT_USAGE,
     }

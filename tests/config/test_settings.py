@@ -325,3 +325,33 @@ def test_a_service_url_without_its_token_is_refused_naming_both() -> None:
     # memory off, or an explicit store: the URL is not used, so nothing is missing
     load_settings(env={**env, "SWITCHBOARD_MEMORY__ENABLED": "false"})
     load_settings(env={**env, "SWITCHBOARD_MEMORY__STORE": "sqlite"})
+
+
+def test_review_is_off_with_fourteen_days_unless_set() -> None:
+    settings = load_settings(env={})
+    assert (settings.memory.review, settings.memory.review_days) == ("off", 14)
+    chosen = load_settings(
+        env={"SWITCHBOARD_MEMORY__REVIEW": "shared", "SWITCHBOARD_MEMORY__REVIEW_DAYS": "3"}
+    )
+    assert (chosen.memory.review, chosen.memory.review_days) == ("shared", 3)
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "366", "nan", "soon", "true"])
+def test_a_bad_review_days_names_the_key_and_the_default(value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"SWITCHBOARD_MEMORY__REVIEW_DAYS": value})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"config error: memory.review_days = {value!r} (from SWITCHBOARD_MEMORY__REVIEW_DAYS)"
+    )
+    assert "(default 14)" in message
+
+
+def test_a_review_mode_that_is_neither_off_nor_shared_names_both_and_the_default(tmp_path: Path) -> None:
+    config = write(tmp_path / "switchboard.toml", '[memory]\nreview = "all"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={}, config_path=config)
+    assert str(caught.value) == (
+        f"config error: memory.review = 'all' (from {config}): expected 'off' or 'shared' (default 'off')"
+    )

@@ -445,7 +445,7 @@ class FakeSlackApi:
             view = json.loads(view)
         if not user or not isinstance(view, dict) or view.get("type") != "home":
             return _error("invalid_arguments")
-        if len(view.get("blocks") or []) > 100:
+        if not _valid_blocks(view.get("blocks") or []):
             return _error("invalid_blocks")
         self.home_views.setdefault(user, []).append(view)
         return _ok(view={"id": f"V{len(self.calls)}", **view})
@@ -456,7 +456,7 @@ class FakeSlackApi:
             view = json.loads(view)
         if not args.get("trigger_id") or not isinstance(view, dict) or view.get("type") != "modal":
             return _error("invalid_arguments")
-        if len(view.get("blocks") or []) > 100:
+        if not _valid_blocks(view.get("blocks") or []):
             return _error("invalid_blocks")
         self.modals.append(view)
         return _ok(view={"id": f"V{len(self.calls)}", **view})
@@ -503,6 +503,20 @@ class FakeSlackApi:
 
     def _find(self, channel: str, ts: str) -> Message | None:
         return next((m for m in self.messages.get(channel, []) if m.ts == ts), None)
+
+
+def _valid_blocks(blocks: list[Any]) -> bool:
+    """What Slack refuses in a view: over 100 blocks, a block id twice, a text input whose
+    `max_length` is outside 1–3000."""
+    ids = [block.get("block_id") for block in blocks if block.get("block_id")]
+    if len(blocks) > 100 or len(ids) != len(set(ids)):
+        return False
+    for block in blocks:
+        element = block.get("element") or {}
+        limit = element.get("max_length")
+        if element.get("type") == "plain_text_input" and limit is not None and not 1 <= limit <= 3000:
+            return False
+    return True
 
 
 def _stream_text(args: Mapping[str, Any]) -> str:

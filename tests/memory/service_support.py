@@ -20,6 +20,20 @@ from starlette.applications import Starlette
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "test-memory-token-7f3a"
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
+# The service's curation routes (memory/service/curation_routes.py), each a POST.
+CURATION_ROUTES = (
+    "/pending/write",
+    "/pending/list",
+    "/pending/approve",
+    "/pending/reject",
+    "/pending/expire",
+    "/records/edit",
+    "/records/history",
+    "/records/active",
+    "/records/merge",
+    "/curation/record",
+    "/curation/log",
+)
 
 
 def asgi_client(app: Starlette, headers: dict[str, str] | None = None) -> httpx.AsyncClient:

@@ -5,8 +5,10 @@ the server, `schema` applies the migrations, `sql` holds every data statement, `
 `writes`, `retrieve`, `reads` and `erasure` the operations on a scope, `terms` the document
 frequencies they keep, `ledger` the run sources and read audit, `changes` the change feed (every row
 stamped by the transaction that wrote it) and `scope_cache` this replica's scope indexes that follow
-it. It may import `memory.types`, `memory.rules`, `memory.ranking` and `memory.stores.sql_common`,
-never the service, the read path or the write path; its modules import each other without a circle.
+it; `curating` is the store's curating half (`CuratingStore`), its work in `review` (the pending
+queue), `editing` (edits, merges) and `curation` (the curation log, version chains, histories). It
+may import `memory.types`, `memory.rules`, `memory.ranking` and `memory.stores.sql_common`, never the
+service, the read path or the write path; its modules import each other without a circle.
 """
 
 from memory.stores.postgres.store import PostgresMemoryStore

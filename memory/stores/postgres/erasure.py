@@ -21,20 +21,30 @@ from memory.types import (
 async def erase_rows(
     conn: Connection, scrub: str, where: str, params: Sequence[object], reason: EraseReason, now: float
 ) -> int:
-    """Inside a transaction: scrub the not-yet-erased rows matching `where` in place; an active row
-    becomes `forgotten` and leaves its scope's document frequencies (a stem nobody holds is dropped)."""
+    """Inside a transaction: scrub the not-yet-erased rows matching `where` in place; how many."""
+    return len(await erased_rows(conn, scrub, where, params, reason, now))
+
+
+async def erased_rows(
+    conn: Connection, scrub: str, where: str, params: Sequence[object], reason: EraseReason, now: float
+) -> builtins.list[tuple[str, str]]:
+    """Inside a transaction: scrub the not-yet-erased rows matching `where` in place, and name them
+    (scope key, id). An active or pending row becomes `forgotten`; an active one leaves its scope's
+    document frequencies (a stem nobody holds is dropped) — a pending one was never counted. Rows
+    are locked in key order, so two erasures meeting on the same rows (the expiry of every scope's
+    pending records and one scope's write expiring its oldest) wait for each other, never deadlock."""
     cursor = await conn.execute(
         "WITH doomed AS (SELECT scope_key, seq, stems, status FROM memory_records"
-        f" WHERE erased_at IS NULL AND ({where}) FOR UPDATE)"
+        f" WHERE erased_at IS NULL AND ({where}) ORDER BY scope_key, seq FOR UPDATE)"
         f" UPDATE memory_records AS m SET {scrub}, erased_reason = %s, erased_at = %s,"
-        " status = CASE WHEN m.status = 'active' THEN 'forgotten' ELSE m.status END"
+        " status = CASE WHEN m.status IN ('active', 'pending') THEN 'forgotten' ELSE m.status END"
         " FROM doomed WHERE m.scope_key = doomed.scope_key AND m.seq = doomed.seq"
-        " RETURNING doomed.scope_key, doomed.stems, doomed.status",
+        " RETURNING doomed.scope_key, doomed.stems, doomed.status, m.id",
         (*params, reason, now),
     )
     rows = await cursor.fetchall()
     retired: dict[str, builtins.list[TupleRow]] = {}
-    for scope_key, stems, status in rows:
+    for scope_key, stems, status, _ in rows:
         if status == "active":
             retired.setdefault(scope_key, []).append((stems,))
     for scope_key, stems in retired.items():
@@ -44,7 +54,7 @@ async def erase_rows(
             "DELETE FROM memory_term_df WHERE scope_key = ANY(%s::text[]) AND df <= 0 AND term <> ''",
             (builtins.list(retired),),
         )
-    return len(rows)
+    return [(str(scope_key), str(record_id)) for scope_key, _, _, record_id in rows]
 
 
 async def live_scrub(conn: Connection) -> str:

@@ -195,6 +195,7 @@ async def apply_schema(conn: Connection) -> None:
             for statement in _REBUILD_TERM_DF:
                 await conn.execute(statement)
             log.info("memory.store.term_df_rebuilt", store="postgres", stemmed=stemmed)
+        await _migrate_curation(conn)
 
 
 async def _migrate_observed(conn: Connection) -> None:
@@ -269,3 +270,55 @@ async def _migrate_origin(conn: Connection) -> None:
         await conn.execute(statement)
     if labelled:
         log.info("memory.store.origin_migrated", store="postgres", scopes=len(scopes), records=labelled)
+
+
+# Curation (issue 25): the `pending` status, the curation log (who approved, edited, rejected, merged
+# what; never text), and the lookups the review queue and a record's history make.
+_CURATION_SCHEMA: Final[tuple[str, ...]] = (
+    """
+    CREATE TABLE IF NOT EXISTS memory_curation_log (
+        entry_id bigserial PRIMARY KEY,
+        record_id text NOT NULL,
+        scope_key text NOT NULL,
+        action text NOT NULL,
+        actor text NOT NULL,
+        at double precision NOT NULL,
+        related_id text
+    )
+    """,
+    "CREATE INDEX IF NOT EXISTS memory_curation_log_record ON memory_curation_log (scope_key, record_id)",
+    # Entries past the audit's retention are dropped by the next action that logs.
+    "CREATE INDEX IF NOT EXISTS memory_curation_log_at ON memory_curation_log (at)",
+    "CREATE INDEX IF NOT EXISTS memory_curation_log_related"
+    " ON memory_curation_log (scope_key, related_id) WHERE related_id IS NOT NULL",
+    # A record's chain of versions, walked both ways along `supersedes`.
+    "CREATE INDEX IF NOT EXISTS memory_records_supersedes"
+    " ON memory_records (scope_key, supersedes) WHERE supersedes IS NOT NULL",
+    # The review queue's expiry, across every scope.
+    "CREATE INDEX IF NOT EXISTS memory_records_pending"
+    " ON memory_records (created_at) WHERE status = 'pending'",
+)
+
+_STATUS_CHECK: Final = """
+    SELECT pg_get_constraintdef(oid) FROM pg_constraint
+    WHERE conrelid = 'memory_records'::regclass AND conname = 'memory_records_status_check'
+"""
+
+_ADMIT_PENDING: Final = (
+    "ALTER TABLE memory_records DROP CONSTRAINT IF EXISTS memory_records_status_check",
+    "ALTER TABLE memory_records ADD CONSTRAINT memory_records_status_check"
+    " CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted', 'pending'))",
+)
+
+
+async def _migrate_curation(conn: Connection) -> None:
+    """The curation log and its indexes, and the status check widened to admit `pending`, once: the
+    check is replaced only while its definition lacks it (a later open is one catalogue lookup)."""
+    for statement in _CURATION_SCHEMA:
+        await conn.execute(statement)
+    cursor = await conn.execute(_STATUS_CHECK)
+    found = await cursor.fetchone()
+    if found is None or "pending" not in str(found[0]):
+        for statement in _ADMIT_PENDING:
+            await conn.execute(statement)
+        log.info("memory.store.curation_migrated", store="postgres")

@@ -127,7 +127,7 @@ _INSERT: Final = """
 
 _SELECT_BY_IDS: Final = f"""
     SELECT {_COLUMNS} FROM memory_records
-    WHERE scope_key = %s AND id = ANY(%s) AND erased_at IS NULL ORDER BY seq
+    WHERE scope_key = %s AND id = ANY(%s) AND erased_at IS NULL AND status <> 'pending' ORDER BY seq
 """
 
 _LINK_SOURCE: Final = """

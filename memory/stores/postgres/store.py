@@ -33,6 +33,8 @@ from memory.rules.scope import validate_scope_key
 from memory.stores.postgres import ledger, reads, writes
 from memory.stores.postgres.claims import ClaimTable
 from memory.stores.postgres.connection import DSN_SETTING, ServerPool, error_kind, failure, first_line
+from memory.stores.postgres.curating import PostgresCuration
+from memory.stores.postgres.curation import forget_chain
 from memory.stores.postgres.erasure import ScrubList, erase
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import Connection, match_query, own_seq, tsquery_of
@@ -57,8 +59,8 @@ log = structlog.get_logger("memory")
 Clock = Callable[[], float]
 
 
-class PostgresMemoryStore:
-    """A `MemoryStore` on PostgreSQL (psycopg 3 async, one connection pool).
+class PostgresMemoryStore(PostgresCuration):
+    """A `MemoryStore` and `CuratingStore` on PostgreSQL (psycopg 3 async, one connection pool).
 
     The constructor only checks its arguments (a malformed DSN fails there); `await open()` — or the
     first operation — verifies the server, applies the schema and starts the pool. Call `open()` at
@@ -227,13 +229,17 @@ class PostgresMemoryStore:
         return await writes.reindex(pool, self._embedder, scope_key, batch, progress)
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
-        """Soft-delete one active record of this scope; a foreign or unknown id forgets nothing."""
+        """Erase one active record of this scope and every version in its chain (its text, reason
+        `forgotten`); a foreign or unknown id forgets nothing."""
         validate_scope_key(scope_key)
         seq = own_seq(scope_key, record_id)
         if seq is None:
             return False  # not an id minted in this scope: no row of this scope can hold it
-        where = "scope_key = %s AND seq = %s AND id = %s AND status = 'active'"
-        forgotten = await self._erase("forget", where, (scope_key, seq, record_id), "forgotten") > 0
+        pool = await self._pool.ready()
+        try:
+            forgotten = await forget_chain(pool, self._scrub, scope_key, seq, record_id, self._clock())
+        except psycopg.Error as error:
+            raise failure("forget", scope_key, error) from error
         log.info("memory.forget", store="postgres", scope_key=scope_key, id=record_id, forgotten=forgotten)
         return forgotten
 

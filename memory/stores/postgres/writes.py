@@ -15,14 +15,17 @@ from memory.ranking.vectors import (
     Progress,
     to_blob,
 )
+from memory.rules.curation import entry, run_actor
 from memory.rules.engine import (
     fold_into,
     mint_record,
     plan_write,
+    record_id,
 )
 from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.rules.scorer import record_tokens
+from memory.stores.postgres.curation import append_entries
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, Row, fetch_rows, one, own_seq
 from memory.stores.postgres.sql import (
@@ -43,6 +46,7 @@ from memory.stores.postgres.sql import (
 from memory.stores.postgres.terms import uncount
 from memory.stores.sql_common import stored_values
 from memory.types import (
+    CurationEntry,
     MemoryCandidate,
     MemoryRecord,
     WriteResult,
@@ -89,7 +93,22 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
             record.observed_at,
         ),
     )
-    await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
+    if record.status == "active":  # a pending record is counted when it is approved
+        await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
+
+
+async def evict_over_cap(conn: Connection, scope_key: str, cap: int) -> int:
+    """Inside the scope's transaction: the least recently used active records past the cap evicted
+    (in `plan_eviction`'s order, read off the eviction index: never the whole active set), and taken
+    out of the document frequencies; how many. The active count is the scope's term '' (`_COUNT_ACTIVE`)."""
+    cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
+    excess = int(one(await cursor.fetchone())) - cap
+    if excess <= 0:
+        return 0
+    cursor = await conn.execute(_EVICT_LEAST_USED, {"scope": scope_key, "n": excess})
+    retired = await cursor.fetchall()
+    await uncount(conn, scope_key, retired)
+    return len(retired)
 
 
 async def write_batch(
@@ -102,8 +121,10 @@ async def write_batch(
     retention: Retention,
     scrub: ScrubList,
 ) -> WriteResult:
-    """Plan, apply and evict the batch in one transaction holding the scope's advisory lock."""
+    """Plan, apply and evict (`evict_over_cap`) the batch in one transaction holding the scope's
+    advisory lock."""
     inserted = deduped = superseded = evicted = 0
+    entries: builtins.list[CurationEntry] = []
     vectors = None
     if embedder is not None:  # off the loop, before the scope's lock is taken
         vectors = await asyncio.to_thread(embedder.embed, [c.text for c in batch])
@@ -130,6 +151,7 @@ async def write_batch(
             if plan.action == "dedup" and plan.dedup_id is not None:
                 target = next(record for _, record in lookup if record.id == plan.dedup_id)
                 await _fold(conn, seqs[plan.dedup_id], target, candidate, now)
+                entries.append(entry(target, "folded", run_actor(candidate.source_run_id), now))
                 deduped += 1
                 continue
             if plan.supersede_id is not None:
@@ -138,17 +160,16 @@ async def write_batch(
                 await uncount(conn, scope_key, await cursor.fetchall())
             seq += 1
             await _insert(conn, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+            if plan.supersede_id is not None:
+                new_id = record_id(scope_key, seq)
+                by = run_actor(candidate.source_run_id)
+                entries.append(CurationEntry(plan.supersede_id, scope_key, "superseded", by, now, new_id))
             if vectors is not None and embedder is not None:
                 blob = to_blob(vectors[index])
                 await conn.execute(_SET_VECTOR, (blob, embedder.name, scope_key, seq))
             inserted += 1
-        cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
-        excess = int(one(await cursor.fetchone())) - cap
-        if excess > 0:  # the least recently used, as plan_eviction orders them, off the eviction index
-            cursor = await conn.execute(_EVICT_LEAST_USED, {"scope": scope_key, "n": excess})
-            retired = await cursor.fetchall()
-            await uncount(conn, scope_key, retired)
-            evicted = len(retired)
+        await append_entries(conn, entries, retention.audit_cutoff(now))
+        evicted = await evict_over_cap(conn, scope_key, cap)
     return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
 
 

@@ -32,8 +32,9 @@ def _scrub_assignments(connection: sqlite3.Connection) -> str:
 def erase_rows(
     connection: sqlite3.Connection, where: str, params: Sequence[object], reason: EraseReason, now: float
 ) -> int:
-    """Inside a transaction: scrub every not-yet-erased row matching `where`; an active one becomes
-    `forgotten` (invisible to retrieval, list and dedup). Returns how many rows were erased."""
+    """Inside a transaction: scrub every not-yet-erased row matching `where`; an active or pending one
+    becomes `forgotten` (invisible to retrieval, list, review and dedup). Returns how many rows were
+    erased."""
     seqs = [
         int(row[0])
         for row in connection.execute(
@@ -46,7 +47,7 @@ def erase_rows(
     for chunk in chunks(seqs):
         connection.execute(
             f"UPDATE records SET {scrub}, erased_reason = ?, erased_at = ?, "
-            "status = CASE WHEN status = 'active' THEN 'forgotten' ELSE status END "
+            "status = CASE WHEN status IN ('active', 'pending') THEN 'forgotten' ELSE status END "
             f"WHERE seq IN ({placeholders(len(chunk))})",
             (reason, now, *chunk),
         )
@@ -79,8 +80,3 @@ def scrub_files(connection: sqlite3.Connection) -> None:
     busy, _, _ = connection.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()
     if busy:  # another process holds a read snapshot: the next erase or checkpoint finishes the job
         log.warning("memory.store.checkpoint_incomplete")
-
-
-def forget(connection: sqlite3.Connection, record_id: str, now: float) -> bool:
-    """Forgetting erases: the active record's text, keywords and vector leave the row and the index."""
-    return erase(connection, "id = ? AND status = 'active'", (record_id,), "forgotten", now) > 0

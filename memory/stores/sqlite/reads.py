@@ -1,5 +1,5 @@
-"""A scope's plain reads: `list` (newest first, optionally through the FTS prefilter) and `fetch` by id.
-Neither bumps usage."""
+"""A scope's plain reads: `list` (newest first, optionally through the FTS prefilter), `fetch` by id, and
+the curation reads (`pending`, `active_records`). None bumps usage; only `pending` sees a pending row."""
 
 from __future__ import annotations
 
@@ -47,8 +47,22 @@ def list_records(
 
 def fetch_records(connection: sqlite3.Connection, ids: Sequence[str]) -> builtins.list[MemoryRecord]:
     rows = connection.execute(
-        f"SELECT {COLUMNS} FROM records WHERE erased_at IS NULL AND id IN ({placeholders(len(ids))}) "
+        f"SELECT {COLUMNS} FROM records WHERE erased_at IS NULL AND status != 'pending' "
+        f"AND id IN ({placeholders(len(ids))}) "
         "ORDER BY seq",
         tuple(ids),
+    ).fetchall()
+    return [row_record(row) for row in rows]
+
+
+def status_records(
+    connection: sqlite3.Connection, status: str, cutoff: float | None, *, newest_first: bool, limit: int = -1
+) -> builtins.list[MemoryRecord]:
+    """The unexpired rows in one status (`pending` for the review queue, `active` for consolidation)."""
+    order = "DESC" if newest_first else "ASC"
+    rows = connection.execute(
+        f"SELECT {COLUMNS} FROM records WHERE status = ? AND erased_at IS NULL AND created_at >= ? "
+        f"ORDER BY seq {order} LIMIT ?",
+        (status, NO_CUTOFF if cutoff is None else cutoff, limit),
     ).fetchall()
     return [row_record(row) for row in rows]

@@ -68,7 +68,7 @@ _SCHEMA = (
         confidence REAL,
         supersedes TEXT,
         status TEXT NOT NULL DEFAULT 'active'
-            CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted'))
+            CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted', 'pending'))
     )""",
     "CREATE INDEX IF NOT EXISTS records_status_norm ON records (status, norm)",
     "CREATE INDEX IF NOT EXISTS records_active_seq ON records (status, seq DESC)",
@@ -83,7 +83,25 @@ _SCHEMA = (
     # record other than its usage counts, in whichever process makes it).
     "CREATE TABLE IF NOT EXISTS changes (id INTEGER PRIMARY KEY CHECK (id = 1), generation INTEGER NOT NULL)",
     "INSERT OR IGNORE INTO changes (id, generation) VALUES (1, 0)",
+    # Who approved, edited, rejected, merged or forgot which record, when (ids only, never text): kept
+    # in the scope's own file, so an action and its entry commit in one transaction.
+    """CREATE TABLE IF NOT EXISTS curation_log (
+        entry_id INTEGER PRIMARY KEY,
+        record_id TEXT NOT NULL,
+        scope_key TEXT NOT NULL,
+        action TEXT NOT NULL,
+        actor TEXT NOT NULL,
+        at REAL NOT NULL,
+        related_id TEXT
+    )""",
+    "CREATE INDEX IF NOT EXISTS curation_log_record ON curation_log (record_id)",
+    "CREATE INDEX IF NOT EXISTS curation_log_related ON curation_log (related_id)",
+    "CREATE INDEX IF NOT EXISTS curation_log_at ON curation_log (at)",
 )
+
+# The statuses a row may hold; a database whose CHECK admits fewer is rebuilt (`_migrate_statuses`).
+STATUSES = ("active", "superseded", "forgotten", "evicted", "pending")
+_STATUS_CHECK = re.compile(r"CHECK\s*\(\s*status\s+IN\s*\(([^)]*)\)\s*\)", re.IGNORECASE)
 
 # Columns added after the first release: (table, column, declaration), each added once if missing.
 _COLUMNS_ADDED = (
@@ -137,6 +155,9 @@ def prepare_scope(connection: sqlite3.Connection, scope_key: str) -> None:
         for table, column, declaration in _COLUMNS_ADDED:
             ensure_column(connection, table, column, declaration)
         connection.execute("CREATE INDEX IF NOT EXISTS records_changed ON records (changed)")
+        # A version chain is walked both ways: by id, and by the id a newer version supersedes.
+        connection.execute("CREATE INDEX IF NOT EXISTS records_supersedes ON records (supersedes)")
+        _migrate_statuses(connection, scope_key)
         _migrate_origin(connection, scope_key)
         _migrate_observed(connection, scope_key)
         _migrate_norm(connection, scope_key)
@@ -160,6 +181,38 @@ def ensure_column(connection: sqlite3.Connection, table: str, column: str, decla
         return False
     connection.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
     return True
+
+
+def _migrate_statuses(connection: sqlite3.Connection, scope_key: str) -> None:
+    """A database whose status CHECK predates `pending` gets the table rebuilt with the wider CHECK,
+    once, in the open's transaction (SQLite cannot alter a CHECK in place): the stored definition
+    with only the CHECK changed, every row copied with its seq (the FTS rowids stay true), the old
+    table dropped (its freed pages zeroed: secure_delete), and its indexes made again."""
+    row = connection.execute(
+        "SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'records'"
+    ).fetchone()
+    match = _STATUS_CHECK.search(str(row[0]))
+    if match is None:  # an early layout checked no status at all: it admits `pending` already
+        return
+    admitted = {part.strip().strip("'") for part in match.group(1).split(",")}
+    if admitted >= set(STATUSES):
+        return
+    wider = ", ".join(f"'{status}'" for status in STATUSES)
+    definition = str(row[0])[: match.start(1)] + wider + str(row[0])[match.end(1) :]
+    rebuilt = re.sub(r"^CREATE TABLE\s+\"?records\"?", "CREATE TABLE records_rebuilt", definition, count=1)
+    indexes = [
+        str(sql)
+        for (sql,) in connection.execute(
+            "SELECT sql FROM sqlite_master WHERE type = 'index' AND tbl_name = 'records' AND sql IS NOT NULL"
+        )
+    ]
+    connection.execute(rebuilt)
+    copied = connection.execute("INSERT INTO records_rebuilt SELECT * FROM records").rowcount
+    connection.execute("DROP TABLE records")
+    connection.execute("ALTER TABLE records_rebuilt RENAME TO records")
+    for sql in indexes:
+        connection.execute(sql)
+    log.info("memory.store.statuses_migrated", scope_key=scope_key, records=copied)
 
 
 def _migrate_origin(connection: sqlite3.Connection, scope_key: str) -> None:

@@ -35,8 +35,9 @@ from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
-from memory.stores.sqlite import claims, erasure, ledger, reads
+from memory.stores.sqlite import claims, erasure, ledger, reads, versions
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
+from memory.stores.sqlite.curating import SqliteCuration
 from memory.stores.sqlite.index_sync import OpenScopes, SyncedIndex
 from memory.stores.sqlite.retrieve import Retriever
 from memory.stores.sqlite.schema import database_filename, scope_keys_in
@@ -68,8 +69,9 @@ DEFAULT_MAX_OPEN = 64
 DEFAULT_WORKERS = 2
 
 
-class SqliteMemoryStore:
-    """The embedded default store: memory that survives restarts with zero set-up."""
+class SqliteMemoryStore(SqliteCuration):
+    """The embedded default store: memory that survives restarts with zero set-up; curating too
+    (memory/stores/sqlite/curating.py)."""
 
     def __init__(
         self,
@@ -173,7 +175,14 @@ class SqliteMemoryStore:
 
         def work(connection: sqlite3.Connection) -> WriteResult:
             result, expired = write_batch(
-                connection, scope_key, batch, batch_cap, self._embedder, self._clock, cutoff
+                connection,
+                scope_key,
+                batch,
+                batch_cap,
+                self._embedder,
+                self._clock,
+                cutoff,
+                self._log_cutoff(),
             )
             if result.deduped:
                 self._scopes.usage_changed(scope_key)
@@ -202,7 +211,7 @@ class SqliteMemoryStore:
         if parsed is None or parsed[0] != scope_key:
             return False  # not an id of this scope: its database cannot hold it
         now = self._clock()
-        forgotten = await self._run(scope_key, lambda c: erasure.forget(c, record_id, now), False)
+        forgotten = await self._run(scope_key, lambda c: versions.forget(c, record_id, now), False)
         log.info("memory.store.forget", scope_key=scope_key, id=record_id, forgotten=forgotten)
         return forgotten
 

@@ -12,6 +12,7 @@ import sqlite3
 from collections.abc import Callable, Sequence
 
 from memory.ranking.embedder import Embedder, Matrix
+from memory.rules.curation import entry, run_actor
 from memory.rules.engine import (
     fold_into,
     mint_record,
@@ -21,6 +22,7 @@ from memory.rules.engine import (
 from memory.rules.engine import record_id as make_record_id
 from memory.rules.restate import meaning_key
 from memory.stores.sql_common import stored_values
+from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows
 from memory.stores.sqlite.sql import (
     COLUMNS,
@@ -37,6 +39,7 @@ from memory.stores.sqlite.sql import (
     transaction,
 )
 from memory.types import (
+    CurationEntry,
     MemoryCandidate,
     MemoryRecord,
     WriteResult,
@@ -51,9 +54,12 @@ def write_batch(
     embedder: Embedder | None,
     clock: Callable[[], float],
     expired_before: float | None = None,
+    log_cutoff: float | None = None,
 ) -> tuple[WriteResult, int]:
-    """The batch in one transaction; returns what it did and how many expired records it erased."""
+    """The batch in one transaction, its folds and corrections in the curation log (entries older
+    than `log_cutoff` dropped); returns what it did and how many expired records it erased."""
     inserted = deduped = superseded = expired = 0
+    entries: builtins.list[CurationEntry] = []
     # Before the transaction: the write lock is not held for it.
     vectors = None if embedder is None else embedder.embed([c.text for c in batch])
     with transaction(connection):
@@ -62,26 +68,29 @@ def write_batch(
             expired = erase_rows(connection, "created_at < ?", (expired_before,), "expired", now)
         seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
         for index, candidate in enumerate(batch):
-            pool = _write_pool(connection, candidate)
+            pool = write_pool(connection, candidate)
             plan = plan_write(scope_key, candidate, pool)
+            actor = run_actor(candidate.source_run_id)
             if plan.action == "dedup":
-                _fold(connection, next(r for r in pool if r.id == plan.dedup_id), candidate, now)
+                target = next(r for r in pool if r.id == plan.dedup_id)
+                fold(connection, target, candidate, now)
+                entries.append(entry(target, "folded", actor, now))
                 deduped += 1
                 continue
-            if plan.supersede_id is not None:
-                flipped = connection.execute(
-                    "UPDATE records SET status = 'superseded' WHERE id = ? AND status = 'active' "
-                    "RETURNING seq",
-                    (plan.supersede_id,),
-                ).fetchall()
-                delete_fts(connection, [int(row[0]) for row in flipped])
-                superseded += len(flipped)
             seq += 1
-            _insert(connection, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
+            if plan.supersede_id is not None:
+                superseded += supersede(connection, plan.supersede_id)
+                entries.append(
+                    CurationEntry(
+                        plan.supersede_id, scope_key, "superseded", actor, now, make_record_id(scope_key, seq)
+                    )
+                )
+            insert_record(connection, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
             if vectors is not None and embedder is not None:
                 store_vector(connection, seq, vectors[index], embedder.name)
             inserted += 1
-        evicted = _evict_over_cap(connection, scope_key, cap)
+        evicted = evict_over_cap(connection, scope_key, cap)
+        curation_log.append(connection, entries, log_cutoff)
     result = WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
     return result, expired
 
@@ -109,11 +118,15 @@ def reindex_batch(connection: sqlite3.Connection, embedder: Embedder, batch: int
     return len(rows), int(left[0])
 
 
-def _write_pool(connection: sqlite3.Connection, candidate: MemoryCandidate) -> builtins.list[MemoryRecord]:
-    """Exactly what plan_write reads: same-norm actives in seq order (an indexed hit on
-    records_status_norm) and, when the candidate names one, the active row it supersedes."""
+def write_pool(
+    connection: sqlite3.Connection, candidate: MemoryCandidate, *, pending: bool = False
+) -> builtins.list[MemoryRecord]:
+    """Exactly what plan_write reads (with `pending`, plan_pending): same-norm actives (and pendings)
+    in seq order (an indexed hit on records_status_norm) and, when the candidate names one, the active
+    row it supersedes."""
+    statuses = "'active', 'pending'" if pending else "'active'"
     rows = connection.execute(
-        f"SELECT {COLUMNS} FROM records WHERE status = 'active' AND norm = ? ORDER BY seq",
+        f"SELECT {COLUMNS} FROM records WHERE status IN ({statuses}) AND norm = ? ORDER BY seq",
         (meaning_key(candidate.text),),
     ).fetchall()
     pool = [row_record(row) for row in rows]
@@ -126,7 +139,17 @@ def _write_pool(connection: sqlite3.Connection, candidate: MemoryCandidate) -> b
     return pool
 
 
-def _fold(
+def supersede(connection: sqlite3.Connection, record_id: str) -> int:
+    """An active record retired by its correction: out of the indexes; how many (0 or 1)."""
+    flipped = connection.execute(
+        "UPDATE records SET status = 'superseded' WHERE id = ? AND status = 'active' RETURNING seq",
+        (record_id,),
+    ).fetchall()
+    delete_fts(connection, [int(row[0]) for row in flipped])
+    return len(flipped)
+
+
+def fold(
     connection: sqlite3.Connection, record: MemoryRecord, candidate: MemoryCandidate, now: float
 ) -> None:
     """The restated record confirmed as the engine says (`fold_into`). The count is incremented in
@@ -142,7 +165,8 @@ def _fold(
         stamp(connection, [int(row[0]) for row in rows])
 
 
-def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> None:
+def insert_record(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> None:
+    """A new row; an active one enters the indexes (a pending one waits outside them)."""
     connection.execute(
         "INSERT INTO records (seq, id, scope_key, kind, text, norm, keywords, source_thread_key, "
         "source_run_id, created_at, last_used_at, use_count, confidence, supersedes, status, origin, "
@@ -161,6 +185,14 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
             record.observed_at,
         ),
     )
+    if record.status == "active":
+        index_record(connection, seq, record)
+    else:
+        stamp(connection, [seq])
+
+
+def index_record(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> None:
+    """An active row into the FTS and stem indexes and their counts, stamped for the scope index."""
     connection.execute(
         "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
         (seq, fts_text(record.text), fts_keywords(record.keywords)),
@@ -171,7 +203,7 @@ def _insert(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> N
     count_terms(connection, set(stems.split()), 1)
 
 
-def _evict_over_cap(connection: sqlite3.Connection, scope_key: str, cap: int) -> int:
+def evict_over_cap(connection: sqlite3.Connection, scope_key: str, cap: int) -> int:
     """Inside the batch's transaction: the active set is fetched only when the indexed count is over."""
     count = int(connection.execute("SELECT COUNT(*) FROM records WHERE status = 'active'").fetchone()[0])
     if count <= cap:

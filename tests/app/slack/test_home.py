@@ -6,86 +6,30 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Any
 
 from structlog.testing import capture_logs
 
 from app.slack.bot import registry_caller
 from app.slack.events import SlackIdentity
-from app.slack.home_view import FORGET_ACTION, PAGE_ACTION, SCOPE_ACTION, SEARCH_ACTION
+from app.slack.home_view import FORGET_ACTION, PAGE_ACTION, RECORD_BLOCK, SCOPE_ACTION, SEARCH_ACTION
 from app.slack.options import SlackOptions
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InMemoryMemoryStore
-from memory.types import MemoryCandidate, Origin
-from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
+from tests.app.slack.harness import RecordingDispatcher, running_bot
+from tests.app.slack.home_support import (
+    ADMIN,
+    action_ids,
+    all_text,
+    click,
+    home_bot,
+    open_home,
+    record_ids,
+    seed,
+    texts,
+)
 from tests.fakes.slack_api import FakeSlackApi, block_action
-
-ADMIN = "UADMIN"
-
-
-async def seed(
-    store: InMemoryMemoryStore, scope: str, *texts: str, origin: Origin = "public", where: str = "C1"
-) -> None:
-    for index, text in enumerate(texts):
-        thread = f"slack:{where}:1700000000.{index + 1:06d}"
-        candidate = MemoryCandidate(
-            "fact", text, thread, origin=origin, origin_conversation=f"slack:{where}", keywords=()
-        )
-        await store.write(scope, [candidate])
-
-
-@asynccontextmanager
-async def home_bot(
-    slack_api: FakeSlackApi, store: InMemoryMemoryStore, *, enabled: bool = True
-) -> AsyncIterator[RunningBot]:
-    admins = [f"user:slack:{ADMIN}"]
-    registry = build_registry(store=store, memory_enabled=enabled, organization="acme", admins=admins)
-    browser = MemoryBrowser(store=store, memory_enabled=enabled, organization="acme", admins=admins)
-    async with running_bot(
-        slack_api, RecordingDispatcher(), registry=registry, browser=browser, caller_factory=registry_caller
-    ) as bot:
-        yield bot
-
-
-async def open_home(bot: RunningBot, user: str, tab: str = "home") -> int:
-    event = {"type": "app_home_opened", "user": user, "channel": f"D{user}", "tab": tab, "event_ts": "1.2"}
-    delivery = await bot.slack.event(event)
-    await bot.settle()
-    return delivery.status
-
-
-async def click(bot: RunningBot, user: str, view: dict[str, Any], action: dict[str, Any]) -> int:
-    delivery = await bot.slack.interaction(block_action(user, action, view=view))
-    await bot.settle()
-    return delivery.status
-
-
-def texts(view: dict[str, Any]) -> list[str]:
-    """Each record's text as the view shows it (the section beside a Forget button)."""
-    return [b["text"]["text"] for b in view["blocks"] if b["type"] == "section" and "accessory" in b]
-
-
-def record_ids(view: dict[str, Any]) -> list[str]:
-    return [b["accessory"]["value"] for b in view["blocks"] if b["type"] == "section" and "accessory" in b]
-
-
-def all_text(view: dict[str, Any]) -> str:
-    return json.dumps(view["blocks"])
-
-
-def action_ids(view: dict[str, Any]) -> set[str]:
-    found = set()
-    for block in view["blocks"]:
-        for element in block.get("elements", []):
-            if "action_id" in element:
-                found.add(element["action_id"])
-        if "element" in block:
-            found.add(block["element"]["action_id"])
-    return found
 
 
 async def test_the_home_tab_lists_the_viewers_own_records_newest_first(slack_api: FakeSlackApi) -> None:
@@ -103,7 +47,7 @@ async def test_the_home_tab_lists_the_viewers_own_records_newest_first(slack_api
     assert "U2 is on call" not in all_text(view) and "release train" not in all_text(view)
     assert f"{SCOPE_ACTION}_org" not in action_ids(view)  # no org or channel scope for a non-admin
     assert SEARCH_ACTION in action_ids(view)
-    context = view["blocks"][view["blocks"].index(next(b for b in view["blocks"] if "accessory" in b)) + 1]
+    context = view["blocks"][[b.get("block_id") for b in view["blocks"]].index(f"{RECORD_BLOCK}0") + 1]
     assert context["elements"][0]["text"].startswith("fact · ")
     assert context["elements"][1]["text"].startswith("<https://fake.slack.com/archives/C1/p")
 
@@ -252,7 +196,7 @@ async def test_record_text_is_plain_text_never_mrkdwn(slack_api: FakeSlackApi) -
         await open_home(bot, "U1")
 
     [view] = slack_api.home_views["U1"]
-    [section] = [b for b in view["blocks"] if "accessory" in b]
+    [section] = [b for b in view["blocks"] if str(b.get("block_id")).startswith(RECORD_BLOCK)]
     assert section["text"]["type"] == "plain_text"
     assert "\n" not in section["text"]["text"]
     mrkdwn = [e["text"] for b in view["blocks"] for e in b.get("elements", []) if e.get("type") == "mrkdwn"]

@@ -5,43 +5,18 @@ remember` answered ephemerally. The real registry, policy and store sit behind t
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from typing import Any
 
 from structlog.testing import capture_logs
 
-from app.policy import write_gate
-from app.slack.bot import registry_caller
 from app.slack.home_view import ADD_ACTION, ADD_SCOPE, ADD_SCOPE_BLOCK, ADD_TEXT, ADD_TEXT_BLOCK, ADD_VIEW
-from commands.browse import MemoryBrowser
-from commands.memory import build_registry
 from memory.stores.in_process import InMemoryMemoryStore
-from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
-from tests.fakes.slack_api import APP_ID, TEAM_ID, FakeSlackApi, block_action
+from tests.app.slack.harness import RunningBot
+from tests.app.slack.home_support import ADMIN, home_bot, open_home, texts
+from tests.app.slack.home_support import submit as submit_view
+from tests.fakes.slack_api import FakeSlackApi, block_action
 
-ADMIN = "UADMIN"
 SECRET = "ghp_" + "Zq7Lw2Xk9Rt4Vb8Nm3Pd6Hs1Jf5Gc0Ay2Ue"
-
-
-@asynccontextmanager
-async def bot_with_memory(slack_api: FakeSlackApi, store: InMemoryMemoryStore) -> AsyncIterator[RunningBot]:
-    admins = [f"user:slack:{ADMIN}"]
-    registry = build_registry(
-        store=store, memory_enabled=True, organization="acme", admins=admins, write_gate=write_gate
-    )
-    browser = MemoryBrowser(store=store, memory_enabled=True, organization="acme", admins=admins)
-    async with running_bot(
-        slack_api, RecordingDispatcher(), registry=registry, browser=browser, caller_factory=registry_caller
-    ) as bot:
-        yield bot
-
-
-async def open_home(bot: RunningBot, user: str) -> None:
-    event = {"type": "app_home_opened", "user": user, "channel": f"D{user}", "tab": "home", "event_ts": "1.2"}
-    assert (await bot.slack.event(event)).status == 200
-    await bot.settle()
 
 
 async def click_add(bot: RunningBot, user: str, home: dict[str, Any]) -> None:
@@ -50,42 +25,24 @@ async def click_add(bot: RunningBot, user: str, home: dict[str, Any]) -> None:
     await bot.settle()
 
 
-def submission(user: str, modal: dict[str, Any], text: str, scope: str | None) -> dict[str, Any]:
-    """A `view_submission` payload as Slack sends it when the modal's Remember is pressed."""
+async def submit(bot: RunningBot, user: str, modal: dict[str, Any], text: str, scope: str | None) -> str:
+    """The modal's Remember pressed with this text and (for an admin's modal) this scope."""
     values: dict[str, Any] = {ADD_TEXT_BLOCK: {ADD_TEXT: {"type": "plain_text_input", "value": text}}}
     if scope is not None:
         option = {"text": {"type": "plain_text", "text": scope}, "value": scope}
         values[ADD_SCOPE_BLOCK] = {ADD_SCOPE: {"type": "radio_buttons", "selected_option": option}}
-    return {
-        "type": "view_submission",
-        "team": {"id": TEAM_ID, "domain": "fake"},
-        "user": {"id": user, "team_id": TEAM_ID},
-        "api_app_id": APP_ID,
-        "trigger_id": f"{time.time()}.trigger",
-        "view": {**modal, "id": "VMODAL", "team_id": TEAM_ID, "state": {"values": values}},
-    }
-
-
-async def submit(bot: RunningBot, user: str, modal: dict[str, Any], text: str, scope: str | None) -> str:
-    delivery = await bot.slack.interaction(submission(user, modal, text, scope))
-    await bot.settle()
-    assert delivery.status == 200
-    return delivery.body
+    return await submit_view(bot, user, modal, values)
 
 
 def block_ids(view: dict[str, Any]) -> list[str]:
     return [str(block.get("block_id")) for block in view["blocks"]]
 
 
-def record_texts(view: dict[str, Any]) -> list[str]:
-    return [b["text"]["text"] for b in view["blocks"] if b["type"] == "section" and "accessory" in b]
-
-
 async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraws_the_tab(
     slack_api: FakeSlackApi,
 ) -> None:
     store = InMemoryMemoryStore()
-    async with bot_with_memory(slack_api, store) as bot:
+    async with home_bot(slack_api, store) as bot:
         await open_home(bot, "U1")
         home = slack_api.home_views["U1"][-1]
         assert "home_add" in block_ids(home)
@@ -103,7 +60,7 @@ async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraw
     assert record.text == "I deploy with the token [REDACTED] on Fridays"
     assert (record.origin, record.source_thread_key) == ("dm", "slack:home:U1")  # its owner's alone
     redrawn = slack_api.home_views["U1"][-1]
-    assert record_texts(redrawn) == [record.text]
+    assert texts(redrawn) == [record.text]
     [notice] = [b["elements"][0]["text"] for b in redrawn["blocks"] if b["type"] == "context"][:1]
     assert "Remembered as" in notice and record.id in notice and "user:slack:U1" in notice
     [event] = [entry for entry in logs if entry["event"] == "memory.remember"]
@@ -120,7 +77,7 @@ async def test_an_admin_picks_the_org_in_the_modal_and_the_record_lands_there(
     slack_api: FakeSlackApi,
 ) -> None:
     store = InMemoryMemoryStore()
-    async with bot_with_memory(slack_api, store) as bot:
+    async with home_bot(slack_api, store) as bot:
         await open_home(bot, ADMIN)
         await click_add(bot, ADMIN, slack_api.home_views[ADMIN][-1])
         [modal] = slack_api.modals
@@ -137,7 +94,7 @@ async def test_an_admin_picks_the_org_in_the_modal_and_the_record_lands_there(
 
 async def test_a_non_admins_crafted_org_submission_is_refused_by_the_command(slack_api: FakeSlackApi) -> None:
     store = InMemoryMemoryStore()
-    async with bot_with_memory(slack_api, store) as bot:
+    async with home_bot(slack_api, store) as bot:
         await open_home(bot, "U1")
         await click_add(bot, "U1", slack_api.home_views["U1"][-1])
         [modal] = slack_api.modals
@@ -155,7 +112,7 @@ async def test_slash_memory_remember_answers_ephemerally_with_the_channels_origi
     slack_api.add_conversation("C1", "public")
     slack_api.add_conversation("G1", "private")
     store = InMemoryMemoryStore()
-    async with bot_with_memory(slack_api, store) as bot:
+    async with home_bot(slack_api, store) as bot:
         for channel in ("C1", "G1"):
             await bot.slack.slash(
                 text=f"remember --scope org the {channel} plan ships in May",

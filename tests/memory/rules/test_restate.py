@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from memory.rules.restate import meaning_key
+from tests.memory.rules.fold_corpus import FOLD_NEAR_MISSES, FOLD_RESTATEMENTS
 from tests.memory.rules.restate_corpus import NEAR_MISSES, RESTATEMENTS
 
 BASE = "deploys go through make ship"
@@ -61,3 +62,11 @@ def test_the_key_never_matches_a_near_miss_of_the_corpus() -> None:
     )
     assert false_matches == []
     assert caught == len(restyled)
+
+
+def test_the_key_keeps_every_fold_near_miss_apart_and_joins_only_restyled_restatements() -> None:
+    """The fold corpus (tests/memory/rules/fold_corpus.py) as it describes itself: no near miss shares
+    a key, and the restatements that share one are exactly those that differ only in formatting."""
+    assert [pair for pair in FOLD_NEAR_MISSES if meaning_key(pair[0]) == meaning_key(pair[1])] == []
+    joined = [pair for pair in FOLD_RESTATEMENTS if meaning_key(pair[0]) == meaning_key(pair[1])]
+    assert joined == list(FOLD_RESTATEMENTS[:6])

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from memory.service.app import create_app
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import MemoryCandidate
-from tests.memory.service_support import TOKEN
+from tests.memory.service_support import CURATION_ROUTES, TOKEN
 
 SEED = [
     MemoryCandidate("fact", "we deploy on friday", "t"),
@@ -148,5 +148,48 @@ def test_authenticated_near_valid_bodies_are_either_served_or_refused_with_a_rea
     reply = asyncio.run(
         exchange("POST", path, json.dumps(body).encode(), {"authorization": f"Bearer {TOKEN}"})
     )
+    check(reply)
+    assert reply.status_code in (200, 400)
+
+
+ids = st.sampled_from(["mem:org:acme:1", "mem:org:acme:2", "mem:org:acme:3", "mem:user:slack:U1:1"])
+actors = st.sampled_from(["user:slack:UADMIN", "system", "machine", "run:r1", "", " "]) | json_values
+# The curation bodies' fields, each either plausible or any JSON value: reaches the stores' own rules.
+near_valid_curation = st.fixed_dictionaries(
+    {},
+    optional={
+        "scopeKey": st.sampled_from(["org:acme", "user:slack:U1"]) | json_values,
+        "id": ids | json_values,
+        "limit": st.integers(min_value=-2, max_value=60) | json_values,
+        "records": st.lists(candidates | json_values, max_size=3),
+        "cap": st.integers(min_value=-1, max_value=10_002) | json_values,
+        "actor": actors,
+        "text": st.text(max_size=40) | json_values,
+        "olderThan": st.floats(min_value=-1, max_value=4e10) | json_values,
+        "survivorId": ids | json_values,
+        "duplicateIds": st.lists(ids | json_values, max_size=4) | json_values,
+        "recordId": ids | json_values,
+        "action": st.sampled_from(["remembered", "forgotten", "approved", "liked"]) | json_values,
+        "at": st.floats(min_value=-1, max_value=4e10) | json_values,
+        "relatedId": ids | json_values,
+    },
+)
+
+
+async def curation_exchange(path: str, body: bytes) -> httpx.Response:
+    store = InMemoryMemoryStore(cap=500)
+    await store.write("org:acme", SEED)
+    await store.write_pending("org:acme", [MemoryCandidate("fact", "the bot runs on fridays", "t")])
+    app = create_app(store, TOKEN)
+    async with httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://memory.test"
+    ) as client:
+        return await client.post(path, content=body, headers={"authorization": f"Bearer {TOKEN}"})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(path=st.sampled_from(CURATION_ROUTES), body=near_valid_curation | json_values)
+def test_near_valid_curation_bodies_are_either_served_or_refused_with_a_reason(path: str, body: Any) -> None:
+    reply = asyncio.run(curation_exchange(path, json.dumps(body).encode()))
     check(reply)
     assert reply.status_code in (200, 400)

@@ -24,7 +24,7 @@ from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore, ReadAudit
+from memory.types import MemoryCandidate, MemoryStore, ReadAudit, SourceLink
 from tests.memory.postgres_support import temp_schema, unique_application_name
 from tests.memory.service_support import TOKEN, memory_service_process
 
@@ -73,9 +73,11 @@ async def written_the_old_way(store: MemoryStore) -> None:
     await store.write(
         RETIRED, [old_fact(f"the {RETIRED_WORD} pager rota is weekly", "slack:D5", None, "slack:D5:6.0")]
     )
-    newer = old_fact("the pager rota is now monthly", "slack:D5", None, "slack:D5:6.0")
+    # Its successor erased alone (a forget erases the whole chain): the older version keeps its text.
+    await store.link_sources(SourceLink("run-d5", (RETIRED,), ("slack:D5:7.0",)))
+    newer = old_fact("the pager rota is now monthly", "slack:D5", "run-d5", "slack:D5:7.0")
     await store.write(RETIRED, [replace(newer, supersedes=f"mem:{RETIRED}:1")])
-    assert await store.forget(RETIRED, f"mem:{RETIRED}:2")
+    assert await store.erase_sources(["slack:D5:7.0"], "source_deleted") == 1
     await store.record_read(
         ReadAudit("run-d1", "slack:D1:1.0", "slack:UA", ("org:acme", OWNED, UA), (), time.time())
     )

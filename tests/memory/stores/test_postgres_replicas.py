@@ -20,6 +20,8 @@ import psycopg
 import pytest
 from psycopg.conninfo import make_conninfo
 
+from memory.stores.postgres.store import PostgresMemoryStore
+from memory.types import MemoryCandidate
 from tests.memory.postgres_support import TempSchema, temp_schema, terminate_backends, unique_application_name
 from tests.memory.service_support import ROOT, free_port, stop_process, wait_healthy
 
@@ -156,3 +158,49 @@ def test_a_replica_with_an_unreachable_database_exits_with_one_line_naming_the_s
     assert done.returncode != 0
     lines = done.stderr.decode().strip().splitlines()
     assert len(lines) == 1 and "DATABASE_URL / --database-url" in lines[0] and "s3cret" not in lines[0]
+
+
+FREEZE = MemoryCandidate("fact", "deploys freeze in december", "slack:C1:1")
+
+
+async def seen_by(one: Replica, scope: str, record_id: str) -> tuple[list[str], list[str], list[str]]:
+    """What one replica serves of the record: its retrieve, its list and its fetch."""
+    found = await post(one.base_url, "/retrieve", {"scopeKey": scope, "query": "freeze december", "limit": 8})
+    listed = await post(one.base_url, "/list", {"scopeKey": scope, "limit": 50})
+    fetched = await post(one.base_url, "/fetch", {"scopeKey": scope, "ids": [record_id]})
+    retrieved, shown, got = ([r["id"] for r in reply.json()["records"]] for reply in (found, listed, fetched))
+    return retrieved, shown, got
+
+
+async def test_an_approval_is_served_by_every_replica_at_once(
+    replicas: tuple[Replica, Replica], schema: TempSchema
+) -> None:
+    scope, record_id = "org:approve", "mem:org:approve:1"
+    store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name("sbcurator"))
+    try:
+        await store.write_pending(scope, [FREEZE])
+        for one in replicas:  # each replica's index of the scope warm before the approval
+            assert await seen_by(one, scope, record_id) == ([], [], [])
+        assert await store.approve(scope, record_id, "user:slack:U1") is not None
+        for one in replicas:  # no cache anywhere holds the old answer
+            assert await seen_by(one, scope, record_id) == ([record_id], [record_id], [record_id])
+    finally:
+        await store.aclose()
+
+
+async def test_a_rejection_leaves_no_replica_anything_and_no_text_in_the_row(
+    replicas: tuple[Replica, Replica], schema: TempSchema
+) -> None:
+    scope, record_id = "org:reject", "mem:org:reject:1"
+    store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name("sbcurator"))
+    try:
+        await store.write_pending(scope, [FREEZE])
+        for one in replicas:  # each replica's index of the scope warm before the rejection
+            assert await seen_by(one, scope, record_id) == ([], [], [])
+        assert await store.reject(scope, record_id, "user:slack:U1") is True
+        for one in replicas:
+            assert await seen_by(one, scope, record_id) == ([], [], [])
+        assert rows_of(schema, scope) == [(1, record_id, "forgotten", "")]
+        assert await store.approve(scope, record_id, "user:slack:U1") is None
+    finally:
+        await store.aclose()

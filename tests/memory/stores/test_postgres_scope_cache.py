@@ -180,3 +180,89 @@ async def test_a_catch_up_reads_only_what_changed_even_while_an_older_transactio
         [later] = (await read_many(conn, [(SCOPE, (changed.xmin, read_whole))])).values()
         assert [row[0] for row in later.rows] == [3]  # not row 2 again
         await idle.rollback()
+
+
+# Curation on one replica, the other's index warm (it has served a retrieve of the scope already).
+
+CURATOR = "user:slack:U1"
+
+
+async def test_a_pending_write_on_one_replica_stays_out_of_the_others_warm_index(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock],
+) -> None:
+    first, second, _ = replicas
+    await first.write(SCOPE, [fact("deploys run nightly")])
+    assert ids(await second.retrieve(SCOPE, "deploys", 5)) == [rid(1)]
+    await first.write_pending(SCOPE, [fact("deploys freeze in december")])
+    assert ids(await second.retrieve(SCOPE, "deploys december freeze", 5)) == [rid(1)]
+
+
+async def test_an_approval_on_one_replica_is_in_the_others_warm_index_at_once(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock],
+) -> None:
+    first, second, _ = replicas
+    await first.write(SCOPE, [fact("deploys run nightly")])
+    await first.write_pending(SCOPE, [fact("deploys freeze in december")])
+    assert ids(await second.retrieve(SCOPE, "deploys december", 5)) == [rid(1)]
+    assert await first.approve(SCOPE, rid(2), CURATOR) is not None
+    assert ids(await second.retrieve(SCOPE, "december freeze", 5)) == [rid(2)]
+
+
+async def test_an_approval_over_the_cap_evicts_the_least_used_from_the_others_warm_index(
+    schema: TempSchema,
+) -> None:
+    clock = Clock()
+    first, second = (
+        PostgresMemoryStore(schema.dsn, cap=2, clock=clock, application_name=unique_application_name())
+        for _ in range(2)
+    )
+    try:
+        await first.write(SCOPE, [fact("alpha deploy")])
+        clock.now += DAY
+        await first.write(SCOPE, [fact("beta deploy")])
+        await first.write_pending(SCOPE, [fact("gamma deploy")])
+        assert sorted(ids(await second.retrieve(SCOPE, "deploy", 5))) == [rid(1), rid(2)]
+        clock.now += DAY
+        assert await first.approve(SCOPE, rid(3), CURATOR) is not None
+        assert sorted(ids(await second.retrieve(SCOPE, "deploy", 5))) == [rid(2), rid(3)]
+        [(documents,)] = await schema_rows(
+            schema, "SELECT df FROM memory_term_df WHERE scope_key = %s AND term = ''", (SCOPE,)
+        )
+        assert documents == 2  # the active count eviction reads stays exact
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+async def test_an_edit_on_one_replica_replaces_the_record_in_the_others_warm_index(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock],
+) -> None:
+    first, second, _ = replicas
+    await first.write(SCOPE, [fact("deploys run nightly")])
+    assert ids(await second.retrieve(SCOPE, "deploys", 5)) == [rid(1)]
+    edited = await first.edit(SCOPE, rid(1), "deploys run on tuesdays", CURATOR)
+    assert edited is not None and edited.id == rid(2)
+    [found] = await second.retrieve(SCOPE, "deploys", 5)
+    assert (found.id, found.text) == (rid(2), "deploys run on tuesdays")
+
+
+async def test_a_merge_on_one_replica_leaves_only_the_survivor_in_the_others_warm_index(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock],
+) -> None:
+    first, second, _ = replicas
+    await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys happen every night")])
+    assert sorted(ids(await second.retrieve(SCOPE, "deploys", 5))) == [rid(1), rid(2)]
+    assert await first.merge(SCOPE, rid(1), [rid(2)], CURATOR) == 1
+    [survivor] = await second.retrieve(SCOPE, "deploys", 5)
+    assert survivor.id == rid(1) and survivor.use_count >= 2  # the duplicate's use folded in
+
+
+async def test_forgetting_an_edited_record_on_one_replica_empties_the_others_warm_index(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock],
+) -> None:
+    first, second, _ = replicas
+    await first.write(SCOPE, [fact("deploys run nightly")])
+    assert await first.edit(SCOPE, rid(1), "deploys run on tuesdays", CURATOR) is not None
+    assert ids(await second.retrieve(SCOPE, "deploys", 5)) == [rid(2)]
+    assert await first.forget(SCOPE, rid(2))
+    assert await second.retrieve(SCOPE, "deploys", 5) == []

@@ -17,6 +17,7 @@ from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
+from tests.memory.curation_contract import CurationContract
 from tests.memory.service_support import TOKEN
 from tests.memory.store_contract import DatesContract, ProvenanceContract, StoreContract, StoreFactory
 
@@ -92,6 +93,15 @@ class TestServiceProvenanceContract(ProvenanceContract):
 
 class TestServiceDatesContract(DatesContract):
     """`observedAt` on the wire both ways, and the service's store ranks by it."""
+
+    @pytest.fixture
+    def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
+        return make_service_store
+
+
+class TestServiceCurationContract(CurationContract):
+    """The review queue, edits, history, merges and the curation log through the service's curation
+    routes and the bot's HTTP client, over a SQLite store."""
 
     @pytest.fixture
     def make_store(self, make_service_store: StoreFactory) -> StoreFactory:

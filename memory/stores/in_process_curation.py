@@ -1,0 +1,316 @@
+"""The curating half of the in-process store: the review queue, edits with history, merges, and the
+curation log beside the rows. Every decision comes from memory/rules (engine, curation)."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+
+import structlog
+
+from memory.ranking.embedder import Embedder, Matrix
+from memory.rules.curation import (
+    SYSTEM_ACTOR,
+    ChainWalk,
+    approval_candidate,
+    approved_record,
+    edit_candidate,
+    edited_record,
+    entry,
+    history_of,
+    merge_duplicates,
+    merged_survivor,
+    names,
+    newest_first,
+    pending_record,
+    pending_to_expire,
+    plan_pending,
+    run_actor,
+    validate_actor,
+    validate_entry,
+    write_pool,
+)
+from memory.rules.engine import fold_into, plan_eviction, plan_write, prepare_batch
+from memory.rules.retention import Retention
+from memory.types import (
+    CurationEntry,
+    EraseReason,
+    MemoryCandidate,
+    MemoryRecord,
+    RecordVersion,
+    WriteResult,
+)
+
+log = structlog.get_logger("memory")
+
+Clock = Callable[[], float]
+
+
+class InMemoryCuration:
+    """`CuratingStore` over the in-process store's rows (its state is declared here, set by the store)."""
+
+    _cap: int | None
+    _clock: Clock
+    _retention: Retention
+    _embedder: Embedder | None
+    _vectors: dict[str, Matrix]
+    _erased: dict[str, EraseReason]
+    _scopes: dict[str, builtins.list[MemoryRecord]]
+    _seq: dict[str, int]
+    _curation: builtins.list[CurationEntry]
+    _lock: asyncio.Lock
+
+    async def write_pending(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+        candidates = prepare_batch(candidates)
+        if not candidates:
+            return WriteResult()
+        async with self._lock:
+            now = self._clock()
+            cutoff = self._retention.cutoff(scope_key, now)
+            if cutoff is not None:
+                self._erase_where(scope_key, lambda r: r.created_at < cutoff, "expired")
+            rows = self._scopes.setdefault(scope_key, [])
+            inserted = deduped = 0
+            for candidate in candidates:
+                plan = plan_pending(scope_key, candidate, write_pool(rows, candidate, pending=True))
+                if plan.action == "dedup":
+                    index = next(n for n, r in enumerate(rows) if r.id == plan.dedup_id)
+                    rows[index] = fold_into(rows[index], candidate, now)
+                    self._append(entry(rows[index], "folded", run_actor(candidate.source_run_id), now))
+                    deduped += 1
+                    continue
+                rows.append(pending_record(scope_key, self._next_seq(scope_key), candidate, now, plan))
+                inserted += 1
+            expired = self._expire_over_cap(scope_key, now)
+        return WriteResult(inserted=inserted, deduped=deduped, evicted=expired)
+
+    def _expire_over_cap(self, scope_key: str, now: float) -> int:
+        if self._cap is None:
+            return 0
+        doomed = set(pending_to_expire(self._live_rows(scope_key, "pending"), self._cap))
+        self._erase_where(scope_key, lambda r: r.id in doomed, "expired")
+        for record in self._scopes.get(scope_key, []):
+            if record.id in doomed:
+                self._append(entry(record, "expired", SYSTEM_ACTOR, now))
+        if doomed:
+            log.info("memory.pending_expired", scope_key=scope_key, expired=len(doomed))
+        return len(doomed)
+
+    async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
+        rows = self._unexpired_rows(scope_key, "pending")
+        return rows[::-1][: max(0, limit)]
+
+    async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
+        validate_actor(actor)
+        waiting = self._find(scope_key, record_id, "pending")
+        if waiting is None:
+            return None
+        vector = await self._embed(waiting.text)
+        async with self._lock:
+            record = self._find(scope_key, record_id, "pending")
+            if record is None:
+                return None
+            now = self._clock()
+            rows = self._scopes[scope_key]
+            walk = ChainWalk(record)
+            walk.add(rows)
+            candidate = approval_candidate(record, walk.target())
+            plan = plan_write(scope_key, candidate, write_pool(rows, candidate))
+            if plan.action == "dedup":
+                index = next(n for n, r in enumerate(rows) if r.id == plan.dedup_id)
+                rows[index] = survivor = fold_into(rows[index], candidate, now)
+                self._erase_where(scope_key, lambda r: r.id == record.id, "merged")
+                self._append(entry(record, "approved", actor, now, survivor.id))
+                self._append(entry(survivor, "folded", actor, now, record.id))
+                log.info(
+                    "memory.approve",
+                    scope_key=scope_key,
+                    id=record.id,
+                    active_id=survivor.id,
+                    superseded=None,
+                    evicted=0,
+                )
+                return survivor
+            approved = approved_record(record, plan, walk.versions(), now)
+            for index, row in enumerate(rows):
+                if row.id == record.id:
+                    rows[index] = approved
+                elif row.id == plan.supersede_id:
+                    rows[index] = replace(row, status="superseded")
+                    self._append(entry(row, "superseded", run_actor(record.source_run_id), now, record.id))
+            self._append(entry(approved, "approved", actor, now))
+            if vector is not None:
+                self._vectors[approved.id] = vector
+            evicted = self._evict(scope_key)
+        log.info(
+            "memory.approve",
+            scope_key=scope_key,
+            id=record_id,
+            active_id=record_id,
+            superseded=plan.supersede_id,
+            evicted=evicted,
+        )
+        return approved
+
+    async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
+        validate_actor(actor)
+        async with self._lock:
+            record = self._find(scope_key, record_id, "pending")
+            if record is None:
+                return False
+            self._erase_where(scope_key, lambda r: r.id == record_id, "rejected")
+            self._append(entry(record, "rejected", actor, self._clock()))
+        log.info("memory.reject", scope_key=scope_key, id=record_id)
+        return True
+
+    async def expire_pending(self, older_than: float, actor: str = SYSTEM_ACTOR) -> int:
+        validate_actor(actor)
+        total = 0
+        async with self._lock:
+            now = self._clock()
+            for scope_key in builtins.list(self._scopes):
+                doomed = [r for r in self._live_rows(scope_key, "pending") if r.created_at < older_than]
+                total += self._erase_where(scope_key, _among({r.id for r in doomed}), "expired")
+                for record in doomed:
+                    self._append(entry(record, "expired", actor, now))
+        if total:
+            log.info("memory.pending_expired", expired=total)
+        return total
+
+    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+        validate_actor(actor)
+        old = self._find(scope_key, record_id, "active", "pending")
+        if old is None:
+            return None
+        candidate = edit_candidate(old, text)
+        vector = await self._embed(candidate.text) if old.status == "active" else None
+        async with self._lock:
+            old = self._find(scope_key, record_id, "active", "pending")
+            if old is None:
+                return None
+            now = self._clock()
+            rows = self._scopes[scope_key]
+            new = edited_record(old, self._next_seq(scope_key), candidate, now)
+            rows[:] = [replace(r, status="superseded") if r.id == old.id else r for r in rows]
+            rows.append(new)
+            if vector is not None:
+                self._vectors[new.id] = vector
+            self._append(entry(old, "edited", actor, now, new.id))
+        log.info("memory.edit", scope_key=scope_key, id=record_id, new_id=new.id, status=new.status)
+        return new
+
+    async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
+        rows = self._scopes.get(scope_key, [])
+        start = next((r for r in rows if r.id == record_id), None)
+        if start is None:
+            return []
+        walk = ChainWalk(start)
+        walk.add(rows)
+        versions = walk.versions()
+        ids = {v.id for v in versions}
+        entries = [e for e in self._entries() if e.scope_key == scope_key and e.record_id in ids]
+        return history_of(versions, {v.id: self._erased.get(v.id) for v in versions}, entries)
+
+    async def record_curation(self, entry: CurationEntry) -> None:
+        self._append(validate_entry(entry))
+
+    async def curation_log(self, scope_key: str, record_id: str, limit: int) -> builtins.list[CurationEntry]:
+        found = [e for e in self._entries() if e.scope_key == scope_key and names(e, record_id)]
+        return newest_first(found, limit)
+
+    async def active_records(self, scope_key: str) -> builtins.list[MemoryRecord]:
+        return self._unexpired_rows(scope_key, "active")
+
+    async def merge(self, scope_key: str, survivor_id: str, duplicate_ids: Sequence[str], actor: str) -> int:
+        validate_actor(actor)
+        async with self._lock:
+            rows = self._scopes.get(scope_key, [])
+            survivor, duplicates = merge_duplicates(scope_key, survivor_id, duplicate_ids, rows)
+            if survivor is None or not duplicates:
+                return 0
+            now = self._clock()
+            folded = merged_survivor(survivor, duplicates)
+            rows[:] = [folded if r.id == survivor.id else r for r in rows]
+            doomed = {d.id for d in duplicates}
+            self._erase_where(scope_key, lambda r: r.id in doomed, "merged")
+            for duplicate in duplicates:
+                self._append(entry(duplicate, "merged", actor, now, survivor.id))
+        log.info("memory.merge", scope_key=scope_key, survivor=survivor_id, merged=len(duplicates))
+        return len(duplicates)
+
+    # -- shared with the store ------------------------------------------------------------------------
+
+    def _chain_ids(self, scope_key: str, record: MemoryRecord) -> set[str]:
+        walk = ChainWalk(record)
+        walk.add(self._scopes.get(scope_key, []))
+        return {v.id for v in walk.versions()}
+
+    def _append(self, item: CurationEntry) -> None:
+        """One entry, and the entries past the read audit's retention dropped (as the audit drops)."""
+        cutoff = self._retention.audit_cutoff(self._clock())
+        self._curation = [e for e in self._curation if e.at >= cutoff]
+        self._curation.append(item)
+
+    def _entries(self) -> builtins.list[CurationEntry]:
+        cutoff = self._retention.audit_cutoff(self._clock())
+        return [e for e in self._curation if e.at >= cutoff]
+
+    def _find(self, scope_key: str, record_id: str, *statuses: str) -> MemoryRecord | None:
+        return next(
+            (r for r in self._live_rows(scope_key, *statuses) if r.id == record_id),
+            None,
+        )
+
+    def _live_rows(self, scope_key: str, *statuses: str) -> builtins.list[MemoryRecord]:
+        return [
+            r for r in self._scopes.get(scope_key, []) if r.status in statuses and r.id not in self._erased
+        ]
+
+    def _unexpired_rows(self, scope_key: str, status: str) -> builtins.list[MemoryRecord]:
+        cutoff = self._retention.cutoff(scope_key, self._clock())
+        rows = self._live_rows(scope_key, status)
+        return rows if cutoff is None else [r for r in rows if r.created_at >= cutoff]
+
+    async def _embed(self, text: str) -> Matrix | None:
+        if self._embedder is None:
+            return None
+        vectors = await asyncio.to_thread(self._embedder.embed, [text])
+        vector: Matrix = vectors[0]
+        return vector
+
+    def _evict(self, scope_key: str, cap: int | None = None) -> int:
+        """Evict the least recently used active records over the cap (`cap` None: the store's)."""
+        cap = self._cap if cap is None else cap
+        if cap is None:
+            return 0
+        doomed = set(plan_eviction(self._scopes.get(scope_key, []), cap))
+        rows = self._scopes.get(scope_key, [])
+        rows[:] = [replace(r, status="evicted") if r.id in doomed else r for r in rows]
+        return len(doomed)
+
+    def _erase_where(
+        self, scope_key: str, doomed: Callable[[MemoryRecord], bool], reason: EraseReason
+    ) -> int:
+        """Scrub text and keywords of every not-yet-erased matching row; a live one is forgotten."""
+        rows = self._scopes.get(scope_key, [])
+        erased = 0
+        for index, row in enumerate(rows):
+            if row.id in self._erased or not doomed(row):
+                continue
+            status = "forgotten" if row.status in ("active", "pending") else row.status
+            rows[index] = replace(row, text="", keywords=(), status=status)
+            self._vectors.pop(row.id, None)  # the vector is derived from the text: it goes too
+            self._erased[row.id] = reason
+            erased += 1
+        return erased
+
+    def _next_seq(self, scope_key: str) -> int:
+        seq = self._seq.get(scope_key, 0) + 1
+        self._seq[scope_key] = seq
+        return seq
+
+
+def _among(record_ids: set[str]) -> Callable[[MemoryRecord], bool]:
+    return lambda record: record.id in record_ids

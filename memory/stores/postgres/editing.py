@@ -1,0 +1,140 @@
+"""People's changes to stored records on PostgreSQL: an edit (a new version superseding the old, in
+the same scope, with the same status) and consolidation's reads and merges. Each runs under the
+scope's lock and appends its curation entries in its own transaction; what an edit or a merge
+writes, memory/rules/curation.py decides."""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+from collections.abc import Callable, Sequence
+from typing import Final
+
+from psycopg_pool import AsyncConnectionPool
+
+from memory.ranking.embedder import Embedder
+from memory.ranking.vectors import to_blob
+from memory.rules.curation import edit_candidate, edited_record, entry, merge_duplicates, merged_survivor
+from memory.stores.postgres.curation import append_entries
+from memory.stores.postgres.erasure import ScrubList, erase_rows
+from memory.stores.postgres.rows import Connection, fetch_rows, one, own_seq
+from memory.stores.postgres.sql import _COLUMNS, _LOCK_SCOPE, _MAX_SEQ_OF_SCOPE, _SET_VECTOR
+from memory.stores.postgres.terms import uncount
+from memory.stores.postgres.writes import _insert
+from memory.types import MemoryRecord
+
+_SELECT_ONE_EDITABLE: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND seq = %s AND id = %s AND status IN ('active', 'pending')
+"""
+
+_SUPERSEDE_EDITED: Final = """
+    UPDATE memory_records SET status = 'superseded'
+    WHERE scope_key = %s AND seq = %s AND status IN ('active', 'pending') RETURNING stems
+"""
+
+_SELECT_ACTIVE_SINCE: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND status = 'active' AND created_at >= %s ORDER BY seq
+"""
+
+_SELECT_ACTIVE_FOR_MERGE: Final = f"""
+    SELECT {_COLUMNS} FROM memory_records
+    WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s) AND id = ANY(%s) ORDER BY seq FOR UPDATE
+"""
+
+_SET_MERGED_USAGE: Final = """
+    UPDATE memory_records SET use_count = %s, last_used_at = %s, observed_at = %s
+    WHERE scope_key = %s AND seq = %s
+"""
+
+Clock = Callable[[], float]
+LogCutoff = Callable[[float], float]
+
+
+async def edit(
+    pool: AsyncConnectionPool[Connection],
+    scope_key: str,
+    seq: int,
+    record_id: str,
+    text: str,
+    actor: str,
+    embedder: Embedder | None,
+    clock: Clock,
+    log_cutoff: LogCutoff,
+) -> MemoryRecord | None:
+    """The new version (`edited_record`: the text validated and redacted as any write is) inserted
+    with the old one's status (an active one counted and given its vector), the old one superseded;
+    None if the record was neither active nor pending."""
+    async with pool.connection() as conn:
+        found = await fetch_rows(conn, _SELECT_ONE_EDITABLE, (scope_key, seq, record_id))
+    if not found:
+        return None
+    candidate = await asyncio.to_thread(edit_candidate, found[0][1], text)
+    vector = None
+    if embedder is not None and found[0][1].status == "active":  # off the loop, before the lock
+        [vector] = await asyncio.to_thread(embedder.embed, [candidate.text])
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(_LOCK_SCOPE, (scope_key,))
+        found = await fetch_rows(conn, _SELECT_ONE_EDITABLE + " FOR UPDATE", (scope_key, seq, record_id))
+        if not found:
+            return None
+        old = found[0][1]
+        cursor = await conn.execute(_SUPERSEDE_EDITED, (scope_key, seq))
+        retired = await cursor.fetchall()
+        if old.status == "active":  # a pending one was never counted
+            await uncount(conn, scope_key, retired)
+        cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
+        new_seq = int(one(await cursor.fetchone())) + 1
+        now = clock()
+        new = edited_record(old, new_seq, candidate, now)
+        await _insert(conn, new_seq, new)
+        if vector is not None and embedder is not None and new.status == "active":
+            await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, new_seq))
+        await append_entries(conn, [entry(old, "edited", actor, now, new.id)], log_cutoff(now))
+    return new
+
+
+async def active_records(
+    pool: AsyncConnectionPool[Connection], scope_key: str, since: float
+) -> builtins.list[MemoryRecord]:
+    async with pool.connection() as conn:
+        rows = await fetch_rows(conn, _SELECT_ACTIVE_SINCE, (scope_key, since))
+    return [record for _, record in rows]
+
+
+async def merge(
+    pool: AsyncConnectionPool[Connection],
+    scrub: ScrubList,
+    scope_key: str,
+    survivor_id: str,
+    duplicate_ids: Sequence[str],
+    actor: str,
+    clock: Clock,
+    log_cutoff: LogCutoff,
+) -> int:
+    """One transaction under the scope's lock: the active duplicates' usage folded into the active
+    survivor (`merged_survivor`), their text erased (reason `merged`), each merge logged; how many."""
+    wanted = [survivor_id, *duplicate_ids]
+    seqs = [seq for seq in (own_seq(scope_key, i) for i in wanted) if seq is not None]
+    if not seqs:
+        return 0
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(_LOCK_SCOPE, (scope_key,))
+        rows = await fetch_rows(conn, _SELECT_ACTIVE_FOR_MERGE, (scope_key, seqs, wanted))
+        survivor, duplicates = merge_duplicates(scope_key, survivor_id, duplicate_ids, [r for _, r in rows])
+        if survivor is None or not duplicates:
+            return 0
+        seq_of = {record.id: row_seq for row_seq, record in rows}
+        folded = merged_survivor(survivor, duplicates)
+        await conn.execute(
+            _SET_MERGED_USAGE,
+            (folded.use_count, folded.last_used_at, folded.observed_at, scope_key, seq_of[survivor.id]),
+        )
+        now = clock()
+        doomed = [seq_of[d.id] for d in duplicates]
+        where = "scope_key = %s AND seq = ANY(%s)"
+        await erase_rows(conn, await scrub.of(conn), where, (scope_key, doomed), "merged", now)
+        entries = [entry(d, "merged", actor, now, survivor.id) for d in duplicates]
+        await append_entries(conn, entries, log_cutoff(now))
+    return len(duplicates)

@@ -1,0 +1,68 @@
+"""A scope's curation log: who approved, edited, rejected, merged or forgot which record, when. In the
+scope's own file, appended inside the transaction of the change it records; kept, like the read
+audit, for the audit's retention (older entries are dropped on the next append and never read)."""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Sequence
+from typing import Any, get_args
+
+from memory.stores.sqlite.sql import NO_CUTOFF, chunks, placeholders
+from memory.types import CurationAction, CurationEntry
+
+_COLUMNS = "record_id, scope_key, action, actor, at, related_id"
+_ACTIONS: dict[str, CurationAction] = {action: action for action in get_args(CurationAction)}
+
+
+def append(connection: sqlite3.Connection, entries: Sequence[CurationEntry], cutoff: float | None) -> None:
+    """Inside the caller's transaction: the entries, and those past the retention dropped."""
+    if not entries:
+        return
+    if cutoff is not None:
+        connection.execute("DELETE FROM curation_log WHERE at < ?", (cutoff,))
+    connection.executemany(
+        f"INSERT INTO curation_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+        [(e.record_id, e.scope_key, e.action, e.actor, e.at, e.related_id) for e in entries],
+    )
+
+
+def naming(
+    connection: sqlite3.Connection, record_id: str, limit: int, cutoff: float | None
+) -> builtins.list[CurationEntry]:
+    """Entries naming the record as their record or their related one, newest first."""
+    rows = connection.execute(
+        f"SELECT {_COLUMNS} FROM curation_log WHERE (record_id = ? OR related_id = ?) AND at >= ? "
+        "ORDER BY at DESC, entry_id DESC LIMIT ?",
+        (record_id, record_id, NO_CUTOFF if cutoff is None else cutoff, limit),
+    ).fetchall()
+    return [_entry(row) for row in rows]
+
+
+def of_records(
+    connection: sqlite3.Connection, record_ids: Sequence[str], cutoff: float | None
+) -> builtins.list[CurationEntry]:
+    """Entries whose record is one of these, oldest first."""
+    found: builtins.list[tuple[int, CurationEntry]] = []
+    for chunk in chunks(record_ids):
+        rows = connection.execute(
+            f"SELECT entry_id, {_COLUMNS} FROM curation_log "
+            f"WHERE record_id IN ({placeholders(len(chunk))}) AND at >= ?",
+            (*chunk, NO_CUTOFF if cutoff is None else cutoff),
+        ).fetchall()
+        found.extend((int(row[0]), _entry(row[1:])) for row in rows)
+    found.sort(key=lambda item: (item[1].at, item[0]))
+    return [item for _, item in found]
+
+
+def _entry(row: Sequence[Any]) -> CurationEntry:
+    record_id, scope_key, action, actor, at, related_id = row
+    return CurationEntry(
+        record_id=str(record_id),
+        scope_key=str(scope_key),
+        action=_ACTIONS[str(action)],
+        actor=str(actor),
+        at=float(at),
+        related_id=None if related_id is None else str(related_id),
+    )

@@ -1,0 +1,177 @@
+"""A scope's versions: the chain a record is in (walked by id and by `supersedes`), its history, the
+forget that erases every version, an edit that makes a new one, and a merge of duplicates.
+
+Which rows are one chain, what an edit or a merge writes: memory/rules/curation.py decides; this
+module reads the rows it asks for and persists what it decides, each action with its curation
+entries in one transaction.
+"""
+
+from __future__ import annotations
+
+import builtins
+import sqlite3
+from collections.abc import Sequence
+from typing import get_args
+
+from memory.ranking.embedder import Embedder
+from memory.rules.curation import (
+    ChainWalk,
+    edited_record,
+    entry,
+    history_of,
+    merge_duplicates,
+    merged_survivor,
+)
+from memory.stores.sqlite import curation_log
+from memory.stores.sqlite.erasure import erase_rows, scrub_files
+from memory.stores.sqlite.sql import (
+    COLUMN_COUNT,
+    COLUMNS,
+    chunks,
+    placeholders,
+    row_record,
+    stamp,
+    store_vector,
+    transaction,
+)
+from memory.stores.sqlite.writes import insert_record, supersede
+from memory.types import (
+    EraseReason,
+    MemoryCandidate,
+    MemoryRecord,
+    RecordVersion,
+)
+
+_REASONS: dict[str, EraseReason] = {reason: reason for reason in get_args(EraseReason)}
+
+
+def find(connection: sqlite3.Connection, record_id: str, *statuses: str) -> MemoryRecord | None:
+    """The not-erased row with this id in one of these statuses."""
+    row = connection.execute(
+        f"SELECT {COLUMNS} FROM records WHERE id = ? AND erased_at IS NULL "
+        f"AND status IN ({placeholders(len(statuses))})",
+        (record_id, *statuses),
+    ).fetchone()
+    return None if row is None else row_record(row)
+
+
+def walk(
+    connection: sqlite3.Connection, start: MemoryRecord
+) -> tuple[ChainWalk, dict[str, EraseReason | None]]:
+    """The start's chain gathered as the rules ask (by id and by superseded id), and why each row
+    met on the way was erased (None: it was not)."""
+    chain = ChainWalk(start)
+    erased: dict[str, EraseReason | None] = {start.id: _erased_reason(connection, start.id)}
+    while True:
+        ids, successors = chain.wanted()
+        if not ids and not successors:
+            return chain, erased
+        for column, values in (("id", ids), ("supersedes", successors)):
+            for chunk in chunks(values):
+                rows = connection.execute(
+                    f"SELECT {COLUMNS}, erased_reason FROM records "
+                    f"WHERE {column} IN ({placeholders(len(chunk))})",
+                    chunk,
+                ).fetchall()
+                chain.add(row_record(row[:COLUMN_COUNT]) for row in rows)
+                erased.update((str(row[0]), _REASONS.get(str(row[COLUMN_COUNT]))) for row in rows)
+
+
+def history(
+    connection: sqlite3.Connection, record_id: str, log_cutoff: float | None
+) -> builtins.list[RecordVersion]:
+    row = connection.execute(f"SELECT {COLUMNS} FROM records WHERE id = ?", (record_id,)).fetchone()
+    if row is None:
+        return []
+    chain, erased = walk(connection, row_record(row))
+    versions = chain.versions()
+    entries = curation_log.of_records(connection, [v.id for v in versions], log_cutoff)
+    return history_of(versions, {v.id: erased.get(v.id) for v in versions}, entries)
+
+
+def forget(connection: sqlite3.Connection, record_id: str, now: float) -> bool:
+    """Forgetting an active record erases every version of its chain: no older text stays behind."""
+    with transaction(connection):
+        record = find(connection, record_id, "active")
+        if record is None:
+            return False
+        chain, _ = walk(connection, record)
+        ids = [v.id for v in chain.versions()]
+        erase_rows(connection, f"id IN ({placeholders(len(ids))})", ids, "forgotten", now)
+    scrub_files(connection)
+    return True
+
+
+def edit(
+    connection: sqlite3.Connection,
+    record_id: str,
+    candidate: MemoryCandidate,
+    embedder: Embedder | None,
+    now: float,
+    actor: str,
+    log_cutoff: float | None,
+) -> MemoryRecord | None:
+    """The record's new version in one transaction (`edited_record`), the old one superseded."""
+    vector = None if embedder is None else embedder.embed([candidate.text])[0]  # before the write lock
+    with transaction(connection):
+        old = find(connection, record_id, "active", "pending")
+        if old is None:
+            return None
+        seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]) + 1
+        new = edited_record(old, seq, candidate, now)
+        if old.status == "active":
+            supersede(connection, old.id)
+        else:
+            retired = connection.execute(
+                "UPDATE records SET status = 'superseded' WHERE id = ? RETURNING seq", (old.id,)
+            ).fetchall()
+            stamp(connection, [int(r[0]) for r in retired])
+        insert_record(connection, seq, new)
+        if vector is not None and embedder is not None and new.status == "active":
+            store_vector(connection, seq, vector, embedder.name)
+        curation_log.append(connection, [entry(old, "edited", actor, now, new.id)], log_cutoff)
+    return new
+
+
+def merge(
+    connection: sqlite3.Connection,
+    scope_key: str,
+    survivor_id: str,
+    duplicate_ids: Sequence[str],
+    now: float,
+    actor: str,
+    log_cutoff: float | None,
+) -> int:
+    """The active duplicates folded into the active survivor (`merged_survivor`) and erased, in one
+    transaction; how many."""
+    wanted = [survivor_id, *duplicate_ids]
+    with transaction(connection):
+        rows = [
+            row_record(row)
+            for chunk in chunks(wanted)
+            for row in connection.execute(
+                f"SELECT {COLUMNS} FROM records WHERE status = 'active' AND erased_at IS NULL "
+                f"AND id IN ({placeholders(len(chunk))})",
+                chunk,
+            ).fetchall()
+        ]
+        survivor, duplicates = merge_duplicates(scope_key, survivor_id, duplicate_ids, rows)
+        if survivor is None or not duplicates:
+            return 0
+        folded = merged_survivor(survivor, duplicates)
+        kept = connection.execute(
+            "UPDATE records SET use_count = ?, last_used_at = ?, observed_at = ? WHERE id = ? RETURNING seq",
+            (folded.use_count, folded.last_used_at, folded.observed_at, survivor.id),
+        ).fetchall()
+        stamp(connection, [int(r[0]) for r in kept])
+        doomed = [d.id for d in duplicates]
+        erase_rows(connection, f"id IN ({placeholders(len(doomed))})", doomed, "merged", now)
+        entries = [entry(d, "merged", actor, now, survivor.id) for d in duplicates]
+        curation_log.append(connection, entries, log_cutoff)
+    scrub_files(connection)
+    return len(duplicates)
+
+
+def _erased_reason(connection: sqlite3.Connection, record_id: str) -> EraseReason | None:
+    row = connection.execute("SELECT erased_reason FROM records WHERE id = ?", (record_id,)).fetchone()
+    return None if row is None or row[0] is None else _REASONS.get(str(row[0]))
