@@ -172,8 +172,8 @@ async def approve(
 ) -> Approval | None:
     """One transaction under the scope's lock: the pending record planned as its write would be —
     folded into an active record of the same meaning (and erased, reason `merged`), or made active
-    and counted (its stems, its vector), superseding what it corrects, the
-    scope evicted over its cap. None when it is not pending."""
+    and counted (its stems, its vector), superseding what it corrects, the scope evicted over its cap
+    (`evict_over_cap`, as a write is). None when it is not pending."""
     vector = None
     if embedder is not None:  # off the loop, before the scope's lock is taken
         async with pool.connection() as conn:
