@@ -1,14 +1,13 @@
 """Record vectors as stores keep them, and the cosine arithmetic every store shares. Pure (numpy only).
 
 A vector is stored as float32 bytes (SQLite BLOB, PostgreSQL bytea) beside the name of the model that
-made it; a vector of another model counts as missing. A store holds a scope's vectors as one matrix
-(`ScopeVectors`), rebuilt when the scope's generation — bumped in every transaction that changes which
-vectors exist — moves on.
+made it; a vector of another model counts as missing. A store may hold a scope's vectors as one matrix
+(`ScopeVectors`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,9 +16,6 @@ import numpy.typing as npt
 from memory.ranking.embedder import Matrix
 from memory.ranking.fusion import closeness
 
-# The term_df row (SQLite) / memory_term_df row (PostgreSQL) that counts changes to a scope's vectors:
-# '#' is never part of a stem, so it cannot collide with one.
-GENERATION_TERM = "#vectors"
 # Records embedded per transaction by a store's `reindex`: small, so an interruption loses little.
 REINDEX_BATCH = 64
 # (scope_key, done, total) after each reindex batch: what `switchboard memory reindex` shows.
@@ -93,18 +89,3 @@ class ScopeVectors:
             dict(zip(seqs, plain.tolist(), strict=True)),
             dict(zip(seqs, centered.tolist(), strict=True)),
         )
-
-
-def semantic_candidates(
-    cosines: Mapping[int, float], threshold: float, exclude: Iterable[int], cap: int
-) -> list[int]:
-    """Seqs with no lexical match whose cosine reaches the threshold: the best `cap`, best first."""
-    skip = set(exclude)
-    chosen = [(score, seq) for seq, score in cosines.items() if score >= threshold and seq not in skip]
-    chosen.sort(key=lambda item: (-item[0], item[1]))
-    return [seq for _, seq in chosen[:cap]]
-
-
-def record_cosines(cosines: Mapping[int, float], ids_by_seq: Mapping[int, str]) -> dict[str, float]:
-    """The ranking's view: record id → cosine, for the candidates that have a vector."""
-    return {record_id: cosines[seq] for seq, record_id in ids_by_seq.items() if seq in cosines}

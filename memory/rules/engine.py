@@ -280,11 +280,19 @@ def mint_record(
     )
 
 
+def eviction_key(record: MemoryRecord) -> tuple[float, float]:
+    """The eviction order: least recently used (the last use, else the creation) first, then the older
+    creation; full ties in seq order. A store that orders in SQL (PostgreSQL's eviction index) states
+    this same key."""
+    return (record.last_used_at if record.last_used_at is not None else record.created_at, record.created_at)
+
+
 def plan_eviction(records: Iterable[MemoryRecord], cap: int) -> list[str]:
-    """Ids of the active records to evict so at most `cap` stay: least recently used first."""
+    """Ids of the active records to evict so at most `cap` stay: least recently used first
+    (`eviction_key`; `records` in seq order, so full ties go by seq)."""
     active = [r for r in records if r.status == "active"]
     excess = len(active) - cap
     if excess <= 0:
         return []
-    active.sort(key=lambda r: (r.last_used_at if r.last_used_at is not None else r.created_at, r.created_at))
+    active.sort(key=eviction_key)
     return [r.id for r in active[:excess]]

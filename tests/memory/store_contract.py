@@ -22,6 +22,7 @@ from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import SPEC, Feedback, Ranking, rank, stats_stems
 from memory.ranking.lexical import term_stats
 from memory.rules.retention import NO_RETENTION, Retention
+from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_TEXT_CHARS,
@@ -768,6 +769,31 @@ class CoreContract:
             expected = rank(active, query, 10, START, ranking, stats=stats)
             found = await store.retrieve(ORG, query, 10)
             assert ids(found) == [item.record.id for item in expected], query
+
+    @pytest.mark.parametrize("embedded", [False, True])
+    async def test_a_scope_past_the_candidate_pool_ranks_as_the_engine_over_every_record(
+        self, make_store: StoreFactory, embedded: bool
+    ) -> None:
+        # Four times the 50-candidate pool, nearly all matching each query: a store that ranks only a
+        # prefiltered pool of them (by its own text rank) would return other records than the engine.
+        clock = FakeClock()
+        embedder = ConceptEmbedder() if embedded else None
+        store = make_store(clock=clock, embedder=embedder)
+        engine = InMemoryMemoryStore(clock=clock, embedder=embedder)
+        words = ["deploy", "release", "billing", "cluster", "api", "lunch", "ship", "rollout", "notes"]
+        texts = [
+            " ".join(words[(n * k + k) % len(words)] for k in range(1, 2 + n % 4)) + f" item{n}"
+            for n in range(200)
+        ]
+        for start in range(0, len(texts), 50):
+            clock.advance(DAY)
+            for target in (store, engine):
+                await target.write(ORG, [fact(text) for text in texts[start : start + 50]])
+        for query in ("deploy the release", "billing cluster api", "ship notes", "lunch rollout deploy"):
+            clock.advance(3600)
+            expected = await engine.retrieve(ORG, query, 10)  # bumps usage there as the store does
+            assert len(expected) == 10
+            assert ids(await store.retrieve(ORG, query, 10)) == ids(expected), query
 
     # -- the semantic signal (issue 15): the store's embedder, fused with the lexical score ---------
 

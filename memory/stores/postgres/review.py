@@ -1,11 +1,12 @@
 """The review queue on PostgreSQL: pending records written, listed, approved, rejected and expired.
 
 A pending row is a row like any other but for its status: every read (`status = 'active'`), the
-active-only full-text and stem indexes, the document frequencies and the scope's vectors leave it out
-until `approve` flips it, counts its stems and moves the scope's vector generation — in one
-transaction, so every replica's next read sees it. Each action appends its curation entries in the
-transaction of the change it records. What folds, what expires over the cap and what an approval
-writes: memory/rules (curation, engine) decide; an approval is planned by `plan_write` as a write is.
+active-only full-text and stem indexes, the document frequencies and every replica's scope index
+(scope_cache.py) leave it out until `approve` flips it and counts its stems in one transaction: the
+flip is an UPDATE the change feed stamps (changes.py), so every replica's next read catches it up.
+Each action appends its curation entries in the transaction of the change it records. What folds,
+what expires over the cap and what an approval writes: memory/rules (curation, engine) decide; an
+approval is planned by `plan_write` as a write is.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Final
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
-from memory.ranking.vectors import GENERATION_TERM, to_blob
+from memory.ranking.vectors import to_blob
 from memory.rules.curation import (
     SYSTEM_ACTOR,
     approval_candidate,
@@ -30,7 +31,7 @@ from memory.rules.curation import (
     plan_pending,
     run_actor,
 )
-from memory.rules.engine import plan_eviction, plan_write
+from memory.rules.engine import plan_write
 from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.stores.postgres.curation import append_entries, walk
@@ -39,18 +40,14 @@ from memory.stores.postgres.rows import Connection, Row, fetch_rows, one, own_se
 from memory.stores.postgres.sql import (
     _ADD_TERMS,
     _COLUMNS,
-    _COUNT_ACTIVE,
-    _EVICT,
     _LOCK_SCOPE,
     _MAX_SEQ_OF_SCOPE,
-    _NEXT_GENERATION,
-    _SELECT_ACTIVE,
     _SELECT_ONE_ACTIVE,
     _SET_VECTOR,
     _SUPERSEDE,
 )
 from memory.stores.postgres.terms import uncount
-from memory.stores.postgres.writes import _fold, _insert, _write_pool
+from memory.stores.postgres.writes import _fold, _insert, _write_pool, evict_over_cap
 from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, WriteResult
 
 # A pending write folds a restatement into an active or a pending record alike.
@@ -175,8 +172,8 @@ async def approve(
 ) -> Approval | None:
     """One transaction under the scope's lock: the pending record planned as its write would be —
     folded into an active record of the same meaning (and erased, reason `merged`), or made active
-    and counted (its stems, its vector, a new vector generation), superseding what it corrects, the
-    scope evicted over its cap. None when it is not pending."""
+    and counted (its stems, its vector), superseding what it corrects, the scope evicted over its cap
+    (`evict_over_cap`, as a write is). None when it is not pending."""
     vector = None
     if embedder is not None:  # off the loop, before the scope's lock is taken
         async with pool.connection() as conn:
@@ -217,24 +214,9 @@ async def approve(
         await conn.execute(_ADD_TERMS, (scope_key, ["", *(one(await cursor.fetchone()) or ())]))
         if vector is not None and embedder is not None:
             await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
-        await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
         await append_entries(conn, entries, retention.audit_cutoff(now))
         evicted = await evict_over_cap(conn, scope_key, cap)
     return Approval(approved, folded=False, superseded=plan.supersede_id, evicted=evicted)
-
-
-async def evict_over_cap(conn: Connection, scope_key: str, cap: int) -> int:
-    """Inside the scope's transaction: the least recently used active records past the cap evicted
-    (`plan_eviction`), leaving the document frequencies; how many."""
-    cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
-    if int(one(await cursor.fetchone())) <= cap:
-        return 0
-    active = await fetch_rows(conn, _SELECT_ACTIVE, (scope_key,))
-    doomed = set(plan_eviction([record for _, record in active], cap))
-    doomed_seqs = [row_seq for row_seq, record in active if record.id in doomed]
-    cursor = await conn.execute(_EVICT, (scope_key, doomed_seqs))
-    await uncount(conn, scope_key, await cursor.fetchall())
-    return len(doomed_seqs)
 
 
 async def reject(

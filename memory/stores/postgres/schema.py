@@ -11,6 +11,7 @@ from psycopg import IsolationLevel
 from memory.ranking.lexical import stems_of
 from memory.rules.restate import meaning_key
 from memory.rules.visibility import legacy_origin
+from memory.stores.postgres.changes import make_trigger
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, one
 from memory.stores.postgres.sql import _LOCK_NAMESPACE
 
@@ -184,6 +185,7 @@ async def apply_schema(conn: Connection) -> None:
         await conn.execute(_LOCK_SCHEMA)
         for statement in _SCHEMA:
             await conn.execute(statement)
+        await make_trigger(conn)  # the change feed replicas' scope indexes follow (changes.py)
         await _migrate_origin(conn)
         await _migrate_observed(conn)
         await _migrate_norm(conn)

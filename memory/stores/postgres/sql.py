@@ -25,37 +25,16 @@ _SELECT_MATCHES: Final = f"""
     LIMIT %(n)s
 """
 
-_SELECT_STEM_MATCHES: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
-    WHERE scope_key = %(scope)s AND status = 'active' AND stems_tsv @@ %(q)s::tsquery
-    ORDER BY ts_rank(stems_tsv, %(q)s::tsquery, 1) DESC, seq DESC
-    LIMIT %(n)s
-"""
-
-_SELECT_TERM_DF: Final = "SELECT term, df FROM memory_term_df WHERE scope_key = %s AND term = ANY(%s)"
-
 # One row per stem of the record (and '' for the record itself): +1 on insert.
 _ADD_TERMS: Final = """
     INSERT INTO memory_term_df (scope_key, term, df) SELECT %s, term, 1 FROM unnest(%s::text[]) AS term
     ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
 """
 
-_NEXT_GENERATION: Final = """
-    INSERT INTO memory_term_df (scope_key, term, df) VALUES (%s, %s, 1)
-    ON CONFLICT (scope_key, term) DO UPDATE SET df = memory_term_df.df + 1
-"""
-
-_SELECT_VECTORS: Final = (
-    "SELECT seq, embedding FROM memory_records WHERE scope_key = %s AND status = 'active'"
-    " AND embedding_model = %s AND embedding IS NOT NULL"
-)
-
-_SELECT_BY_SEQS: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s)
-"""
-
+# Never into a row erased meanwhile (a vector made on use races the erase).
 _SET_VECTOR: Final = (
-    "UPDATE memory_records SET embedding = %s, embedding_model = %s WHERE scope_key = %s AND seq = %s"
+    "UPDATE memory_records SET embedding = %s, embedding_model = %s"
+    " WHERE scope_key = %s AND seq = %s AND erased_at IS NULL"
 )
 
 # Every scope still holding a record's text (not yet erased): reindex skips those with no active
@@ -95,15 +74,15 @@ _SELECT_ONE_ACTIVE: Final = f"""
     WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active'
 """
 
-_SELECT_ACTIVE: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'active' ORDER BY seq
-"""
 
 _LOCK_SCOPE: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, hashtext(%s))"
 
 _MAX_SEQ_OF_SCOPE: Final = "SELECT COALESCE(MAX(seq), 0) FROM memory_records WHERE scope_key = %s"
 
-_COUNT_ACTIVE: Final = "SELECT COUNT(*) FROM memory_records WHERE scope_key = %s AND status = 'active'"
+# The scope's active count as its document frequencies keep it (the term '' counts the active rows,
+# in the transaction of every change): one primary-key lookup, where a COUNT(*) reads every active
+# index entry — and, until a vacuum, every active row — of the scope.
+_COUNT_ACTIVE: Final = "SELECT COALESCE(MAX(df), 0) FROM memory_term_df WHERE scope_key = %s AND term = ''"
 
 # A restatement folded into its record (`fold_into`): used once more, and dated by its later telling.
 _BUMP_DEDUP: Final = (
@@ -124,9 +103,20 @@ _SUPERSEDE: Final = (
     " RETURNING stems"
 )
 
-_EVICT: Final = (
-    "UPDATE memory_records SET status = 'evicted' WHERE scope_key = %s AND seq = ANY(%s) RETURNING stems"
-)
+# The `%(n)s` first active rows in the eviction order (`memory.rules.engine.eviction_key`, full ties
+# by seq), read off the eviction index (changes.CHANGE_SCHEMA): never the whole active set.
+# The seqs are taken first, once, then each row is updated by primary key (the only index holding
+# seq): a plan that re-ran the ordered scan per row, or filtered the scope's rows by the seqs, would
+# read the whole scope. (No status test outside: the batch holds the scope's lock.)
+_EVICT_LEAST_USED: Final = """
+    UPDATE memory_records AS m SET status = 'evicted'
+    FROM unnest(ARRAY(
+        SELECT seq FROM memory_records WHERE scope_key = %(scope)s AND status = 'active'
+        ORDER BY COALESCE(last_used_at, created_at), created_at, seq LIMIT %(n)s
+    )) AS doomed (seq)
+    WHERE m.scope_key = %(scope)s AND m.seq = doomed.seq
+    RETURNING m.stems
+"""
 
 _INSERT: Final = """
     INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, keywords, tokens, source_thread_key,

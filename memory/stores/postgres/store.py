@@ -139,7 +139,8 @@ class PostgresMemoryStore(PostgresCuration):
         await self._pool.close()
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
-        """FTS prefilter by rank, the engine's ranking, one batched usage bump; `[]` if the server is lost."""
+        """The scope caught up and ranked whole (the spec ranking: its FTS prefilter by rank), one batched
+        usage bump; `[]` if the server is lost."""
         validate_scope_key(scope_key)
         found = await self._retrieve_scopes([scope_key], query, limit, scope_key=scope_key)
         return [item.record for item in found.get(scope_key, [])]

@@ -12,7 +12,6 @@ from psycopg_pool import AsyncConnectionPool
 from memory.ranking.embedder import Embedder
 from memory.ranking.lexical import record_stems
 from memory.ranking.vectors import (
-    GENERATION_TERM,
     Progress,
     to_blob,
 )
@@ -20,7 +19,6 @@ from memory.rules.curation import entry, run_actor
 from memory.rules.engine import (
     fold_into,
     mint_record,
-    plan_eviction,
     plan_write,
     record_id,
 )
@@ -35,12 +33,10 @@ from memory.stores.postgres.sql import (
     _BUMP_DEDUP,
     _COUNT_ACTIVE,
     _COUNT_UNVECTORED,
-    _EVICT,
+    _EVICT_LEAST_USED,
     _INSERT,
     _LOCK_SCOPE,
     _MAX_SEQ_OF_SCOPE,
-    _NEXT_GENERATION,
-    _SELECT_ACTIVE,
     _SELECT_ONE_ACTIVE,
     _SELECT_SAME_NORM,
     _SET_VECTOR,
@@ -99,7 +95,20 @@ async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
     )
     if record.status == "active":  # a pending record is counted when it is approved
         await conn.execute(_ADD_TERMS, (record.scope_key, ["", *stems]))
-        await conn.execute(_NEXT_GENERATION, (record.scope_key, GENERATION_TERM))
+
+
+async def evict_over_cap(conn: Connection, scope_key: str, cap: int) -> int:
+    """Inside the scope's transaction: the least recently used active records past the cap evicted
+    (in `plan_eviction`'s order, read off the eviction index: never the whole active set), and taken
+    out of the document frequencies; how many. The active count is the scope's term '' (`_COUNT_ACTIVE`)."""
+    cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
+    excess = int(one(await cursor.fetchone())) - cap
+    if excess <= 0:
+        return 0
+    cursor = await conn.execute(_EVICT_LEAST_USED, {"scope": scope_key, "n": excess})
+    retired = await cursor.fetchall()
+    await uncount(conn, scope_key, retired)
+    return len(retired)
 
 
 async def write_batch(
@@ -112,7 +121,8 @@ async def write_batch(
     retention: Retention,
     scrub: ScrubList,
 ) -> WriteResult:
-    """Plan, apply and evict the batch in one transaction holding the scope's advisory lock."""
+    """Plan, apply and evict (`evict_over_cap`) the batch in one transaction holding the scope's
+    advisory lock."""
     inserted = deduped = superseded = evicted = 0
     entries: builtins.list[CurationEntry] = []
     vectors = None
@@ -159,14 +169,7 @@ async def write_batch(
                 await conn.execute(_SET_VECTOR, (blob, embedder.name, scope_key, seq))
             inserted += 1
         await append_entries(conn, entries, retention.audit_cutoff(now))
-        cursor = await conn.execute(_COUNT_ACTIVE, (scope_key,))
-        if int(one(await cursor.fetchone())) > cap:
-            active = await fetch_rows(conn, _SELECT_ACTIVE, (scope_key,))
-            doomed = set(plan_eviction([record for _, record in active], cap))
-            doomed_seqs = [row_seq for row_seq, record in active if record.id in doomed]
-            cursor = await conn.execute(_EVICT, (scope_key, doomed_seqs))
-            await uncount(conn, scope_key, await cursor.fetchall())
-            evicted = len(doomed_seqs)
+        evicted = await evict_over_cap(conn, scope_key, cap)
     return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
 
 
@@ -189,7 +192,6 @@ async def reindex(
                 async with conn.transaction():
                     for (seq, _), vector in zip(rows, vectors, strict=True):
                         await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
-                    await conn.execute(_NEXT_GENERATION, (scope_key, GENERATION_TERM))
             cursor = await conn.execute(_COUNT_UNVECTORED, (scope_key, embedder.name))
             left = int(one(await cursor.fetchone()))
         done += len(rows)

@@ -1,9 +1,9 @@
 """The PostgreSQL store's CPU-heavy read steps run off the event loop.
 
-A retrieve over a large scope builds the scope's vector matrix, takes the cosines and ranks up to a
-whole scope's candidates with numpy: done on the loop's thread, each would stall every other request
-the process serves. The test watches (a profiler hook on every thread, nothing replaced) which thread
-runs each step of a real retrieve against the real server.
+A retrieve catches the scope's index up (a first read decodes the whole scope, vectors included),
+takes the cosines and scores the whole scope with numpy: done on the loop's thread, each would stall
+every other request the process serves. The test watches (a profiler hook on every thread, nothing
+replaced) which thread runs each step of a real retrieve against the real server.
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from tests.memory.postgres_support import TempSchema, temp_schema, unique_applic
 SCOPE = "org:acme"
 # (module file suffix, function name) of the steps that must not run on the loop's thread.
 HEAVY_STEPS = {
-    ("memory/ranking/fusion.py", "rank"),
-    ("memory/ranking/vectors.py", "build"),
-    ("memory/ranking/vectors.py", "cosines"),
+    ("memory/stores/postgres/scope_cache.py", "apply"),
+    ("memory/ranking/scope_index.py", "select"),
+    ("memory/ranking/fusion.py", "score_with_feedback"),
+    ("memory/ranking/fusion.py", "centered_cosines"),
 }
 
 
@@ -66,7 +67,7 @@ def watcher() -> Iterator[StepWatcher]:
         threading.setprofile(None)
 
 
-async def test_ranking_and_vector_matrices_run_off_the_event_loop(
+async def test_the_scope_index_load_cosines_and_scoring_run_off_the_event_loop(
     schema: TempSchema, watcher: StepWatcher
 ) -> None:
     store = PostgresMemoryStore(
@@ -85,6 +86,6 @@ async def test_ranking_and_vector_matrices_run_off_the_event_loop(
         await store.aclose()
     assert found, "the retrieve found nothing, so it never ranked"
     steps = {name for name, _ in watcher.seen}
-    assert steps == {"rank", "build", "cosines"}, f"not every heavy step ran: {sorted(steps)}"
+    assert steps == {name for _, name in HEAVY_STEPS}, f"not every heavy step ran: {sorted(steps)}"
     on_loop = sorted({name for name, thread in watcher.seen if thread == loop_thread})
     assert on_loop == [], f"ran on the event loop's thread: {on_loop}"

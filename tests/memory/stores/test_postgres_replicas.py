@@ -179,7 +179,7 @@ async def test_an_approval_is_served_by_every_replica_at_once(
     store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name("sbcurator"))
     try:
         await store.write_pending(scope, [FREEZE])
-        for one in replicas:
+        for one in replicas:  # each replica's index of the scope warm before the approval
             assert await seen_by(one, scope, record_id) == ([], [], [])
         assert await store.approve(scope, record_id, "user:slack:U1") is not None
         for one in replicas:  # no cache anywhere holds the old answer
@@ -195,6 +195,8 @@ async def test_a_rejection_leaves_no_replica_anything_and_no_text_in_the_row(
     store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name("sbcurator"))
     try:
         await store.write_pending(scope, [FREEZE])
+        for one in replicas:  # each replica's index of the scope warm before the rejection
+            assert await seen_by(one, scope, record_id) == ([], [], [])
         assert await store.reject(scope, record_id, "user:slack:U1") is True
         for one in replicas:
             assert await seen_by(one, scope, record_id) == ([], [], [])

@@ -17,6 +17,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from config.settings import load_settings
+from memory.rules.engine import plan_eviction
 from memory.stores.build import MemoryConfigError, build_memory_store
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.postgres import sql as postgres_store
@@ -463,6 +464,8 @@ INDEXES = {
     "memory_records_stems",
     "memory_records_run",
     "memory_records_created",
+    "memory_records_changed",
+    "memory_records_eviction",
     "memory_records_supersedes",
     "memory_records_pending",
 }
@@ -487,7 +490,8 @@ async def test_opening_an_old_database_adds_the_missing_indexes_and_keeps_the_ro
         schema,
         "DROP INDEX memory_records_status_norm, memory_records_active_seq,"
         " memory_records_active_used, memory_records_fts, memory_records_stems, memory_records_run,"
-        " memory_records_created, memory_records_supersedes, memory_records_pending",
+        " memory_records_created, memory_records_changed, memory_records_eviction,"
+        " memory_records_supersedes, memory_records_pending",
     )
     assert await index_names(schema) == {"memory_records_pkey"}
     again = await PostgresMemoryStore.connect(schema.dsn, clock=clock)
@@ -607,8 +611,8 @@ async def test_a_write_under_the_cap_makes_targeted_index_lookups_never_a_scan_o
 
     reads = [(sql, params) for sql, params in statements if sql.lstrip().startswith(("SELECT", "UPDATE"))]
     sql_run = [" ".join(sql.split()) for sql, _ in reads]
-    # The eviction fetch reads every active row of the scope: over the cap only.
-    assert " ".join(postgres_store._SELECT_ACTIVE.split()) not in sql_run
+    # The eviction runs over the cap only.
+    assert " ".join(postgres_store._EVICT_LEAST_USED.split()) not in sql_run
     lookups = [sql for sql in sql_run if sql.startswith("SELECT seq,")]
     assert len(lookups) == len(batch)  # one targeted lookup per candidate
     for sql, params in reads:
@@ -629,6 +633,72 @@ async def test_a_write_under_the_cap_makes_targeted_index_lookups_never_a_scan_o
                 continue  # one counts row per stem of the retired record, by primary key
             touched = node["Actual Rows"] + node.get("Rows Removed by Filter", 0)
             assert touched <= 2, (sql, node["Node Type"], touched)
+
+
+async def test_a_write_over_the_cap_evicts_what_plan_eviction_picks_reading_only_the_excess(
+    schema: TempSchema, clock: Clock
+) -> None:
+    connection_class, statements = recording_connection()
+    store = await PostgresMemoryStore.connect(
+        schema.dsn, cap=120, clock=clock, connection_class=connection_class
+    )
+    try:
+        for start in range(0, 120, 40):  # each batch's records share their creation time: full ties
+            clock.now += 10
+            await store.write(SCOPE, [fact(f"note {n} about topic{n % 9}") for n in range(start, start + 40)])
+        clock.now += 10
+        await store.retrieve(SCOPE, "topic0 topic4", 8)  # some of the oldest are used now: they stay
+        rows = await run_sql(
+            schema,
+            "SELECT id, created_at, last_used_at FROM memory_records WHERE status = 'active' ORDER BY seq",
+        )
+        active = [
+            MemoryRecord(
+                id=str(record_id),
+                scope_key=SCOPE,
+                kind="fact",
+                text="",
+                source_thread_key="",
+                created_at=float(created_at),
+                last_used_at=None if last_used_at is None else float(last_used_at),
+            )
+            for record_id, created_at, last_used_at in rows
+        ]
+        expected = plan_eviction([*active, *(fact_record(n) for n in range(6))], 120)
+        # A crowd in another scope, analyzed: a plan that reads past the excess shows in the rows.
+        await run_sql(
+            schema,
+            "INSERT INTO memory_records (scope_key, seq, id, kind, text, norm, source_thread_key, created_at)"
+            " SELECT 'org:other', n, 'mem:org:other:' || n, 'fact', 'other ' || n, 'other ' || n, 't', 0"
+            " FROM generate_series(1, 20000) AS n",
+        )
+        await run_sql(schema, "ANALYZE memory_records")
+        statements.clear()
+        batch = [fact(f"fresh note {n}") for n in range(6)]
+        assert await store.write(SCOPE, batch) == WriteResult(inserted=6, evicted=6)
+    finally:
+        await store.aclose()
+
+    evicted = await run_sql(schema, "SELECT id FROM memory_records WHERE status = 'evicted' ORDER BY seq")
+    assert sorted(str(row[0]) for row in evicted) == sorted(expected)
+    [(sql, params)] = [(q, p) for q, p in statements if "'evicted'" in q]
+    nodes = await explain_analyze(schema, sql, params)
+    scans = [n for n in nodes if "Relation Name" in n and n["Node Type"] != "ModifyTable"]
+    ordered = [n for n in scans if n.get("Index Name") == "memory_records_eviction"]
+    assert ordered and all(n["Actual Rows"] == 6 for n in ordered)  # the excess, never the scope
+    assert all(n["Actual Rows"] + n.get("Rows Removed by Filter", 0) <= 6 for n in scans)
+
+
+def fact_record(n: int) -> MemoryRecord:
+    """A record the batch below will insert: created now, so never among the least recently used."""
+    return MemoryRecord(
+        id=f"mem:{SCOPE}:new{n}",
+        scope_key=SCOPE,
+        kind="fact",
+        text="",
+        source_thread_key="",
+        created_at=NOW * 2,
+    )
 
 
 # --- atomicity and concurrency --------------------------------------------------------------------

@@ -1,0 +1,161 @@
+"""This replica's scope indexes (`memory.ranking.scope_index.ScopeIndex`), kept in step with the
+database by the change feed (memory/stores/postgres/changes.py): a retrieve catches its scopes up in one
+round trip — no row when nothing changed — and scores each whole scope in process, so its cost hardly
+grows with the scope and it ranks exactly as the in-process and SQLite stores do.
+
+Only active rows are ever indexed: a row of any other status (superseded, forgotten, evicted, pending)
+leaves its scope's index the moment a catch-up reads it. A scope's entry is touched only under its
+lock (`locked`), from the catch-up's read to the usage bump read back after the ranking.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import contextlib
+import threading
+import zlib
+from collections import OrderedDict
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+from psycopg.rows import TupleRow
+
+from memory.ranking.lexical import record_stems
+from memory.ranking.scope_index import ScopeIndex
+from memory.ranking.vectors import from_blob
+from memory.stores.postgres.changes import Changes, Since
+from memory.stores.postgres.rows import row_record
+from memory.types import MemoryRecord
+
+# Scopes whose index a replica keeps (least recently read dropped first), as the SQLite store keeps
+# its open scopes; and the lock stripes every scope key hashes to.
+SCOPES_KEPT: Final = 64
+_STRIPES: Final = 64
+# A scope's transactions read whole since its xmin: past this many, forgotten (only costs re-reads).
+_SEEN_KEPT: Final = 1024
+# The record's columns (`_COLUMNS`), then stems, embedding, embedding_model, changed_xid.
+_RECORD_COLUMNS: Final = 17
+
+
+@dataclass(slots=True)
+class SyncedScope:
+    """A scope's index, as of a snapshot whose xmin is `xmin`, and the transactions since then whose
+    rows it holds already (`seen`)."""
+
+    index: ScopeIndex
+    xmin: int
+    seen: set[int] = field(default_factory=set)
+
+
+class ScopeIndexes:
+    """The scope indexes of one store (one replica), least recently read dropped past `capacity`."""
+
+    def __init__(self, embedder_name: str | None, capacity: int = SCOPES_KEPT) -> None:
+        self._model = embedder_name
+        self._capacity = capacity
+        self._scopes: OrderedDict[str, SyncedScope] = OrderedDict()
+        # The table itself is touched from the loop and from worker threads ranking other scopes.
+        self._table = threading.Lock()
+        self._locks = [asyncio.Lock() for _ in range(_STRIPES)]
+        # The same stripes for the worker threads: a reader cancelled while its thread still ranks
+        # releases its asyncio lock, and the next reader's thread must not touch the index meanwhile.
+        self._thread_locks = [threading.Lock() for _ in range(_STRIPES)]
+
+    def __contains__(self, scope_key: object) -> bool:
+        with self._table:
+            return scope_key in self._scopes
+
+    def _get(self, scope_key: str) -> SyncedScope | None:
+        with self._table:
+            return self._scopes.get(scope_key)
+
+    @contextlib.asynccontextmanager
+    async def locked(self, scope_keys: Iterable[str]) -> AsyncIterator[None]:
+        """The scopes' locks, taken in one order (no two readers deadlock) and released together."""
+        async with contextlib.AsyncExitStack() as stack:
+            for stripe in _stripes(scope_keys):
+                await stack.enter_async_context(self._locks[stripe])
+            yield
+
+    @contextlib.contextmanager
+    def held(self, scope_keys: Iterable[str]) -> Iterator[None]:
+        """The scopes' thread locks, around every change to their indexes and every ranking of them."""
+        with contextlib.ExitStack() as stack:
+            for stripe in _stripes(scope_keys):
+                stack.enter_context(self._thread_locks[stripe])
+            yield
+
+    def since(self, scope_key: str) -> Since | None:
+        """Where the scope's index stands (None: no index kept). The caller holds the scope's lock."""
+        synced = self._get(scope_key)
+        return None if synced is None else (synced.xmin, frozenset(synced.seen))
+
+    def apply(self, scope_key: str, changes: Changes) -> ScopeIndex:
+        """The scope's index with the changes applied (on a worker thread: a full load decodes the
+        whole scope). The caller holds the scope's lock."""
+        synced = self._get(scope_key)
+        try:
+            if synced is None or changes.full:
+                synced = SyncedScope(ScopeIndex(), changes.xmin)
+                self._put(synced.index, changes.rows)
+            else:
+                seen = self._put(synced.index, changes.rows)
+                synced.seen = {xid for xid in synced.seen | seen if xid >= changes.xmin}
+                if len(synced.seen) > _SEEN_KEPT:
+                    synced.seen.clear()
+                synced.xmin = changes.xmin
+        except BaseException:
+            self.drop(scope_key)  # half applied: read afresh next time
+            raise
+        with self._table:
+            self._scopes[scope_key] = synced
+            self._scopes.move_to_end(scope_key)
+            while len(self._scopes) > self._capacity:
+                self._scopes.popitem(last=False)
+        return synced.index
+
+    def read_back(self, scope_key: str, rows: Sequence[TupleRow]) -> None:
+        """Rows this replica's own transaction just changed, as it returned them: applied, and that
+        transaction counted as read (it changed only these rows of the scope)."""
+        with self.held([scope_key]):
+            synced = self._get(scope_key)
+            if synced is None:
+                return
+            seen = self._put(synced.index, rows)
+            synced.seen |= {xid for xid in seen if xid >= synced.xmin}
+
+    def drop(self, scope_key: str) -> None:
+        with self._table:
+            self._scopes.pop(scope_key, None)
+
+    def _put(self, index: ScopeIndex, rows: Sequence[TupleRow]) -> builtins.set[int]:
+        """Each row into the index (an active one (re)indexed, any other removed), in seq order as a
+        full load leaves them; the transactions that wrote them."""
+        xids: builtins.set[int] = set()
+        for row in sorted(rows, key=lambda found: int(found[0])):
+            seq, record = row_record(row[:_RECORD_COLUMNS])
+            stems, embedding, model, changed_xid = row[_RECORD_COLUMNS:]
+            if changed_xid is not None:
+                xids.add(int(changed_xid))
+            if record.status != "active":
+                index.remove(seq)
+                continue
+            has_vector = embedding is not None and model is not None and model == self._model
+            held = index.record(seq)
+            if held is not None and index.has_vector(seq) == has_vector and _same_but_usage(held, record):
+                index.set_record(seq, record)  # a usage bump: no slot moves, nothing to re-add
+                continue
+            vector = from_blob(bytes(embedding)) if has_vector else None
+            index.add(seq, record, frozenset(stems) if stems is not None else record_stems(record), vector)
+        return xids
+
+
+def _same_but_usage(held: MemoryRecord, record: MemoryRecord) -> bool:
+    """The same record as the index holds but for its usage counts (same text: the same vector)."""
+    return replace(held, last_used_at=record.last_used_at, use_count=record.use_count) == record
+
+
+def _stripes(scope_keys: Iterable[str]) -> builtins.list[int]:
+    return sorted({zlib.crc32(key.encode()) % _STRIPES for key in scope_keys})
