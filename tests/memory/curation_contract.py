@@ -184,6 +184,18 @@ class ReviewContract:
         assert approved is not None and approved.last_used_at == START + 7 * DAY + 60
         assert ids(await store.list(ORG, 10)) == [rid(ORG, 3), rid(ORG, 1)]
 
+    async def test_a_calls_cap_bounds_the_queue_and_the_approvals_eviction(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = curating(make_store)
+        await store.write(ORG, [fact("the bot runs on fridays")])
+        texts = ("deploys go through make ship", "rollbacks take a ticket", "oncall rotates weekly")
+        result = await store.write_pending(ORG, [fact(t) for t in texts], cap=2)
+        assert result.evicted == 1
+        assert await pending_ids(store) == [rid(ORG, 4), rid(ORG, 3)]
+        await store.approve(ORG, rid(ORG, 4), ADMIN, cap=1)
+        assert ids(await store.active_records(ORG)) == [rid(ORG, 4)]
+
     async def test_pending_records_do_not_count_against_the_active_cap(
         self, make_store: StoreFactory
     ) -> None:

@@ -14,7 +14,7 @@ import structlog
 
 from memory.ranking.embedder import Embedder
 from memory.rules.curation import SYSTEM_ACTOR, log_limit, validate_actor, validate_entry
-from memory.rules.engine import prepare_batch
+from memory.rules.engine import prepare_batch, validate_cap
 from memory.rules.retention import Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.postgres import curation, editing, review
@@ -44,15 +44,18 @@ class PostgresCuration:
         """The curation log keeps its entries as long as the read audit keeps its rows."""
         return self._retention.audit_cutoff(now)
 
-    async def write_pending(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write_pending(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         validate_scope_key(scope_key)
+        batch_cap = self._cap if cap is None else validate_cap(cap)
         batch = await asyncio.to_thread(prepare_batch, candidates)
         if not batch:
             return WriteResult()
         pool = await self._pool.ready()
         try:
             result = await review.write_pending(
-                pool, scope_key, batch, self._cap, self._clock, self._retention, self._scrub
+                pool, scope_key, batch, batch_cap, self._clock, self._retention, self._scrub
             )
         except psycopg.Error as error:
             raise failure("write_pending", scope_key, error) from error
@@ -71,9 +74,12 @@ class PostgresCuration:
         except psycopg.Error as error:
             raise failure("pending", scope_key, error) from error
 
-    async def approve(self, scope_key: str, record_id: str, actor: str) -> MemoryRecord | None:
+    async def approve(
+        self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
+    ) -> MemoryRecord | None:
         validate_scope_key(scope_key)
         validate_actor(actor)
+        batch_cap = self._cap if cap is None else validate_cap(cap)
         seq = own_seq(scope_key, record_id)
         if seq is None:
             return None
@@ -85,7 +91,7 @@ class PostgresCuration:
                 seq,
                 record_id,
                 actor,
-                self._cap,
+                batch_cap,
                 self._embedder,
                 self._clock,
                 self._retention,
@@ -148,7 +154,16 @@ class PostgresCuration:
         pool = await self._pool.ready()
         try:
             edited = await editing.edit(
-                pool, scope_key, seq, record_id, text, actor, self._embedder, self._clock, self._log_cutoff
+                pool,
+                scope_key,
+                seq,
+                record_id,
+                text,
+                actor,
+                self._embedder,
+                self._clock,
+                self._log_cutoff,
+                self._scrub,
             )
         except psycopg.Error as error:
             raise failure("edit", scope_key, error) from error

@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 from memory.ranking.embedder import Embedder
 from memory.ranking.vectors import to_blob
 from memory.rules.curation import edit_candidate, edited_record, entry, merge_duplicates, merged_survivor
-from memory.stores.postgres.curation import append_entries
+from memory.stores.postgres.curation import append_entries, walk
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import Connection, fetch_rows, one, own_seq
 from memory.stores.postgres.sql import _COLUMNS, _LOCK_SCOPE, _MAX_SEQ_OF_SCOPE, _SET_VECTOR
@@ -62,6 +62,7 @@ async def edit(
     embedder: Embedder | None,
     clock: Clock,
     log_cutoff: LogCutoff,
+    scrub: ScrubList,
 ) -> MemoryRecord | None:
     """The new version (`edited_record`: the text validated and redacted as any write is) inserted
     with the old one's status (an active one counted and given its vector), the old one superseded;
@@ -82,11 +83,14 @@ async def edit(
         old = found[0][1]
         cursor = await conn.execute(_SUPERSEDE_EDITED, (scope_key, seq))
         retired = await cursor.fetchall()
+        now = clock()
         if old.status == "active":  # a pending one was never counted
             await uncount(conn, scope_key, retired)
+        else:  # never approved: its words go, the new version waits instead
+            where = "scope_key = %s AND seq = %s"
+            await erase_rows(conn, await scrub.of(conn), where, (scope_key, seq), "edited", now)
         cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
         new_seq = int(one(await cursor.fetchone())) + 1
-        now = clock()
         new = edited_record(old, new_seq, candidate, now)
         await _insert(conn, new_seq, new)
         if vector is not None and embedder is not None and new.status == "active":
@@ -132,7 +136,9 @@ async def merge(
             (folded.use_count, folded.last_used_at, folded.observed_at, scope_key, seq_of[survivor.id]),
         )
         now = clock()
-        doomed = [seq_of[d.id] for d in duplicates]
+        # Each duplicate's older versions go with it: forgetting the survivor could not reach them.
+        chains = [(await walk(conn, d, {})).versions() for d in duplicates]
+        doomed = sorted({s for c in chains for v in c if (s := own_seq(scope_key, v.id)) is not None})
         where = "scope_key = %s AND seq = ANY(%s)"
         await erase_rows(conn, await scrub.of(conn), where, (scope_key, doomed), "merged", now)
         entries = [entry(d, "merged", actor, now, survivor.id) for d in duplicates]
