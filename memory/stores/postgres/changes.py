@@ -73,11 +73,14 @@ _SELECT_CHANGED: Final = f"""
     ) AS m ON true
 """
 
-# The usage bump (`sql._BUMP_USAGE`), its rows read back as it leaves them (status included: a row
-# another replica retired meanwhile leaves the index).
-BUMP_READ_BACK: Final = f"""
-    UPDATE memory_records SET last_used_at = %s, use_count = use_count + 1
-    WHERE scope_key = %s AND seq = ANY(%s) RETURNING {_INDEX_COLUMNS}
+# A scope's held-back usage bumps (memory/stores/usage_bumps.py) in one statement, by primary key; the
+# later of two uses wins (another replica's may be newer). The rows come back as the bump left them.
+WRITE_BUMPS: Final = f"""
+    UPDATE memory_records AS m
+    SET last_used_at = GREATEST(m.last_used_at, b.used_at), use_count = m.use_count + b.uses
+    FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS b (seq, uses, used_at)
+    WHERE m.scope_key = %s AND m.seq = b.seq AND m.status = 'active'
+    RETURNING {", ".join(f"m.{c.strip()}" for c in _INDEX_COLUMNS.split(","))}
 """
 
 PAGE_ROWS: Final = 1000

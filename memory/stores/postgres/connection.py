@@ -51,6 +51,11 @@ def describe(params: dict[str, str]) -> str:
     return f"{host}:{port}/{params.get('dbname') or params.get('user') or '?'}"
 
 
+def autovacuum_on(setting: str) -> bool:
+    """`SHOW autovacuum`'s answer read as PostgreSQL reads a boolean setting."""
+    return setting.strip().lower() in {"on", "true", "yes", "1"}
+
+
 def first_line(error: BaseException) -> str:
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
@@ -163,6 +168,7 @@ class ServerPool:
             raise self._unusable("cannot connect to", error) from None
         try:
             await apply_schema(conn)
+            await self._warn_without_statistics(conn)
         except psycopg.Error as error:
             raise self._unusable("cannot prepare the memory schema in", error) from None
         finally:
@@ -190,6 +196,19 @@ class ServerPool:
             await pool.close()
             raise self._unusable("cannot connect to", error) from None
         return pool
+
+    async def _warn_without_statistics(self, conn: Connection) -> None:
+        """The planner reads the dedup lookup and the catch-up off the right index only with statistics,
+        which autovacuum keeps: without it a write at 10,000 records per scope scans the whole scope."""
+        cursor = await conn.execute("SHOW autovacuum")
+        row = await cursor.fetchone()
+        if row is not None and not autovacuum_on(str(row[0])):
+            log.warning(
+                "memory.store.autovacuum_off",
+                store="postgres",
+                where=self.where,
+                message="autovacuum is off on this server: run ANALYZE after bulk loads, or writes slow down",
+            )
 
     async def _check_connection(self, conn: Connection) -> None:
         """The pool's check before handing a connection out; one dead connection means the server

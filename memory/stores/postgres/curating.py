@@ -11,6 +11,7 @@ from collections.abc import Callable, Sequence
 
 import psycopg
 import structlog
+from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
 from memory.rules.curation import SYSTEM_ACTOR, log_limit, validate_actor, validate_entry
@@ -20,7 +21,8 @@ from memory.rules.scope import validate_scope_key
 from memory.stores.postgres import curation, editing, review
 from memory.stores.postgres.connection import ServerPool, failure
 from memory.stores.postgres.erasure import ScrubList
-from memory.stores.postgres.rows import NO_CUTOFF, own_seq
+from memory.stores.postgres.retrieve import Retriever
+from memory.stores.postgres.rows import NO_CUTOFF, Connection, own_seq
 from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, RecordVersion, WriteResult
 
 log = structlog.get_logger("memory")
@@ -35,6 +37,16 @@ class PostgresCuration:
     _embedder: Embedder | None
     _retention: Retention
     _scrub: ScrubList
+    _retriever: Retriever
+
+    async def _settled(self) -> AsyncConnectionPool[Connection]:
+        """The ready pool, this replica's held-back usage bumps written first: every operation but a
+        retrieve sees them in the database (no round trip when none is pending)."""
+        pool = await self._pool.ready()
+        pending = self._retriever.indexes.bumps.unwritten_scopes()
+        if pending:
+            await self._retriever.write_bumps(self._pool, pending)
+        return pool
 
     def _since(self, scope_key: str) -> float:
         cutoff = self._retention.cutoff(scope_key, self._clock())
@@ -52,7 +64,7 @@ class PostgresCuration:
         batch = await asyncio.to_thread(prepare_batch, candidates)
         if not batch:
             return WriteResult()
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             result = await review.write_pending(
                 pool, scope_key, batch, batch_cap, self._clock, self._retention, self._scrub
@@ -68,7 +80,7 @@ class PostgresCuration:
         limit = log_limit(limit)
         if limit == 0:
             return []
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             return await review.pending_records(pool, scope_key, limit, self._since(scope_key))
         except psycopg.Error as error:
@@ -83,7 +95,7 @@ class PostgresCuration:
         seq = own_seq(scope_key, record_id)
         if seq is None:
             return None
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             approval = await review.approve(
                 pool,
@@ -119,7 +131,7 @@ class PostgresCuration:
         if seq is None:
             return False
         now = self._clock()
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             rejected = await review.reject(
                 pool, self._scrub, scope_key, seq, record_id, actor, now, self._log_cutoff(now)
@@ -134,7 +146,7 @@ class PostgresCuration:
         """Every scope in one transaction."""
         validate_actor(actor)
         now = self._clock()
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             expired = await review.expire_pending(
                 pool, self._scrub, float(older_than), actor, now, self._log_cutoff(now)
@@ -151,7 +163,7 @@ class PostgresCuration:
         seq = own_seq(scope_key, record_id)
         if seq is None:
             return None
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             edited = await editing.edit(
                 pool,
@@ -183,7 +195,7 @@ class PostgresCuration:
         seq = own_seq(scope_key, record_id)
         if seq is None:
             return []
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             async with pool.connection() as conn:
                 since = self._log_cutoff(self._clock())
@@ -193,7 +205,7 @@ class PostgresCuration:
 
     async def record_curation(self, entry: CurationEntry) -> None:
         validate_entry(entry)
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             async with pool.connection() as conn, conn.transaction():
                 await curation.append_entries(conn, [entry], self._log_cutoff(self._clock()))
@@ -205,7 +217,7 @@ class PostgresCuration:
         limit = log_limit(limit)
         if limit == 0:
             return []
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             async with pool.connection() as conn:
                 since = self._log_cutoff(self._clock())
@@ -215,7 +227,7 @@ class PostgresCuration:
 
     async def active_records(self, scope_key: str) -> builtins.list[MemoryRecord]:
         validate_scope_key(scope_key)
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             return await editing.active_records(pool, scope_key, self._since(scope_key))
         except psycopg.Error as error:
@@ -225,7 +237,7 @@ class PostgresCuration:
         validate_scope_key(scope_key)
         validate_actor(actor)
         duplicates = builtins.list(dict.fromkeys(duplicate_ids))
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             merged = await editing.merge(
                 pool, self._scrub, scope_key, survivor_id, duplicates, actor, self._clock, self._log_cutoff

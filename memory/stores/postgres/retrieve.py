@@ -1,9 +1,11 @@
-"""A read of one or more scopes on one connection, every scope's usage bump in ONE transaction.
+"""A read of one or more scopes on one connection; its usage bumps held back and written in batches.
 
 The stemmed rankings read this replica's scope indexes (memory/stores/postgres/scope_cache.py): each
 scope caught up with the database in one round trip for all of them, then scored whole in process with
-the ranking every store shares. The seed's `spec` ranking reads the FTS prefilter by rank and scores
-its candidates with the spec scorer.
+the ranking every store shares. Their usage bumps are laid over the indexes at once and written later,
+every pending scope's in ONE transaction (`write_bumps`), as the SQLite store writes its own. The seed's
+`spec` ranking reads the FTS prefilter by rank, scores its candidates with the spec scorer and bumps
+at once.
 
 The retrieve is advisory: the store answers `[]` when the server is lost rather than fail the reply.
 """
@@ -14,6 +16,8 @@ import asyncio
 import builtins
 from collections.abc import Callable, Sequence
 
+import structlog
+from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder, Matrix
@@ -26,16 +30,21 @@ from memory.rules.engine import (
 )
 from memory.rules.retention import Retention
 from memory.rules.when import TimeWindow
-from memory.stores.postgres.changes import BUMP_READ_BACK, Changes, read_many
-from memory.stores.postgres.rows import Connection, fetch_rows
+from memory.stores.postgres.changes import WRITE_BUMPS, Changes, read_many
+from memory.stores.postgres.connection import ServerPool, error_kind
+from memory.stores.postgres.rows import Connection, fetch_rows, own_seq
 from memory.stores.postgres.scope_cache import ScopeIndexes
 from memory.stores.postgres.sql import (
     _BUMP_USAGE,
+    _FLUSH_LOCK_WAIT,
     _NO_COMMIT_WAIT,
     _SELECT_MATCHES,
     _SET_VECTOR,
 )
 from memory.stores.sql_common import bumped
+from memory.stores.usage_bumps import PendingBumps
+
+log = structlog.get_logger("memory")
 
 # Per scope: the chosen records, and (seq, text) of the pool's records with no vector of this model.
 _Selected = tuple[builtins.list[Candidate], builtins.list[tuple[int, str]]]
@@ -52,6 +61,7 @@ class Retriever:
         self._clock = clock
         self._retention = retention
         self.indexes = ScopeIndexes(None if embedder is None else embedder.name)
+        self._flushes: set[asyncio.Future[None]] = set()  # running flushes, kept from the collector
 
     async def retrieve_scopes(
         self,
@@ -64,22 +74,31 @@ class Retriever:
     ) -> dict[str, builtins.list[Ranked]]:
         if not self._ranking.stemmed:
             return await self._retrieve_spec(pool, scope_keys, query, tsquery, limit)
-        query_vector = None
-        if self._embedder is not None:  # once for every scope, off the loop
-            query_vector = await asyncio.to_thread(self._embedder.embed_query, query)
-        async with self.indexes.locked(scope_keys), pool.connection() as conn:
-            now = self._clock()
-            chosen = await self._select(conn, scope_keys, query, terms, limit, now, query_vector)
-            unvectored = {key: missing for key, (_, missing) in chosen.items() if missing}
-            if unvectored:  # vectors made on use, stored, and the scopes ranked again with them
-                await self._store_vectors(conn, unvectored)
-                chosen = await self._select(conn, scope_keys, query, terms, limit, now, query_vector)
-            found = {key: picked for key, (picked, _) in chosen.items() if picked}
-            if found:
-                await self._bump(conn, found, now)
+        vector = self._embed(query)  # on a worker thread while the scopes catch up
+        try:
+            async with self.indexes.locked(scope_keys), pool.connection() as conn:
+                now = self._clock()
+                chosen = await self._select(conn, scope_keys, query, terms, limit, now, vector)
+                unvectored = {key: missing for key, (_, missing) in chosen.items() if missing}
+                if unvectored:  # vectors made on use, stored, and the scopes ranked again with them
+                    await self._store_vectors(conn, unvectored)
+                    chosen = await self._select(conn, scope_keys, query, terms, limit, now, vector)
+                found = {key: picked for key, (picked, _) in chosen.items() if picked}
+                for key, picked in found.items():  # written within FLUSH_SECONDS (`write_bumps`)
+                    self.indexes.hold(key, picked, now)
+        finally:
+            _settle(vector)
         return {
             key: bumped([Ranked(c.record, c.relevance) for c in picked], now) for key, picked in found.items()
         }
+
+    def _embed(self, query: str) -> asyncio.Future[Matrix | None]:
+        """The query's vector (once for every scope), made off the loop; None without an embedder."""
+        if self._embedder is None:
+            done: asyncio.Future[Matrix | None] = asyncio.get_running_loop().create_future()
+            done.set_result(None)
+            return done
+        return asyncio.ensure_future(asyncio.to_thread(self._embedder.embed_query, query))
 
     async def _select(
         self,
@@ -89,11 +108,21 @@ class Retriever:
         terms: Sequence[str],
         limit: int,
         now: float,
-        query_vector: Matrix | None,
+        vector: asyncio.Future[Matrix | None],
     ) -> dict[str, _Selected]:
         """Every scope caught up (one round trip for all), then ranked whole on a worker thread."""
         changes = await read_many(conn, [(key, self.indexes.since(key)) for key in scope_keys])
-        return await asyncio.to_thread(self._rank_all, changes, query, terms, limit, now, query_vector)
+        query_vector = await vector
+        ranking = asyncio.ensure_future(
+            asyncio.to_thread(self._rank_all, changes, query, terms, limit, now, query_vector)
+        )
+        try:
+            return await asyncio.shield(ranking)
+        except asyncio.CancelledError:
+            # The scopes' locks go with this reader: not before its thread is done with their indexes,
+            # or it could lay rows older than a flush's read-back over it.
+            await asyncio.wait([ranking])
+            raise
 
     def _rank_all(
         self,
@@ -151,17 +180,59 @@ class Retriever:
                 for seq, _ in missing:
                     await conn.execute(_SET_VECTOR, (to_blob(next(made)), embedder.name, key, seq))
 
-    async def _bump(self, conn: Connection, found: dict[str, builtins.list[Candidate]], now: float) -> None:
-        """One round trip (pipeline) and one transaction for every scope's bump, with no WAL flush wait:
-        a usage bump lost in a server crash is harmless, and retrieve is on every request's path. The
-        bumped rows come back as the bump left them, into the scopes' indexes."""
-        cursors = []
-        async with conn.pipeline(), conn.transaction():
+    async def write_bumps(self, server: ServerPool, scope_keys: Sequence[str]) -> None:
+        """The scopes' held-back usage bumps (memory/stores/postgres/held_bumps.py): one statement a
+        scope, all in one transaction with no WAL flush wait (a usage count lost in a server crash is
+        harmless). Reads of the scopes go on meanwhile. A caller cancelled meanwhile does not cancel
+        the flush (its in-flight layer must be cleared by its own end). Usage counts only: a failure
+        is logged and the scopes' indexes read afresh, never raised."""
+        flush = asyncio.ensure_future(self._flush(server, scope_keys))
+        self._flushes.add(flush)
+        flush.add_done_callback(self._flushes.discard)
+        await asyncio.shield(flush)
+
+    async def _flush(self, server: ServerPool, scope_keys: Sequence[str]) -> None:
+        bumps = self.indexes.bumps
+        async with bumps.flushing:
+            taken = {key: held for key in sorted(scope_keys) if (held := bumps.start(key)) is not None}
+            if not taken:
+                return
+            try:
+                rows = await self._commit_bumps(await server.ready(), taken)
+            except Exception as error:
+                async with self.indexes.locked(taken):
+                    for key in taken:
+                        bumps.finish(key)
+                        self.indexes.drop(key)  # it may hold bumps the database does not
+                log.warning(
+                    "memory.store.bumps_lost",
+                    store="postgres",
+                    scopes=len(taken),
+                    records=sum(len(held.uses) for held in taken.values()),
+                    error=error_kind(error),
+                )
+                return
+            # Committed. A catch-up meanwhile may have laid the in-flight layer over rows that hold it
+            # already; the rows read back replace those, under the scopes' locks.
+            async with self.indexes.locked(taken):
+                for key in taken:
+                    bumps.finish(key)
+                    self.indexes.read_back(key, rows[key])
+
+    async def _commit_bumps(
+        self, pool: AsyncConnectionPool[Connection], taken: dict[str, PendingBumps]
+    ) -> dict[str, builtins.list[TupleRow]]:
+        """One transaction, no Python lock waited for inside it: its row locks are held only as long as
+        the server takes, in seq order (another replica's flush of the same rows waits, never deadlocks)
+        and never long behind a writer's (`lock_timeout`: the bumps are lost, the write goes on)."""
+        rows: dict[str, builtins.list[TupleRow]] = {}
+        async with pool.connection() as conn, conn.transaction():
             await conn.execute(_NO_COMMIT_WAIT)
-            for key, picked in found.items():
-                cursors.append((key, await conn.execute(BUMP_READ_BACK, (now, key, [c.seq for c in picked]))))
-        for key, cursor in cursors:
-            self.indexes.read_back(key, await cursor.fetchall())
+            await conn.execute(_FLUSH_LOCK_WAIT)
+            for key, held in taken.items():
+                cursor = await conn.execute(WRITE_BUMPS, _bump_columns(key, held))
+                rows[key] = await cursor.fetchall()
+        return rows
 
     async def _retrieve_spec(
         self,
@@ -197,3 +268,24 @@ class Retriever:
                 for key, (_, seqs) in chosen.items():
                     await conn.execute(_BUMP_USAGE, (now, key, seqs))
         return {key: bumped(ranked, now) for key, (ranked, _) in chosen.items()}
+
+
+def _settle(vector: asyncio.Future[Matrix | None]) -> None:
+    """A read that failed before it awaited its query vector: the embedding cancelled, or its error
+    retrieved (no "exception was never retrieved" at exit)."""
+    if not vector.done():
+        vector.cancel()
+    elif not vector.cancelled():
+        vector.exception()
+
+
+def _bump_columns(scope_key: str, bumps: PendingBumps) -> tuple[object, ...]:
+    """`WRITE_BUMPS`' parameters, in seq order: the records' seqs, their uses, their last uses, the scope."""
+    seqs, uses, times = [], [], []
+    for used_at, count, record_id in sorted(bumps.rows(), key=lambda row: own_seq(scope_key, row[2]) or 0):
+        seq = own_seq(scope_key, record_id)
+        if seq is not None:
+            seqs.append(seq)
+            uses.append(count)
+            times.append(used_at)
+    return (seqs, uses, times, scope_key)

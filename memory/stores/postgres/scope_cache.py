@@ -5,7 +5,12 @@ grows with the scope and it ranks exactly as the in-process and SQLite stores do
 
 Only active rows are ever indexed: a row of any other status (superseded, forgotten, evicted, pending)
 leaves its scope's index the moment a catch-up reads it. A scope's entry is touched only under its
-lock (`locked`), from the catch-up's read to the usage bump read back after the ranking.
+lock (`locked`), from the catch-up's read to the ranking, and while its held-back usage bumps are
+written.
+
+A retrieve's usage bumps are held back (memory/stores/postgres/held_bumps.py) and laid over the index at
+once, and over every row a later catch-up reads until they are written: the index is always the
+database's rows plus this replica's unwritten bumps, so it ranks as an immediate bump would leave it.
 """
 
 from __future__ import annotations
@@ -23,9 +28,10 @@ from typing import Final
 from psycopg.rows import TupleRow
 
 from memory.ranking.lexical import record_stems
-from memory.ranking.scope_index import ScopeIndex
+from memory.ranking.scope_index import Candidate, ScopeIndex
 from memory.ranking.vectors import from_blob
 from memory.stores.postgres.changes import Changes, Since
+from memory.stores.postgres.held_bumps import HeldBumps
 from memory.stores.postgres.rows import row_record
 from memory.types import MemoryRecord
 
@@ -62,6 +68,8 @@ class ScopeIndexes:
         # The same stripes for the worker threads: a reader cancelled while its thread still ranks
         # releases its asyncio lock, and the next reader's thread must not touch the index meanwhile.
         self._thread_locks = [threading.Lock() for _ in range(_STRIPES)]
+        # This replica's usage bumps not yet written, per scope (kept when a scope's index is dropped).
+        self.bumps = HeldBumps()
 
     def __contains__(self, scope_key: object) -> bool:
         with self._table:
@@ -99,9 +107,9 @@ class ScopeIndexes:
         try:
             if synced is None or changes.full:
                 synced = SyncedScope(ScopeIndex(), changes.xmin)
-                self._put(synced.index, changes.rows)
+                self._put(scope_key, synced.index, changes.rows)
             else:
-                seen = self._put(synced.index, changes.rows)
+                seen = self._put(scope_key, synced.index, changes.rows)
                 synced.seen = {xid for xid in synced.seen | seen if xid >= changes.xmin}
                 if len(synced.seen) > _SEEN_KEPT:
                     synced.seen.clear()
@@ -116,6 +124,20 @@ class ScopeIndexes:
                 self._scopes.popitem(last=False)
         return synced.index
 
+    def hold(self, scope_key: str, picked: Sequence[Candidate], now: float) -> None:
+        """A retrieve's usage bumps held back, and laid over the scope's index at once (used `now`,
+        once more). The caller holds the scope's lock."""
+        with self.held([scope_key]):
+            self.bumps.add(scope_key, [c.record.id for c in picked], now)
+            synced = self._get(scope_key)
+            if synced is None:
+                return
+            for c in picked:
+                held = synced.index.record(c.seq)
+                if held is not None:
+                    bumped = replace(held, last_used_at=now, use_count=held.use_count + 1)
+                    synced.index.set_record(c.seq, bumped)
+
     def read_back(self, scope_key: str, rows: Sequence[TupleRow]) -> None:
         """Rows this replica's own transaction just changed, as it returned them: applied, and that
         transaction counted as read (it changed only these rows of the scope)."""
@@ -123,16 +145,16 @@ class ScopeIndexes:
             synced = self._get(scope_key)
             if synced is None:
                 return
-            seen = self._put(synced.index, rows)
+            seen = self._put(scope_key, synced.index, rows)
             synced.seen |= {xid for xid in seen if xid >= synced.xmin}
 
     def drop(self, scope_key: str) -> None:
         with self._table:
             self._scopes.pop(scope_key, None)
 
-    def _put(self, index: ScopeIndex, rows: Sequence[TupleRow]) -> builtins.set[int]:
-        """Each row into the index (an active one (re)indexed, any other removed), in seq order as a
-        full load leaves them; the transactions that wrote them."""
+    def _put(self, scope_key: str, index: ScopeIndex, rows: Sequence[TupleRow]) -> builtins.set[int]:
+        """Each row into the index (an active one (re)indexed with the unwritten bumps laid over it, any
+        other removed), in seq order as a full load leaves them; the transactions that wrote them."""
         xids: builtins.set[int] = set()
         for row in sorted(rows, key=lambda found: int(found[0])):
             seq, record = row_record(row[:_RECORD_COLUMNS])
@@ -142,6 +164,7 @@ class ScopeIndexes:
             if record.status != "active":
                 index.remove(seq)
                 continue
+            record = self.bumps.overlay(scope_key, record)
             has_vector = embedding is not None and model is not None and model == self._model
             held = index.record(seq)
             if held is not None and index.has_vector(seq) == has_vector and _same_but_usage(held, record):

@@ -98,6 +98,9 @@ _BUMP_USAGE: Final = (
 
 _NO_COMMIT_WAIT: Final = "SET LOCAL synchronous_commit = off"
 
+# A flush of usage bumps waits this long at most for a row another transaction holds.
+_FLUSH_LOCK_WAIT: Final = "SET LOCAL lock_timeout = '2s'"
+
 _SUPERSEDE: Final = (
     "UPDATE memory_records SET status = 'superseded' WHERE scope_key = %s AND seq = %s AND status = 'active'"
     " RETURNING stems"

@@ -40,6 +40,7 @@ from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import Connection, match_query, own_seq, tsquery_of
 from memory.stores.postgres.sql import _SCOPES
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
+from memory.stores.usage_bumps import FlushTimers
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     AuditQuery,
@@ -101,6 +102,7 @@ class PostgresMemoryStore(PostgresCuration):
         self._embedder = embedder
         self._retention = retention
         self._retriever = Retriever(ranking, embedder, clock, retention)
+        self._flushes = FlushTimers(self._write_bumps)
         self._scrub = ScrubList()  # the erase's SET list, from the live table's columns
         self._claims = ClaimTable()
 
@@ -136,11 +138,19 @@ class PostgresMemoryStore(PostgresCuration):
         log.info("memory.store.opened", store="postgres", where=self._pool.where, cap=self._cap)
 
     async def aclose(self) -> None:
+        """Every held-back usage bump written, then the pool closed."""
+        self._flushes.close()
+        pending = self._retriever.indexes.bumps.unwritten_scopes()
+        if pending:
+            await self._retriever.write_bumps(self._pool, pending)
         await self._pool.close()
 
+    async def _write_bumps(self, scope_key: str) -> None:
+        await self._retriever.write_bumps(self._pool, [scope_key])
+
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
-        """The scope caught up and ranked whole (the spec ranking: its FTS prefilter by rank), one batched
-        usage bump; `[]` if the server is lost."""
+        """The scope caught up and ranked whole (the spec ranking: its FTS prefilter by rank), its usage
+        bump held back and written within FLUSH_SECONDS; `[]` if the server is lost."""
         validate_scope_key(scope_key)
         found = await self._retrieve_scopes([scope_key], query, limit, scope_key=scope_key)
         return [item.record for item in found.get(scope_key, [])]
@@ -149,7 +159,8 @@ class PostgresMemoryStore(PostgresCuration):
         self, scope_keys: Sequence[str], query: str, limit: int
     ) -> dict[str, builtins.list[Ranked]]:
         """Several scopes on one connection, each ranked as its own retrieve ranks it, the query embedded
-        once, and every scope's usage bump in ONE transaction. `{}` when the server is lost (advisory)."""
+        once, and every scope's usage bump written later in ONE transaction. `{}` when the server is lost
+        (advisory)."""
         keys = distinct_scopes(scope_keys)
         return await self._retrieve_scopes(keys, query, limit, scope_keys=keys)
 
@@ -172,6 +183,9 @@ class PostgresMemoryStore(PostgresCuration):
                 message=f"PostgreSQL memory unavailable, continuing without memory: {first_line(error)}",
             )
             return {}
+        finally:  # bumps held back (even by a read that failed later): written within FLUSH_SECONDS
+            for key in keys:
+                self._flushes.soon(key, self._retriever.indexes.bumps.has_pending(key))
 
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
@@ -186,7 +200,7 @@ class PostgresMemoryStore(PostgresCuration):
         batch = await asyncio.to_thread(prepare_batch, candidates)
         if not batch:
             return WriteResult()
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             result = await writes.write_batch(
                 pool, scope_key, batch, batch_cap, self._embedder, self._clock, self._retention, self._scrub
@@ -203,7 +217,7 @@ class PostgresMemoryStore(PostgresCuration):
         statement = reads.list_statement(scope_key, limit, query, cutoff)
         if statement is None:
             return []
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             return await reads.list_records(pool, statement, query)
         except psycopg.Error as error:
@@ -235,7 +249,7 @@ class PostgresMemoryStore(PostgresCuration):
         seq = own_seq(scope_key, record_id)
         if seq is None:
             return False  # not an id minted in this scope: no row of this scope can hold it
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             forgotten = await forget_chain(pool, self._scrub, scope_key, seq, record_id, self._clock())
         except psycopg.Error as error:
@@ -293,7 +307,7 @@ class PostgresMemoryStore(PostgresCuration):
         ids = fetch_ids(record_ids)
         if not ids:
             return []
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             return await reads.fetch_records(pool, scope_key, ids)
         except psycopg.Error as error:
@@ -327,7 +341,7 @@ class PostgresMemoryStore(PostgresCuration):
     async def _erase(self, action: str, where: str, params: Sequence[object], reason: EraseReason) -> int:
         """One UPDATE in place over the not-yet-erased rows matching `where`: text, norm, keywords,
         tokens and any later content column (a vector) scrubbed; an active row becomes `forgotten`."""
-        pool = await self._pool.ready()
+        pool = await self._settled()
         try:
             return await erase(pool, self._scrub, where, params, reason, self._clock)
         except psycopg.Error as error:

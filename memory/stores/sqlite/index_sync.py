@@ -1,5 +1,5 @@
 """What this process holds of its open scopes: each one's scope index, kept in step with the database,
-and its usage bumps not yet written (memory/stores/sqlite/usage_bumps.py).
+and its usage bumps not yet written (memory.stores.usage_bumps.py).
 
 Both are touched only under the scope's lock. The index follows the database by the change counter
 every change but a usage bump moves (`sql.stamp`), by `PRAGMA data_version` (another connection
@@ -30,7 +30,7 @@ from memory.stores.sqlite.sql import (
     snapshot,
     transaction,
 )
-from memory.stores.sqlite.usage_bumps import PendingBumps
+from memory.stores.usage_bumps import PendingBumps
 from memory.types import (
     MemoryRecord,
 )

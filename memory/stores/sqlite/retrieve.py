@@ -2,7 +2,7 @@
 
 The stemmed rankings read the scope index (memory/stores/sqlite/index_sync.py); the seed's `spec`
 ranking reads the FTS5 bm25 prefilter and scores with the spec scorer. Either way the read takes no
-write lock: its usage bumps are held back and written in batches (memory/stores/sqlite/usage_bumps.py),
+write lock: its usage bumps are held back and written in batches (memory/stores/usage_bumps.py),
 and laid over what later reads see until then.
 """
 
@@ -192,7 +192,7 @@ class Retriever:
         self, connection: sqlite3.Connection, scope_key: str, ranked: Sequence[Ranked], now: float
     ) -> builtins.list[Ranked]:
         """A read's results as their usage bumps leave them; the bumps themselves are held back and
-        written in batches (memory/stores/sqlite/usage_bumps.py). The caller holds the scope lock."""
+        written in batches (memory/stores/usage_bumps.py). The caller holds the scope lock."""
         if not ranked:
             return []
         if self._scopes.bump_later(scope_key, [item.record for item in ranked], now):

@@ -8,7 +8,7 @@ Threading: every SQLite statement and every file-system look runs on the store's
 never on the event loop; only the shutdown, which waits for that pool to finish, runs on a thread of its
 own. Each scope has a lock held for the whole of an operation (memory/stores/sqlite/connections.py), so
 everything on one scope is serialized while different scopes proceed in parallel. A retrieve takes no
-write lock (its usage bumps follow in batches, memory/stores/sqlite/usage_bumps.py). A cancelled caller
+write lock (its usage bumps follow in batches, memory.stores.usage_bumps.py). A cancelled caller
 does not cancel the work: a batch still commits whole or not at all.
 """
 
@@ -42,8 +42,8 @@ from memory.stores.sqlite.index_sync import OpenScopes, SyncedIndex
 from memory.stores.sqlite.retrieve import Retriever
 from memory.stores.sqlite.schema import database_filename, scope_keys_in
 from memory.stores.sqlite.sql import fts_match_query, placeholders
-from memory.stores.sqlite.usage_bumps import FlushTimers
 from memory.stores.sqlite.writes import reindex_batch, write_batch
+from memory.stores.usage_bumps import FlushTimers
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_LIMIT,
@@ -133,7 +133,7 @@ class SqliteMemoryStore(SqliteCuration):
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         """At most MAX_LIMIT records, like the memory service. A read: its usage bumps are written in
-        batches (memory/stores/sqlite/usage_bumps.py) and laid over later reads until then."""
+        batches (memory.stores.usage_bumps.py) and laid over later reads until then."""
         validate_scope_key(scope_key)
         limit = min(limit, MAX_LIMIT)
         terms = prefilter_terms(self._ranking, query)

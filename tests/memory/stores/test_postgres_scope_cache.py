@@ -106,21 +106,6 @@ async def test_an_erase_on_one_replica_empties_the_others_index(
     assert await second.retrieve(SCOPE, "deploys billing", 5) == []
 
 
-async def test_a_usage_bump_on_one_replica_reorders_the_others_ranking(
-    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock],
-) -> None:
-    first, second, clock = replicas
-    await first.write(SCOPE, [fact("deploy notes one")])
-    clock.now += DAY
-    await first.write(SCOPE, [fact("deploy notes two")])
-    clock.now += DAY
-    assert ids(await second.retrieve(SCOPE, "deploy", 1)) == [rid(2)]  # the newer, by recency
-    clock.now += 30 * DAY
-    assert ids(await first.retrieve(SCOPE, "one", 1)) == [rid(1)]  # used now, on the first replica
-    [best] = await second.retrieve(SCOPE, "deploy", 1)
-    assert best.id == rid(1) and best.use_count == 2  # the first's bump, then the second's own
-
-
 async def test_a_change_made_outside_any_store_is_read_by_the_next_retrieve(
     replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock], schema: TempSchema
 ) -> None:

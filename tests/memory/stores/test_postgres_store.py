@@ -279,6 +279,8 @@ async def test_usage_bump_is_one_statement_even_at_50_ids(
     clock.now += 5
     found = await store.retrieve(SCOPE, "deploy", 50)
     assert len(found) == 50 and all(r.last_used_at == NOW + 5 and r.use_count == 1 for r in found)
+    assert await run_sql(schema, "SELECT n FROM update_log") == []  # held back
+    await store.list(SCOPE, 1)  # any other operation writes the held-back bumps first
     assert await run_sql(schema, "SELECT n FROM update_log") == [(50,)]
     bumped = await run_sql(schema, "SELECT count(*) FROM memory_records WHERE use_count = 1")
     assert bumped == [(50,)]

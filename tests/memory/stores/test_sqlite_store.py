@@ -29,7 +29,7 @@ from memory.ranking.fusion import SPEC, Ranking
 from memory.rules.engine import MAX_MATCH_TOKENS, candidate_cap, match_tokens
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore, database_filename, fts_match_query
-from memory.stores.sqlite.usage_bumps import FLUSH_SECONDS
+from memory.stores.usage_bumps import FLUSH_SECONDS
 from memory.types import DEFAULT_SCOPE_CAP, MAX_LIMIT, MemoryCandidate, MemoryStoreError, WriteResult
 from tests.memory.store_contract import DAY, START, FakeClock, fact, ids, rid
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from memory.stores.sqlite.usage_bumps import FLUSH_RECORDS, FLUSH_SECONDS, PendingBumps
+from memory.stores.usage_bumps import FLUSH_RECORDS, FLUSH_SECONDS, PendingBumps
 from memory.types import MemoryRecord
 
 

@@ -1,14 +1,15 @@
-"""Usage bumps held back from the read path and written in batches, and the timers that write them.
+"""Usage bumps held back from the read path and written in batches, and the timers that write them:
+the SQLite store's and the PostgreSQL store's.
 
-A retrieve used to be a write transaction: `UPDATE … use_count + 1` and a commit on every read, which
-serialized reads behind the database's write lock (what it cost is in BENCHMARKS.md, "Memory
-service"). Now a retrieve records its bumps here and the store writes a scope's pending bumps
-in one transaction: within `FLUSH_SECONDS`, before any other operation on the scope, before its
-connection closes, and when the store closes.
+A retrieve used to be a write transaction: `UPDATE … use_count + 1` and a commit on every read — on
+SQLite behind the database's write lock, on PostgreSQL half of a read's time at 10,000 records (what
+each cost is in BENCHMARKS.md). Now a retrieve records its bumps here and the store writes a scope's
+pending bumps in one transaction: within `FLUSH_SECONDS`, before any other operation of the store, and
+when the store closes.
 
 Readers see no difference in this process: every record a retrieve reads has its pending bumps laid
 over it (`overlay`), so ranking and the returned counts are exactly those of an immediate bump. What is
-weaker: another process over the same files sees a bump up to `FLUSH_SECONDS` late, and a crash loses at
+weaker: another process (another replica) sees a bump up to `FLUSH_SECONDS` late, and a crash loses at
 most that long of usage counts (never a record).
 """
 
@@ -49,6 +50,8 @@ class PendingBumps:
         if last is not None and last[0] is record and last[1] == pending:
             return last[2]
         count, used_at = pending
+        if record.last_used_at is not None:  # another process's use may be the later one
+            used_at = max(used_at, record.last_used_at)
         bumped = replace(record, use_count=record.use_count + count, last_used_at=used_at)
         self._overlaid[record.id] = (record, pending, bumped)
         return bumped
