@@ -2,11 +2,11 @@
 still pending and those of a flush in flight, both laid over every row a catch-up reads until the
 flush that carries them has committed.
 
-A flush commits its UPDATE holding no Python lock (its transaction never waits for a reader that may be
-waiting for one of its row locks), then, under the scopes' read locks, ends the in-flight layer and
-reads its rows back into the indexes: a catch-up between the COMMIT and that read-back may have laid
-the layer over rows that hold it already, and the read-back replaces exactly those rows. One flush runs
-at a time: it holds one pooled connection, and the readers may need the others.
+A flush runs its UPDATE while reads go on — they see the rows as they were plus these layers — and takes
+the scopes' read locks for its COMMIT and the read-back only: a catch-up in between would lay the
+in-flight layer over rows that hold it already, and count another transaction's later change as read.
+A reader holding those locks never waits for a row lock, so the flush's wait ends. One flush runs at a
+time: it holds one pooled connection while it waits, and the readers may need the others.
 """
 
 from __future__ import annotations

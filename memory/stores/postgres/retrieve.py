@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import contextlib
 from collections.abc import Callable, Sequence
 
 import structlog
@@ -39,7 +40,7 @@ from memory.stores.postgres.sql import (
     _FLUSH_LOCK_WAIT,
     _NO_COMMIT_WAIT,
     _SELECT_MATCHES,
-    _SET_VECTOR,
+    _SET_VECTOR_SKIP_LOCKED,
 )
 from memory.stores.sql_common import bumped
 from memory.stores.usage_bumps import PendingBumps
@@ -170,7 +171,9 @@ class Retriever:
         self, conn: Connection, unvectored: dict[str, builtins.list[tuple[int, str]]]
     ) -> None:
         """Vectors for the candidates that had none of this model, made off the loop, in one transaction
-        (never into a row erased meanwhile); the next catch-up reads them back."""
+        (never into a row erased meanwhile, nor one another transaction holds: a flush of usage bumps
+        may hold it while it waits for this reader's locks; the next read makes that one again); the
+        next catch-up reads them back."""
         embedder = self._embedder
         assert embedder is not None
         texts = [text for missing in unvectored.values() for _, text in missing]
@@ -178,7 +181,8 @@ class Retriever:
         async with conn.pipeline(), conn.transaction():
             for key, missing in unvectored.items():
                 for seq, _ in missing:
-                    await conn.execute(_SET_VECTOR, (to_blob(next(made)), embedder.name, key, seq))
+                    params = {"vector": to_blob(next(made)), "model": embedder.name, "scope": key, "seq": seq}
+                    await conn.execute(_SET_VECTOR_SKIP_LOCKED, params)
 
     async def write_bumps(self, server: ServerPool, scope_keys: Sequence[str]) -> None:
         """The scopes' held-back usage bumps (memory/stores/postgres/held_bumps.py): one statement a
@@ -198,7 +202,7 @@ class Retriever:
             if not taken:
                 return
             try:
-                rows = await self._commit_bumps(await server.ready(), taken)
+                await self._commit_bumps(await server.ready(), taken)
             except Exception as error:
                 async with self.indexes.locked(taken):
                     for key in taken:
@@ -211,28 +215,34 @@ class Retriever:
                     records=sum(len(held.uses) for held in taken.values()),
                     error=error_kind(error),
                 )
-                return
-            # Committed. A catch-up meanwhile may have laid the in-flight layer over rows that hold it
-            # already; the rows read back replace those, under the scopes' locks.
-            async with self.indexes.locked(taken):
-                for key in taken:
-                    bumps.finish(key)
-                    self.indexes.read_back(key, rows[key])
 
     async def _commit_bumps(
         self, pool: AsyncConnectionPool[Connection], taken: dict[str, PendingBumps]
-    ) -> dict[str, builtins.list[TupleRow]]:
-        """One transaction, no Python lock waited for inside it: its row locks are held only as long as
-        the server takes, in seq order (another replica's flush of the same rows waits, never deadlocks)
-        and never long behind a writer's (`lock_timeout`: the bumps are lost, the write goes on)."""
-        rows: dict[str, builtins.list[TupleRow]] = {}
-        async with pool.connection() as conn, conn.transaction():
-            await conn.execute(_NO_COMMIT_WAIT)
-            await conn.execute(_FLUSH_LOCK_WAIT)
-            for key, held in taken.items():
-                cursor = await conn.execute(WRITE_BUMPS, _bump_columns(key, held))
-                rows[key] = await cursor.fetchall()
-        return rows
+    ) -> None:
+        """One transaction, its rows updated in seq order (another replica's flush of the same rows
+        waits, never deadlocks) and never long behind a writer's (`lock_timeout`: the bumps are lost).
+        The scopes' read locks are taken before the COMMIT and held until the rows are read back, so
+        no catch-up reads them between (it would lay the in-flight layer over rows holding it, and
+        count a later change as read). A reader holding those locks waits for no row lock
+        (`_SET_VECTOR_SKIP_LOCKED`), so this wait ends."""
+        async with pool.connection() as conn, contextlib.AsyncExitStack() as read_locks:
+            rows: dict[str, builtins.list[TupleRow]] = {}
+            async with conn.transaction():
+                await conn.execute(_NO_COMMIT_WAIT)
+                await conn.execute(_FLUSH_LOCK_WAIT)
+                for key, held in taken.items():
+                    cursor = await conn.execute(WRITE_BUMPS, _bump_columns(key, held))
+                    rows[key] = await cursor.fetchall()
+                await read_locks.enter_async_context(self.indexes.locked(taken))
+            failed = []
+            for key in taken:  # committed: the layer ends as its rows go in
+                self.indexes.bumps.finish(key)
+                try:
+                    self.indexes.read_back(key, rows[key])
+                except Exception:
+                    failed.append(key)
+            for key in failed:
+                self.indexes.drop(key)
 
     async def _retrieve_spec(
         self,

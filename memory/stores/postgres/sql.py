@@ -37,6 +37,15 @@ _SET_VECTOR: Final = (
     " WHERE scope_key = %s AND seq = %s AND erased_at IS NULL"
 )
 
+# The same, on a row no other transaction holds (else nothing): the read path never waits for a row lock.
+_SET_VECTOR_SKIP_LOCKED: Final = """
+    UPDATE memory_records SET embedding = %(vector)s, embedding_model = %(model)s
+    WHERE scope_key = %(scope)s AND seq = (
+        SELECT seq FROM memory_records WHERE scope_key = %(scope)s AND seq = %(seq)s AND erased_at IS NULL
+        FOR UPDATE SKIP LOCKED
+    )
+"""
+
 # Every scope still holding a record's text (not yet erased): reindex skips those with no active
 # record, and the start-up migration of DMs' old scopes must reach their superseded rows too.
 _SCOPES: Final = "SELECT DISTINCT scope_key FROM memory_records WHERE erased_at IS NULL ORDER BY scope_key"

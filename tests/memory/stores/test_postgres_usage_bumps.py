@@ -20,6 +20,7 @@ from memory.stores.postgres.scope_cache import SCOPES_KEPT
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.usage_bumps import FLUSH_SECONDS
 from memory.types import MemoryRecord
+from tests.memory.embedders import ConceptEmbedder
 from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
 from tests.memory.records import DAY, NOW, fact
 from tests.memory.store_contract import FakeClock
@@ -262,4 +263,28 @@ async def test_a_caller_cancelled_during_a_flush_leaves_it_to_finish(
         assert again.use_count == 2  # neither lost nor laid over its committed row a second time
     finally:
         HeldFlush.go.set()
+        await store.aclose()
+
+
+async def test_a_read_making_vectors_never_waits_for_a_row_another_transaction_holds(
+    schema: TempSchema, clock: Clock
+) -> None:
+    plain = replica(schema, clock)
+    await plain.write(SCOPE, [fact("deploy one"), fact("deploy two")])  # no vectors: no embedder
+    await plain.aclose()
+    store = PostgresMemoryStore(
+        schema.dsn, clock=clock, embedder=ConceptEmbedder(), application_name=unique_application_name()
+    )
+    try:
+        await store.open()  # its schema step takes table locks: before the row is held
+        async with await psycopg.AsyncConnection.connect(schema.dsn) as holder:
+            await holder.execute("SELECT 1 FROM memory_records WHERE seq = 1 FOR UPDATE")  # a flush's lock
+            found = await asyncio.wait_for(store.retrieve(SCOPE, "deploy", 5), 5)  # not blocked
+            assert sorted(ids(found)) == [rid(1), rid(2)]
+            await holder.rollback()
+        vectors = await schema_rows(
+            schema, "SELECT seq, embedding IS NOT NULL FROM memory_records ORDER BY seq"
+        )
+        assert vectors == [(1, False), (2, True)]  # the held row's vector is made on a later read
+    finally:
         await store.aclose()
