@@ -43,10 +43,13 @@ class PostgresCuration:
         """The ready pool, this replica's held-back usage bumps written first: every operation but a
         retrieve sees them in the database (no round trip when none is pending)."""
         pool = await self._pool.ready()
-        pending = self._retriever.indexes.bumps.unwritten_scopes()
-        if pending:
-            await self._retriever.write_bumps(self._pool, pending)
+        await self._write_held_bumps()
         return pool
+
+    async def _write_held_bumps(self) -> None:
+        unwritten = self._retriever.indexes.bumps.unwritten_scopes()
+        if unwritten:
+            await self._retriever.write_bumps(self._pool, unwritten)
 
     def _since(self, scope_key: str) -> float:
         cutoff = self._retention.cutoff(scope_key, self._clock())

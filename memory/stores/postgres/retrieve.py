@@ -291,11 +291,10 @@ def _settle(vector: asyncio.Future[Matrix | None]) -> None:
 
 def _bump_columns(scope_key: str, bumps: PendingBumps) -> tuple[object, ...]:
     """`WRITE_BUMPS`' parameters, in seq order: the records' seqs, their uses, their last uses, the scope."""
-    seqs, uses, times = [], [], []
-    for used_at, count, record_id in sorted(bumps.rows(), key=lambda row: own_seq(scope_key, row[2]) or 0):
-        seq = own_seq(scope_key, record_id)
-        if seq is not None:
-            seqs.append(seq)
-            uses.append(count)
-            times.append(used_at)
-    return (seqs, uses, times, scope_key)
+    rows = sorted(
+        (seq, count, used_at)
+        for used_at, count, record_id in bumps.rows()
+        if (seq := own_seq(scope_key, record_id)) is not None
+    )
+    seqs, uses, times = zip(*rows, strict=True) if rows else ((), (), ())
+    return (list(seqs), list(uses), list(times), scope_key)

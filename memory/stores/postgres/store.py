@@ -140,9 +140,7 @@ class PostgresMemoryStore(PostgresCuration):
     async def aclose(self) -> None:
         """Every held-back usage bump written, then the pool closed."""
         self._flushes.close()
-        pending = self._retriever.indexes.bumps.unwritten_scopes()
-        if pending:
-            await self._retriever.write_bumps(self._pool, pending)
+        await self._write_held_bumps()
         await self._pool.close()
 
     async def _write_bumps(self, scope_key: str) -> None:

@@ -183,32 +183,40 @@ class HeldFlush(psycopg.AsyncConnection[Any]):
         return await super().execute(query, params, **kwargs)
 
 
-async def test_reads_go_on_during_a_flush_and_count_its_bumps_until_it_commits(
-    schema: TempSchema, clock: Clock
-) -> None:
+@pytest.fixture
+async def held_store(schema: TempSchema, clock: Clock) -> AsyncIterator[PostgresMemoryStore]:
+    """A store whose flushes wait at their UPDATE until the test sets `HeldFlush.go`."""
     HeldFlush.started, HeldFlush.go = asyncio.Event(), asyncio.Event()
     store = PostgresMemoryStore(
         schema.dsn, clock=clock, application_name=unique_application_name(), connection_class=HeldFlush
     )
     try:
-        await store.write(SCOPE, [fact("deploy one"), fact("billing two")])
-        await store.retrieve(SCOPE, "deploy", 5)
-        listing = asyncio.create_task(store.list(SCOPE, 5))  # writes the held-back bump first
-        await asyncio.wait_for(HeldFlush.started.wait(), 5)
-        [during] = await asyncio.wait_for(store.retrieve(SCOPE, "deploy", 5), 5)  # not blocked
-        assert during.use_count == 2  # the bump in flight, then its own
-        for n in range(SCOPES_KEPT):  # reads of other scopes push this one's index out
-            await store.retrieve(f"org:other{n}", "deploy", 5)
-        [reloaded] = await store.retrieve(SCOPE, "deploy", 5)  # read whole, as the database has it
-        assert reloaded.use_count == 3  # with both bumps not yet committed laid over it
-        HeldFlush.go.set()
-        listed = {record.id: record for record in await listing}
-        assert listed[rid(1)].use_count == 1  # the flight carried the first bump only
-        [after] = await store.retrieve(SCOPE, "deploy", 5)
-        assert after.use_count == 4  # the committed flight is not laid over its rows again
+        yield store
     finally:
         HeldFlush.go.set()
         await store.aclose()
+
+
+async def test_reads_go_on_during_a_flush_and_count_its_bumps_until_it_commits(
+    held_store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    store = held_store
+    await store.write(SCOPE, [fact("deploy one"), fact("billing two")])
+    await store.retrieve(SCOPE, "deploy", 5)
+    listing = asyncio.create_task(store.list(SCOPE, 5))  # writes the held-back bump first
+    await asyncio.wait_for(HeldFlush.started.wait(), 5)
+    [during] = await asyncio.wait_for(store.retrieve(SCOPE, "deploy", 5), 5)  # not blocked
+    assert during.use_count == 2  # the bump in flight, then its own
+    for n in range(SCOPES_KEPT):  # reads of other scopes push this one's index out
+        await store.retrieve(f"org:other{n}", "deploy", 5)
+    [reloaded] = await store.retrieve(SCOPE, "deploy", 5)  # read whole, as the database has it
+    assert reloaded.use_count == 3  # with both bumps not yet committed laid over it
+    HeldFlush.go.set()
+    listed = {record.id: record for record in await listing}
+    assert listed[rid(1)].use_count == 1  # the flight carried the first bump only
+    [after] = await store.retrieve(SCOPE, "deploy", 5)
+    assert after.use_count == 4  # the committed flight is not laid over its rows again
+    await store.aclose()  # writes what is still held
     assert (await stored_uses(schema))[rid(1)][0] == 4
 
 
@@ -242,28 +250,21 @@ async def test_a_failed_flush_is_logged_and_the_index_reads_the_database_afresh(
 
 
 async def test_a_caller_cancelled_during_a_flush_leaves_it_to_finish(
-    schema: TempSchema, clock: Clock
+    held_store: PostgresMemoryStore, schema: TempSchema
 ) -> None:
-    HeldFlush.started, HeldFlush.go = asyncio.Event(), asyncio.Event()
-    store = PostgresMemoryStore(
-        schema.dsn, clock=clock, application_name=unique_application_name(), connection_class=HeldFlush
-    )
-    try:
-        await store.write(SCOPE, [fact("deploy one"), fact("billing two")])
-        await store.retrieve(SCOPE, "deploy", 5)
-        listing = asyncio.create_task(store.list(SCOPE, 5))
-        await asyncio.wait_for(HeldFlush.started.wait(), 5)
-        listing.cancel()  # as a handler's timeout would
-        with pytest.raises(asyncio.CancelledError):
-            await listing
-        HeldFlush.go.set()
-        await store.list(SCOPE, 5)  # waits for the flush in flight, which committed
-        assert (await stored_uses(schema))[rid(1)][0] == 1
-        [again] = await store.retrieve(SCOPE, "deploy", 5)
-        assert again.use_count == 2  # neither lost nor laid over its committed row a second time
-    finally:
-        HeldFlush.go.set()
-        await store.aclose()
+    store = held_store
+    await store.write(SCOPE, [fact("deploy one"), fact("billing two")])
+    await store.retrieve(SCOPE, "deploy", 5)
+    listing = asyncio.create_task(store.list(SCOPE, 5))
+    await asyncio.wait_for(HeldFlush.started.wait(), 5)
+    listing.cancel()  # as a handler's timeout would
+    with pytest.raises(asyncio.CancelledError):
+        await listing
+    HeldFlush.go.set()
+    await store.list(SCOPE, 5)  # waits for the flush in flight, which committed
+    assert (await stored_uses(schema))[rid(1)][0] == 1
+    [again] = await store.retrieve(SCOPE, "deploy", 5)
+    assert again.use_count == 2  # neither lost nor laid over its committed row a second time
 
 
 async def test_a_read_making_vectors_never_waits_for_a_row_another_transaction_holds(
