@@ -112,8 +112,9 @@ async def postgres_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterat
             )
 
             async def analyze() -> None:
-                await admin.execute(sql.SQL("ANALYZE {}.memory_records").format(sql.Identifier(schema)))
-                await admin.execute(sql.SQL("ANALYZE {}.memory_term_df").format(sql.Identifier(schema)))
+                for table in ("memory_records", "memory_usage", "memory_term_df"):
+                    name = sql.Identifier(schema, table)
+                    await admin.execute(sql.SQL("ANALYZE {}").format(name))
 
             try:
                 yield Backend(store, analyze)

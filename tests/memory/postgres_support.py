@@ -20,6 +20,8 @@ import pytest
 from psycopg import sql
 from psycopg.conninfo import make_conninfo
 
+from memory.stores.postgres.sql import _COLUMNS, _RECORDS
+
 BASE_DSN = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 PG_HOST = "127.0.0.1"
 PG_PORT = 5432
@@ -136,3 +138,8 @@ async def schema_rows(schema: TempSchema, query: str, params: Sequence[object] =
     async with await psycopg.AsyncConnection.connect(schema.dsn, autocommit=True) as conn:
         cursor = await conn.execute(query.encode(), params)
         return await cursor.fetchall() if cursor.description else []
+
+
+# The records as the store reads them: an active record's usage from its usage row, any other's
+# from its own columns. Use as `SELECT id, use_count FROM {STORED_RECORDS} WHERE …`.
+STORED_RECORDS = f"(SELECT {_COLUMNS} FROM {_RECORDS}) AS stored"

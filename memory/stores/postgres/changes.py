@@ -8,6 +8,13 @@ at least `xmin`. So its next catch-up reads the rows stamped `>= xmin` — leavi
 has already read whole (`seen`), so a transaction held open elsewhere on the server does not make it
 read the same rows again and again. A catch-up that would read more rows than `CATCH_UP_ROWS` reloads
 the scope instead (in pages of `PAGE_ROWS`, so no one fetch decodes a whole scope on the event loop).
+
+An active record's usage (last use, use count) lives in its own narrow row of `memory_usage`, stamped
+the same way: a usage bump then rewrites three small index entries, not the record row and its dozen
+indexes (full-text ones among them). A trigger on `memory_records` keeps the two in step in the
+transaction of every change, whoever makes it: a row becoming active gets its usage row (from the
+record's own columns), a row leaving active takes its usage back into those columns and loses the
+usage row. So `memory_usage` holds exactly the active rows, and the eviction order is read off it.
 """
 
 from __future__ import annotations
@@ -20,12 +27,24 @@ from typing import Final
 from psycopg.rows import TupleRow
 
 from memory.stores.postgres.rows import Connection
-from memory.stores.postgres.sql import _COLUMNS
+from memory.stores.postgres.sql import _COLUMNS, _RECORDS, _USAGE_JOIN
 
 # Its own migration step (schema.apply_schema runs it after the main list): the stamp column, the
-# trigger that fills it, the catch-up's index, and the eviction order's index.
+# usage table, the triggers that fill them, the catch-up's indexes, and the eviction order's index.
 CHANGE_SCHEMA: Final[tuple[str, ...]] = (
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS changed_xid xid8",
+    """
+    CREATE TABLE IF NOT EXISTS memory_usage (
+        scope_key text NOT NULL,
+        seq bigint NOT NULL,
+        used_at double precision,
+        uses integer NOT NULL,
+        created_at double precision NOT NULL,
+        changed_xid xid8,
+        PRIMARY KEY (scope_key, seq)
+    )
+    """,
+    # Kept for an older replica's trigger of the same name (it only stamps).
     """
     CREATE OR REPLACE FUNCTION memory_records_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -34,53 +53,124 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
     END
     $$
     """,
+    """
+    CREATE OR REPLACE FUNCTION memory_records_track() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    DECLARE
+        kept memory_usage%ROWTYPE;
+    BEGIN
+        IF TG_OP = 'DELETE' THEN
+            DELETE FROM memory_usage WHERE scope_key = OLD.scope_key AND seq = OLD.seq;
+            RETURN OLD;
+        END IF;
+        NEW.changed_xid := pg_current_xact_id();
+        IF NEW.status = 'active' AND (TG_OP = 'INSERT' OR OLD.status <> 'active') THEN
+            INSERT INTO memory_usage (scope_key, seq, used_at, uses, created_at)
+            VALUES (NEW.scope_key, NEW.seq, NEW.last_used_at, NEW.use_count, NEW.created_at)
+            ON CONFLICT (scope_key, seq) DO UPDATE
+            SET used_at = EXCLUDED.used_at, uses = EXCLUDED.uses, created_at = EXCLUDED.created_at;
+        ELSIF TG_OP = 'UPDATE' AND OLD.status = 'active' AND NEW.status <> 'active' THEN
+            DELETE FROM memory_usage WHERE scope_key = OLD.scope_key AND seq = OLD.seq RETURNING * INTO kept;
+            IF FOUND THEN
+                NEW.last_used_at := kept.used_at;
+                NEW.use_count := kept.uses;
+            END IF;
+        END IF;
+        RETURN NEW;
+    END
+    $$
+    """,
+    """
+    CREATE OR REPLACE FUNCTION memory_usage_stamp() RETURNS trigger LANGUAGE plpgsql
+    SET search_path FROM CURRENT AS $$
+    BEGIN
+        NEW.changed_xid := pg_current_xact_id();
+        RETURN NEW;
+    END
+    $$
+    """,
     "CREATE INDEX IF NOT EXISTS memory_records_changed ON memory_records (scope_key, changed_xid)",
+    "CREATE INDEX IF NOT EXISTS memory_usage_changed ON memory_usage (scope_key, changed_xid)",
     # Least recently used first (`memory.rules.engine.eviction_key`), ties by seq: the excess is the
     # index's first rows, so a write over the cap never reads the whole active set.
-    "CREATE INDEX IF NOT EXISTS memory_records_eviction"
-    " ON memory_records (scope_key, (COALESCE(last_used_at, created_at)), created_at, seq)"
-    " WHERE status = 'active'",
+    "CREATE INDEX IF NOT EXISTS memory_usage_eviction"
+    " ON memory_usage (scope_key, (COALESCE(used_at, created_at)), created_at, seq)",
 )
 
 # Made only when missing: CREATE OR REPLACE TRIGGER would lock the table on every replica's start.
-_HAS_TRIGGER: Final = (
-    "SELECT 1 FROM pg_trigger WHERE tgname = 'memory_records_stamp'"
-    " AND tgrelid = to_regclass('memory_records')"
+_HAS_TRIGGER: Final = "SELECT 1 FROM pg_trigger WHERE tgname = %s AND tgrelid = to_regclass(%s)"
+_TRIGGERS: Final = (
+    (
+        "memory_records_track",
+        "memory_records",
+        "CREATE TRIGGER memory_records_track BEFORE INSERT OR UPDATE OR DELETE ON memory_records"
+        " FOR EACH ROW EXECUTE FUNCTION memory_records_track()",
+    ),
+    (
+        "memory_usage_stamp",
+        "memory_usage",
+        "CREATE TRIGGER memory_usage_stamp BEFORE INSERT OR UPDATE ON memory_usage"
+        " FOR EACH ROW EXECUTE FUNCTION memory_usage_stamp()",
+    ),
 )
-_MAKE_TRIGGER: Final = (
-    "CREATE TRIGGER memory_records_stamp BEFORE INSERT OR UPDATE ON memory_records"
-    " FOR EACH ROW EXECUTE FUNCTION memory_records_stamp()"
+# Made with the records' trigger (its lock waits out every writer, so none is missed): the usage rows
+# of exactly the active rows, from their own columns — afresh, as rows kept while no trigger ran may
+# be stale or orphaned.
+_FILL_USAGE: Final = (
+    "DELETE FROM memory_usage",
+    """
+    INSERT INTO memory_usage (scope_key, seq, used_at, uses, created_at)
+    SELECT scope_key, seq, last_used_at, use_count, created_at FROM memory_records WHERE status = 'active'
+    """,
 )
+# An older release's trigger, made again by an older replica starting during a rolling upgrade: it
+# only stamps, so it is harmless, but dropped whenever found.
+_STAMP_TRIGGER: Final = ("memory_records_stamp", "memory_records")
+_DROP_STAMP_TRIGGER: Final = "DROP TRIGGER IF EXISTS memory_records_stamp ON memory_records"
 
-# What a scope index needs of a row, after the record's own columns.
-_INDEX_COLUMNS: Final = f"{_COLUMNS}, stems, embedding, embedding_model, changed_xid"
+# What a scope index needs of a row, after the record's own columns: the stamps of the record row and
+# of its usage row (NULL: none, the row is not active).
+_INDEX_COLUMNS: Final = f"{_COLUMNS}, stems, embedding, embedding_model, changed_xid, used_xid"
 # The statement's own snapshot: every transaction older than its xmin had finished before it ran.
 _XMIN: Final = "pg_snapshot_xmin(pg_current_snapshot())"
 
+# The page's rows first (off the active seq index), then their usage rows by primary key: a join
+# planned over the whole scope would read every usage row of it for each page.
 _SELECT_ACTIVE_PAGE: Final = f"""
-    SELECT {_INDEX_COLUMNS}, {_XMIN} FROM memory_records
-    WHERE scope_key = %s AND status = 'active' AND seq > %s ORDER BY seq LIMIT %s
+    SELECT {_INDEX_COLUMNS}, {_XMIN} FROM (
+        SELECT * FROM memory_records
+        WHERE scope_key = %s AND status = 'active' AND seq > %s ORDER BY seq LIMIT %s
+    ) AS page {_USAGE_JOIN}
+    ORDER BY seq
 """
 
-# The snapshot's xmin comes back even when no row changed (the LEFT JOIN's one row of NULLs).
+# The rows whose record or usage changed since; the snapshot's xmin comes back even when no row did
+# (the LEFT JOIN's one row of NULLs). One statement: one snapshot for both tables.
 _SELECT_CHANGED: Final = f"""
-    SELECT {", ".join(f"m.{c.strip()}" for c in _INDEX_COLUMNS.split(","))}, {_XMIN}
+    SELECT m.*, {_XMIN}
     FROM (SELECT 1) AS one LEFT JOIN LATERAL (
-        SELECT * FROM memory_records
-        WHERE scope_key = %s AND changed_xid >= %s::text::xid8
-            AND changed_xid <> ALL(%s::text[]::xid8[])
-        LIMIT %s
+        SELECT {_INDEX_COLUMNS} FROM {_RECORDS}
+        WHERE scope_key = %(scope)s AND seq IN (
+            SELECT seq FROM memory_records
+            WHERE scope_key = %(scope)s AND changed_xid >= %(xmin)s::text::xid8
+                AND changed_xid <> ALL(%(seen)s::text[]::xid8[])
+            UNION
+            SELECT seq FROM memory_usage
+            WHERE scope_key = %(scope)s AND changed_xid >= %(xmin)s::text::xid8
+                AND changed_xid <> ALL(%(seen)s::text[]::xid8[])
+        )
+        LIMIT %(n)s
     ) AS m ON true
 """
 
 # A scope's held-back usage bumps (memory/stores/usage_bumps.py) in one statement, by primary key; the
-# later of two uses wins (another replica's may be newer). The rows come back as the bump left them.
-WRITE_BUMPS: Final = f"""
-    UPDATE memory_records AS m
-    SET last_used_at = GREATEST(m.last_used_at, b.used_at), use_count = m.use_count + b.uses
+# later of two uses wins (another replica's may be newer). The usage rows come back as the bump left them.
+WRITE_BUMPS: Final = """
+    UPDATE memory_usage AS u
+    SET used_at = GREATEST(u.used_at, b.used_at), uses = u.uses + b.uses
     FROM unnest(%s::bigint[], %s::int[], %s::float8[]) AS b (seq, uses, used_at)
-    WHERE m.scope_key = %s AND m.seq = b.seq AND m.status = 'active'
-    RETURNING {", ".join(f"m.{c.strip()}" for c in _INDEX_COLUMNS.split(","))}
+    WHERE u.scope_key = %s AND u.seq = b.seq
+    RETURNING u.seq, u.used_at, u.uses, u.changed_xid
 """
 
 PAGE_ROWS: Final = 1000
@@ -88,12 +178,20 @@ CATCH_UP_ROWS: Final = 2000
 
 
 async def make_trigger(conn: Connection) -> None:
-    """Inside the schema transaction: the stamping trigger, once."""
+    """Inside the schema transaction: the usage table, and the triggers, once (the usage rows of the
+    rows already active filled when the records' trigger is made)."""
     for statement in CHANGE_SCHEMA:
         await conn.execute(statement)
-    cursor = await conn.execute(_HAS_TRIGGER)
-    if await cursor.fetchone() is None:
-        await conn.execute(_MAKE_TRIGGER)
+    for name, table, create in _TRIGGERS:
+        cursor = await conn.execute(_HAS_TRIGGER, (name, table))
+        if await cursor.fetchone() is None:
+            await conn.execute(create)
+            if table == "memory_records":
+                for statement in _FILL_USAGE:
+                    await conn.execute(statement)
+    cursor = await conn.execute(_HAS_TRIGGER, _STAMP_TRIGGER)
+    if await cursor.fetchone() is not None:
+        await conn.execute(_DROP_STAMP_TRIGGER)
 
 
 @dataclass(frozen=True, slots=True)
@@ -125,7 +223,7 @@ async def read_all(conn: Connection, scope_key: str) -> Changes:
         if len(page) < PAGE_ROWS:
             break
     if xmin is None:  # an empty scope: the xmin of a statement that reads no row
-        cursor = await conn.execute(_SELECT_CHANGED, (scope_key, "0", [], 0))
+        cursor = await conn.execute(_SELECT_CHANGED, {"scope": scope_key, "xmin": "0", "seen": [], "n": 0})
         xmin = int(_xmin_of(await cursor.fetchall()))
     return Changes(rows, xmin, full=True)
 
@@ -158,9 +256,9 @@ async def read_many(conn: Connection, wanted: Sequence[tuple[str, Since | None]]
     return {key: found[key] for key, _ in wanted}
 
 
-def _changed_params(scope_key: str, since: Since) -> tuple[object, ...]:
+def _changed_params(scope_key: str, since: Since) -> dict[str, object]:
     xmin, seen = since
-    return (scope_key, str(xmin), [str(xid) for xid in seen], CATCH_UP_ROWS + 1)
+    return {"scope": scope_key, "xmin": str(xmin), "seen": [str(xid) for xid in seen], "n": CATCH_UP_ROWS + 1}
 
 
 def _xmin_of(found: builtins.list[TupleRow]) -> int:

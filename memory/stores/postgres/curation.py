@@ -15,7 +15,7 @@ from psycopg_pool import AsyncConnectionPool
 from memory.rules.curation import ChainWalk, history_of
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import Connection, own_seq, row_record
-from memory.stores.postgres.sql import _COLUMNS, _LOCK_SCOPE
+from memory.stores.postgres.sql import _COLUMN_COUNT, _COLUMNS, _LOCK_ROWS, _LOCK_SCOPE, _RECORDS
 from memory.types import (
     CURATION_ACTIONS,
     ERASE_REASONS,
@@ -48,16 +48,14 @@ _SELECT_CHAIN_ENTRIES: Final = f"""
     WHERE scope_key = %s AND record_id = ANY(%s) AND at >= %s ORDER BY at, entry_id
 """
 
-_COLUMN_COUNT: Final = _COLUMNS.count(",") + 1
-
 # The rows a chain walk asks for: by id (through the primary key's seq) and by the id they supersede.
 _SELECT_LINKED: Final = f"""
-    SELECT {_COLUMNS}, erased_reason FROM memory_records
+    SELECT {_COLUMNS}, erased_reason FROM {_RECORDS}
     WHERE scope_key = %s AND ((seq = ANY(%s) AND id = ANY(%s)) OR supersedes = ANY(%s))
 """
 
 _SELECT_ONE: Final = f"""
-    SELECT {_COLUMNS}, erased_reason FROM memory_records WHERE scope_key = %s AND seq = %s AND id = %s
+    SELECT {_COLUMNS}, erased_reason FROM {_RECORDS} WHERE scope_key = %s AND seq = %s AND id = %s
 """
 
 _ACTIONS: Final[dict[str, CurationAction]] = {action: action for action in CURATION_ACTIONS}  # type: ignore[misc]
@@ -114,7 +112,7 @@ async def find(
     conn: Connection, scope_key: str, seq: int, record_id: str, *, lock: bool = False
 ) -> tuple[MemoryRecord, Erased] | None:
     """The row with this id (any status; `lock`: FOR UPDATE), and why it was erased (None: it was not)."""
-    cursor = await conn.execute(_SELECT_ONE + (" FOR UPDATE" if lock else ""), (scope_key, seq, record_id))
+    cursor = await conn.execute(_SELECT_ONE + (_LOCK_ROWS if lock else ""), (scope_key, seq, record_id))
     row = await cursor.fetchone()
     if row is None:
         return None

@@ -18,13 +18,20 @@ from memory.rules.curation import edit_candidate, edited_record, entry, merge_du
 from memory.stores.postgres.curation import append_entries, walk
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import Connection, fetch_rows, one, own_seq
-from memory.stores.postgres.sql import _COLUMNS, _LOCK_SCOPE, _MAX_SEQ_OF_SCOPE, _SET_VECTOR
+from memory.stores.postgres.sql import (
+    _COLUMNS,
+    _LOCK_ROWS,
+    _LOCK_SCOPE,
+    _MAX_SEQ_OF_SCOPE,
+    _RECORDS,
+    _SET_VECTOR,
+)
 from memory.stores.postgres.terms import uncount
 from memory.stores.postgres.writes import _insert
 from memory.types import MemoryRecord
 
 _SELECT_ONE_EDITABLE: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND seq = %s AND id = %s AND status IN ('active', 'pending')
 """
 
@@ -34,19 +41,25 @@ _SUPERSEDE_EDITED: Final = """
 """
 
 _SELECT_ACTIVE_SINCE: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND status = 'active' AND created_at >= %s ORDER BY seq
 """
 
 _SELECT_ACTIVE_FOR_MERGE: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
-    WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s) AND id = ANY(%s) ORDER BY seq FOR UPDATE
+    SELECT {_COLUMNS} FROM {_RECORDS}
+    WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s) AND id = ANY(%s) ORDER BY seq{_LOCK_ROWS}
 """
 
 _SET_MERGED_USAGE: Final = """
     UPDATE memory_records SET use_count = %s, last_used_at = %s, observed_at = %s
     WHERE scope_key = %s AND seq = %s
 """
+# The survivor is active: its usage row is what its usage reads from. Relative, as a flush of usage
+# bumps writes it without the record rows' locks: a use counted meanwhile stays counted.
+_ADD_MERGED_USAGE_ROW: Final = (
+    "UPDATE memory_usage SET uses = uses + %s, used_at = GREATEST(used_at, %s)"
+    " WHERE scope_key = %s AND seq = %s"
+)
 
 Clock = Callable[[], float]
 LogCutoff = Callable[[float], float]
@@ -77,7 +90,7 @@ async def edit(
         [vector] = await asyncio.to_thread(embedder.embed, [candidate.text])
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK_SCOPE, (scope_key,))
-        found = await fetch_rows(conn, _SELECT_ONE_EDITABLE + " FOR UPDATE", (scope_key, seq, record_id))
+        found = await fetch_rows(conn, _SELECT_ONE_EDITABLE + _LOCK_ROWS, (scope_key, seq, record_id))
         if not found:
             return None
         old = found[0][1]
@@ -131,10 +144,13 @@ async def merge(
             return 0
         seq_of = {record.id: row_seq for row_seq, record in rows}
         folded = merged_survivor(survivor, duplicates)
+        survivor_seq = seq_of[survivor.id]
         await conn.execute(
             _SET_MERGED_USAGE,
-            (folded.use_count, folded.last_used_at, folded.observed_at, scope_key, seq_of[survivor.id]),
+            (folded.use_count, folded.last_used_at, folded.observed_at, scope_key, survivor_seq),
         )
+        added = folded.use_count - survivor.use_count
+        await conn.execute(_ADD_MERGED_USAGE_ROW, (added, folded.last_used_at, scope_key, survivor_seq))
         now = clock()
         # Each duplicate's older versions go with it: forgetting the survivor could not reach them.
         chains = [(await walk(conn, d, {})).versions() for d in duplicates]

@@ -40,8 +40,10 @@ from memory.stores.postgres.rows import Connection, Row, fetch_rows, one, own_se
 from memory.stores.postgres.sql import (
     _ADD_TERMS,
     _COLUMNS,
+    _LOCK_ROWS,
     _LOCK_SCOPE,
     _MAX_SEQ_OF_SCOPE,
+    _RECORDS,
     _SELECT_ONE_ACTIVE,
     _SET_VECTOR,
     _SUPERSEDE,
@@ -52,23 +54,23 @@ from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, WriteResu
 
 # A pending write folds a restatement into an active or a pending record alike.
 _SELECT_SAME_NORM_LIVE: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND status IN ('active', 'pending') AND md5(norm) = md5(%s) AND norm = %s
     ORDER BY seq
 """
 
 _SELECT_PENDING: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND status = 'pending' AND created_at >= %s
     ORDER BY seq DESC LIMIT %s
 """
 
 _SELECT_ALL_PENDING: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records WHERE scope_key = %s AND status = 'pending' ORDER BY seq
+    SELECT {_COLUMNS} FROM {_RECORDS} WHERE scope_key = %s AND status = 'pending' ORDER BY seq
 """
 
 _SELECT_ONE_PENDING: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'pending'
 """
 
@@ -183,7 +185,7 @@ async def approve(
         [vector] = await asyncio.to_thread(embedder.embed, [waiting[0][1].text])
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK_SCOPE, (scope_key,))
-        found = await fetch_rows(conn, _SELECT_ONE_PENDING + " FOR UPDATE", (scope_key, seq, record_id))
+        found = await fetch_rows(conn, _SELECT_ONE_PENDING + _LOCK_ROWS, (scope_key, seq, record_id))
         if not found:
             return None
         record, now = found[0][1], clock()

@@ -33,6 +33,7 @@ from memory.ranking.vectors import from_blob
 from memory.stores.postgres.changes import Changes, Since
 from memory.stores.postgres.held_bumps import HeldBumps
 from memory.stores.postgres.rows import row_record
+from memory.stores.postgres.sql import _COLUMN_COUNT
 from memory.types import MemoryRecord
 
 # Scopes whose index a replica keeps (least recently read dropped first), as the SQLite store keeps
@@ -41,8 +42,6 @@ SCOPES_KEPT: Final = 64
 _STRIPES: Final = 64
 # A scope's transactions read whole since its xmin: past this many, forgotten (only costs re-reads).
 _SEEN_KEPT: Final = 1024
-# The record's columns (`_COLUMNS`), then stems, embedding, embedding_model, changed_xid.
-_RECORD_COLUMNS: Final = 17
 
 
 @dataclass(slots=True)
@@ -138,15 +137,22 @@ class ScopeIndexes:
                     bumped = replace(held, last_used_at=now, use_count=held.use_count + 1)
                     synced.index.set_record(c.seq, bumped)
 
-    def read_back(self, scope_key: str, rows: Sequence[TupleRow]) -> None:
-        """Rows this replica's own transaction just changed, as it returned them: applied, and that
-        transaction counted as read (it changed only these rows of the scope)."""
+    def read_back(self, scope_key: str, usage: Sequence[TupleRow]) -> None:
+        """Usage rows this replica's own flush just wrote, as it returned them (seq, last use, use
+        count, stamp): laid on the records the index holds, and that flush counted as read (it changed
+        only these rows; any other transaction's change to them is in what it returned)."""
         with self.held([scope_key]):
             synced = self._get(scope_key)
             if synced is None:
                 return
-            seen = self._put(scope_key, synced.index, rows)
-            synced.seen |= {xid for xid in seen if xid >= synced.xmin}
+            for seq, used_at, uses, changed_xid in usage:
+                held = synced.index.record(int(seq))
+                # Mostly the index holds these already (the flight was laid over it): left as it is.
+                if held is not None and (held.last_used_at, held.use_count) != (used_at, uses):
+                    record = replace(held, last_used_at=used_at, use_count=int(uses))
+                    synced.index.set_record(int(seq), self.bumps.overlay(scope_key, record))
+                if int(changed_xid) >= synced.xmin:
+                    synced.seen.add(int(changed_xid))
 
     def drop(self, scope_key: str) -> None:
         with self._table:
@@ -157,10 +163,9 @@ class ScopeIndexes:
         other removed), in seq order as a full load leaves them; the transactions that wrote them."""
         xids: builtins.set[int] = set()
         for row in sorted(rows, key=lambda found: int(found[0])):
-            seq, record = row_record(row[:_RECORD_COLUMNS])
-            stems, embedding, model, changed_xid = row[_RECORD_COLUMNS:]
-            if changed_xid is not None:
-                xids.add(int(changed_xid))
+            seq, record = row_record(row[:_COLUMN_COUNT])
+            stems, embedding, model, *stamps = row[_COLUMN_COUNT:]  # the record's, its usage row's
+            xids.update(int(xid) for xid in stamps if xid is not None)
             if record.status != "active":
                 index.remove(seq)
                 continue

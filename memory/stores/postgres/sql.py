@@ -12,14 +12,31 @@ from typing import Final
 # First key of the two-key advisory lock, so our per-scope locks never meet another application's.
 _LOCK_NAMESPACE: Final = 0x5B_4D_45_4D  # "[MEM"
 
+# A record row with its usage row beside it (memory/stores/postgres/changes.py): an active record's
+# usage is its usage row's, any other's its own columns'. The usage row's key columns are renamed, so
+# the statements' unqualified names still mean the record's.
+_USAGE_JOIN: Final = (
+    "LEFT JOIN (SELECT scope_key AS used_scope, seq AS used_seq, used_at, uses,"
+    " changed_xid AS used_xid FROM memory_usage) AS usage ON used_scope = scope_key AND used_seq = seq"
+)
+_RECORDS: Final = f"memory_records {_USAGE_JOIN}"
+
+# Selected from `_RECORDS` (a locking read locks the record rows only: `_LOCK_ROWS`).
 _COLUMNS: Final = (
     "seq, id, scope_key, kind, text, source_thread_key, created_at, keywords, source_run_id,"
-    " last_used_at, use_count, confidence, supersedes, status, origin, origin_conversation, observed_at"
+    " CASE WHEN used_seq IS NULL THEN last_used_at ELSE used_at END AS last_used_at,"
+    " COALESCE(uses, use_count) AS use_count,"
+    " confidence, supersedes, status, origin, origin_conversation, observed_at"
 )
+
+# How many `_COLUMNS` are (what a longer row holds after them starts here).
+_COLUMN_COUNT: Final = 17
+
+_LOCK_ROWS: Final = " FOR UPDATE OF memory_records"
 
 # `status = 'active'` stays a literal everywhere so the planner can use the partial FTS index.
 _SELECT_MATCHES: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %(scope)s AND status = 'active' AND tsv @@ %(q)s::tsquery
     ORDER BY ts_rank(tsv, %(q)s::tsquery, 1) DESC, seq DESC
     LIMIT %(n)s
@@ -61,25 +78,25 @@ _COUNT_UNVECTORED: Final = f"SELECT COUNT(*) FROM memory_records WHERE {_UNVECTO
 _UNCOUNT_TERMS: Final = "UPDATE memory_term_df SET df = df - %s WHERE scope_key = %s AND term = ANY(%s)"
 
 _SELECT_LIST: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND status = 'active' AND created_at >= %s
     ORDER BY seq DESC LIMIT %s
 """
 
 _SELECT_LIST_MATCHING: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND status = 'active' AND tsv @@ %s::tsquery AND created_at >= %s
     ORDER BY seq DESC LIMIT %s
 """
 
 _SELECT_SAME_NORM: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND status = 'active' AND md5(norm) = md5(%s) AND norm = %s
     ORDER BY seq
 """
 
 _SELECT_ONE_ACTIVE: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND seq = %s AND id = %s AND status = 'active'
 """
 
@@ -94,14 +111,20 @@ _MAX_SEQ_OF_SCOPE: Final = "SELECT COALESCE(MAX(seq), 0) FROM memory_records WHE
 _COUNT_ACTIVE: Final = "SELECT COALESCE(MAX(df), 0) FROM memory_term_df WHERE scope_key = %s AND term = ''"
 
 # A restatement folded into its record (`fold_into`): used once more, and dated by its later telling.
+# The record's own columns count it too (a pending record has no usage row; an active one's usage row
+# counts it, and its columns are laid over when it leaves active).
 _BUMP_DEDUP: Final = (
     "UPDATE memory_records SET use_count = use_count + 1, last_used_at = %s, observed_at = %s"
+    " WHERE scope_key = %s AND seq = %s"
+)
+_BUMP_DEDUP_USAGE: Final = (
+    "UPDATE memory_usage SET uses = uses + 1, used_at = GREATEST(used_at, %s)"
     " WHERE scope_key = %s AND seq = %s"
 )
 
 # The usage bump: ONE statement for the whole returned set, by primary key.
 _BUMP_USAGE: Final = (
-    "UPDATE memory_records SET last_used_at = %s, use_count = use_count + 1"
+    "UPDATE memory_usage SET used_at = GREATEST(used_at, %s), uses = uses + 1"
     " WHERE scope_key = %s AND seq = ANY(%s)"
 )
 
@@ -116,15 +139,15 @@ _SUPERSEDE: Final = (
 )
 
 # The `%(n)s` first active rows in the eviction order (`memory.rules.engine.eviction_key`, full ties
-# by seq), read off the eviction index (changes.CHANGE_SCHEMA): never the whole active set.
+# by seq), read off the usage table's eviction index (changes.CHANGE_SCHEMA): never the whole active set.
 # The seqs are taken first, once, then each row is updated by primary key (the only index holding
 # seq): a plan that re-ran the ordered scan per row, or filtered the scope's rows by the seqs, would
 # read the whole scope. (No status test outside: the batch holds the scope's lock.)
 _EVICT_LEAST_USED: Final = """
     UPDATE memory_records AS m SET status = 'evicted'
     FROM unnest(ARRAY(
-        SELECT seq FROM memory_records WHERE scope_key = %(scope)s AND status = 'active'
-        ORDER BY COALESCE(last_used_at, created_at), created_at, seq LIMIT %(n)s
+        SELECT seq FROM memory_usage WHERE scope_key = %(scope)s
+        ORDER BY COALESCE(used_at, created_at), created_at, seq LIMIT %(n)s
     )) AS doomed (seq)
     WHERE m.scope_key = %(scope)s AND m.seq = doomed.seq
     RETURNING m.stems
@@ -138,7 +161,7 @@ _INSERT: Final = """
 """
 
 _SELECT_BY_IDS: Final = f"""
-    SELECT {_COLUMNS} FROM memory_records
+    SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND id = ANY(%s) AND erased_at IS NULL AND status <> 'pending' ORDER BY seq
 """
 

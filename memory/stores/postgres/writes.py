@@ -31,6 +31,7 @@ from memory.stores.postgres.rows import MAX_LEXEME, Connection, Row, fetch_rows,
 from memory.stores.postgres.sql import (
     _ADD_TERMS,
     _BUMP_DEDUP,
+    _BUMP_DEDUP_USAGE,
     _COUNT_ACTIVE,
     _COUNT_UNVECTORED,
     _EVICT_LEAST_USED,
@@ -71,6 +72,7 @@ async def _fold(
     place, the last use and the date set."""
     folded = fold_into(record, candidate, now)
     await conn.execute(_BUMP_DEDUP, (folded.last_used_at, folded.observed_at, record.scope_key, seq))
+    await conn.execute(_BUMP_DEDUP_USAGE, (folded.last_used_at, record.scope_key, seq))
 
 
 async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:

@@ -31,6 +31,7 @@ from memory.types import (
     WriteResult,
 )
 from tests.memory.postgres_support import (
+    STORED_RECORDS,
     TcpForwarder,
     TempSchema,
     temp_schema,
@@ -81,17 +82,19 @@ async def run_sql(schema: TempSchema, query: str, params: Sequence[object] = ())
 
 
 async def count_update_statements(schema: TempSchema) -> None:
-    """A statement-level trigger logs every UPDATE statement on the records table with its row count."""
-    await run_sql(
-        schema,
-        """
-        CREATE TABLE update_log (n integer NOT NULL);
-        CREATE FUNCTION log_update() RETURNS trigger LANGUAGE plpgsql AS $$
-        BEGIN INSERT INTO update_log SELECT count(*) FROM new_rows; RETURN NULL; END $$;
-        CREATE TRIGGER log_updates AFTER UPDATE ON memory_records
-            REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_update();
-        """,
-    )
+    """A statement-level trigger logs every UPDATE statement on the records and usage tables, with
+    the table's name and the statement's row count."""
+    for table in ("memory_records", "memory_usage"):
+        await run_sql(
+            schema,
+            f"""
+            CREATE TABLE IF NOT EXISTS update_log (tab text NOT NULL, n integer NOT NULL);
+            CREATE OR REPLACE FUNCTION log_update() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN INSERT INTO update_log SELECT TG_TABLE_NAME, count(*) FROM new_rows; RETURN NULL; END $$;
+            CREATE TRIGGER log_updates AFTER UPDATE ON {table}
+                REFERENCING NEW TABLE AS new_rows FOR EACH STATEMENT EXECUTE FUNCTION log_update();
+            """,
+        )
 
 
 def ids(records: Sequence[MemoryRecord]) -> list[str]:
@@ -279,10 +282,11 @@ async def test_usage_bump_is_one_statement_even_at_50_ids(
     clock.now += 5
     found = await store.retrieve(SCOPE, "deploy", 50)
     assert len(found) == 50 and all(r.last_used_at == NOW + 5 and r.use_count == 1 for r in found)
-    assert await run_sql(schema, "SELECT n FROM update_log") == []  # held back
+    assert await run_sql(schema, "SELECT tab, n FROM update_log") == []  # held back
     await store.list(SCOPE, 1)  # any other operation writes the held-back bumps first
-    assert await run_sql(schema, "SELECT n FROM update_log") == [(50,)]
-    bumped = await run_sql(schema, "SELECT count(*) FROM memory_records WHERE use_count = 1")
+    # One statement, on the narrow usage rows: no record row is rewritten by a use.
+    assert await run_sql(schema, "SELECT tab, n FROM update_log") == [("memory_usage", 50)]
+    bumped = await run_sql(schema, f"SELECT count(*) FROM {STORED_RECORDS} WHERE use_count = 1")
     assert bumped == [(50,)]
 
 
@@ -467,9 +471,11 @@ INDEXES = {
     "memory_records_run",
     "memory_records_created",
     "memory_records_changed",
-    "memory_records_eviction",
     "memory_records_supersedes",
     "memory_records_pending",
+    "memory_usage_pkey",
+    "memory_usage_changed",
+    "memory_usage_eviction",
 }
 
 
@@ -477,7 +483,7 @@ async def index_names(schema: TempSchema) -> set[str]:
     rows = await run_sql(
         schema,
         "SELECT indexname FROM pg_indexes"
-        " WHERE schemaname = current_schema() AND tablename = 'memory_records'",
+        " WHERE schemaname = current_schema() AND tablename IN ('memory_records', 'memory_usage')",
     )
     return {str(row[0]) for row in rows}
 
@@ -492,10 +498,10 @@ async def test_opening_an_old_database_adds_the_missing_indexes_and_keeps_the_ro
         schema,
         "DROP INDEX memory_records_status_norm, memory_records_active_seq,"
         " memory_records_active_used, memory_records_fts, memory_records_stems, memory_records_run,"
-        " memory_records_created, memory_records_changed, memory_records_eviction,"
-        " memory_records_supersedes, memory_records_pending",
+        " memory_records_created, memory_records_changed,"
+        " memory_records_supersedes, memory_records_pending, memory_usage_changed, memory_usage_eviction",
     )
-    assert await index_names(schema) == {"memory_records_pkey"}
+    assert await index_names(schema) == {"memory_records_pkey", "memory_usage_pkey"}
     again = await PostgresMemoryStore.connect(schema.dsn, clock=clock)
     try:
         assert await index_names(schema) == INDEXES
@@ -550,7 +556,10 @@ async def test_long_texts_are_deduped_without_hitting_the_btree_size_limit(
 # --- the write path reads only what plan_write needs (§18) ----------------------------------------
 
 # The btree indexes, each prefixed by scope_key.
-SCOPE_INDEXES = (INDEXES | {"memory_term_df_pkey"}) - {"memory_records_fts", "memory_records_stems"}
+SCOPE_INDEXES = (INDEXES | {"memory_term_df_pkey"}) - {
+    "memory_records_fts",
+    "memory_records_stems",
+}
 
 
 def recording_connection() -> tuple[type[psycopg.AsyncConnection[Any]], list[tuple[str, Any]]]:
@@ -652,7 +661,7 @@ async def test_a_write_over_the_cap_evicts_what_plan_eviction_picks_reading_only
         await store.retrieve(SCOPE, "topic0 topic4", 8)  # some of the oldest are used now: they stay
         rows = await run_sql(
             schema,
-            "SELECT id, created_at, last_used_at FROM memory_records WHERE status = 'active' ORDER BY seq",
+            f"SELECT id, created_at, last_used_at FROM {STORED_RECORDS} WHERE status = 'active' ORDER BY seq",
         )
         active = [
             MemoryRecord(
@@ -686,7 +695,7 @@ async def test_a_write_over_the_cap_evicts_what_plan_eviction_picks_reading_only
     [(sql, params)] = [(q, p) for q, p in statements if "'evicted'" in q]
     nodes = await explain_analyze(schema, sql, params)
     scans = [n for n in nodes if "Relation Name" in n and n["Node Type"] != "ModifyTable"]
-    ordered = [n for n in scans if n.get("Index Name") == "memory_records_eviction"]
+    ordered = [n for n in scans if n.get("Index Name") == "memory_usage_eviction"]
     assert ordered and all(n["Actual Rows"] == 6 for n in ordered)  # the excess, never the scope
     assert all(n["Actual Rows"] + n.get("Rows Removed by Filter", 0) <= 6 for n in scans)
 

@@ -21,7 +21,13 @@ from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.usage_bumps import FLUSH_SECONDS
 from memory.types import MemoryRecord
 from tests.memory.embedders import ConceptEmbedder
-from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.postgres_support import (
+    STORED_RECORDS,
+    TempSchema,
+    schema_rows,
+    temp_schema,
+    unique_application_name,
+)
 from tests.memory.records import DAY, NOW, fact
 from tests.memory.store_contract import FakeClock
 
@@ -67,7 +73,7 @@ def ids(records: list[MemoryRecord]) -> list[str]:
 
 
 async def stored_uses(schema: TempSchema) -> dict[str, tuple[int, float | None]]:
-    rows = await schema_rows(schema, "SELECT id, use_count, last_used_at FROM memory_records")
+    rows = await schema_rows(schema, f"SELECT id, use_count, last_used_at FROM {STORED_RECORDS}")
     return {str(record_id): (int(count), used) for record_id, count, used in rows}
 
 

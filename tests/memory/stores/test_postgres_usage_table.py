@@ -1,0 +1,178 @@
+"""The PostgreSQL store's usage rows (memory/stores/postgres/changes.py): an active record's last use and
+use count live in a narrow `memory_usage` row that a trigger keeps in step with the record's status,
+whoever changes it; a database of the schema before it gets its usage rows on open."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import psycopg
+import pytest
+from psycopg import sql
+
+from memory.stores.postgres.store import PostgresMemoryStore
+from tests.memory.postgres_support import (
+    BASE_DSN,
+    STORED_RECORDS,
+    TempSchema,
+    schema_rows,
+    temp_schema,
+    unique_application_name,
+)
+from tests.memory.records import NOW, fact
+from tests.memory.store_contract import FakeClock
+
+SCOPE = "org:acme"
+
+
+@pytest.fixture
+def schema() -> Iterator[TempSchema]:
+    with temp_schema() as created:
+        yield created
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(NOW)
+
+
+async def open_store(schema: TempSchema, clock: FakeClock, cap: int = 500) -> PostgresMemoryStore:
+    return await PostgresMemoryStore.connect(
+        schema.dsn, cap, clock=clock, application_name=unique_application_name()
+    )
+
+
+@pytest.fixture
+async def store(schema: TempSchema, clock: FakeClock) -> AsyncIterator[PostgresMemoryStore]:
+    opened = await open_store(schema, clock)
+    try:
+        yield opened
+    finally:
+        await opened.aclose()
+
+
+async def usage_rows(schema: TempSchema) -> dict[int, tuple[float | None, int]]:
+    rows = await schema_rows(schema, "SELECT seq, used_at, uses FROM memory_usage ORDER BY seq")
+    return {int(seq): (used_at, int(uses)) for seq, used_at, uses in rows}
+
+
+async def own_columns(schema: TempSchema) -> dict[int, tuple[str, float | None, int]]:
+    rows = await schema_rows(schema, "SELECT seq, status, last_used_at, use_count FROM memory_records")
+    return {int(seq): (str(status), used, int(count)) for seq, status, used, count in rows}
+
+
+# The schema as the release before the usage table left it: usage in the record's own columns, the
+# trigger that only stamps, the eviction index on the records.
+_AS_BEFORE = (
+    "DROP TRIGGER memory_records_track ON memory_records",
+    "DROP TABLE memory_usage",
+    "CREATE TRIGGER memory_records_stamp BEFORE INSERT OR UPDATE ON memory_records"
+    " FOR EACH ROW EXECUTE FUNCTION memory_records_stamp()",
+    "CREATE INDEX memory_records_eviction ON memory_records"
+    " (scope_key, (COALESCE(last_used_at, created_at)), created_at, seq) WHERE status = 'active'",
+    f"UPDATE memory_records SET use_count = 7, last_used_at = {NOW + 50} WHERE seq = 1",
+    f"UPDATE memory_records SET use_count = 3, last_used_at = {NOW + 40} WHERE seq = 3",
+)
+
+
+async def test_a_database_of_the_schema_before_gets_usage_rows_for_exactly_its_active_records(
+    schema: TempSchema, clock: FakeClock
+) -> None:
+    first = await open_store(schema, clock)
+    await first.write(SCOPE, [fact("deploy on tuesdays"), fact("billing runs nightly"), fact("oncall rota")])
+    await first.forget(SCOPE, f"mem:{SCOPE}:2")
+    await first.aclose()
+    for statement in _AS_BEFORE:
+        await schema_rows(schema, statement)
+
+    again = await open_store(schema, clock)
+    try:
+        assert await usage_rows(schema) == {1: (NOW + 50, 7), 3: (NOW + 40, 3)}  # the forgotten one has none
+        triggers = await schema_rows(
+            schema,
+            "SELECT tgname FROM pg_trigger WHERE tgrelid = 'memory_records'::regclass AND NOT tgisinternal",
+        )
+        assert triggers == [("memory_records_track",)]  # the stamping one is replaced
+        clock.now = NOW + 100
+        [found] = await again.retrieve(SCOPE, "tuesdays", 5)
+        assert (found.id, found.use_count, found.last_used_at) == (f"mem:{SCOPE}:1", 8, NOW + 100)
+    finally:
+        await again.aclose()
+    assert await usage_rows(schema) == {1: (NOW + 100, 8), 3: (NOW + 40, 3)}
+
+
+async def test_a_use_writes_the_usage_row_and_leaves_the_record_row_as_written(
+    store: PostgresMemoryStore, schema: TempSchema, clock: FakeClock
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays")])
+    before = await schema_rows(schema, "SELECT changed_xid::text FROM memory_records")
+    clock.now = NOW + 30
+    await store.retrieve(SCOPE, "tuesdays", 5)
+    await store.list(SCOPE, 1)  # writes the held-back bump
+    assert await usage_rows(schema) == {1: (NOW + 30, 1)}
+    assert await own_columns(schema) == {1: ("active", None, 0)}
+    assert await schema_rows(schema, "SELECT changed_xid::text FROM memory_records") == before
+
+
+async def test_a_record_leaving_active_takes_its_usage_into_its_own_columns(
+    store: PostgresMemoryStore, schema: TempSchema, clock: FakeClock
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays"), fact("billing runs nightly")])
+    clock.now = NOW + 30
+    await store.retrieve(SCOPE, "tuesdays", 5)
+    await store.write(SCOPE, [fact("deploy on thursdays", supersedes=f"mem:{SCOPE}:1")])
+    await store.forget(SCOPE, f"mem:{SCOPE}:2")
+    assert await usage_rows(schema) == {3: (None, 0)}  # only the active record has a usage row
+    columns = await own_columns(schema)
+    assert columns[1] == ("superseded", NOW + 30, 1) and columns[2] == ("forgotten", None, 0)
+    read = await schema_rows(
+        schema, f"SELECT seq, use_count, last_used_at FROM {STORED_RECORDS} ORDER BY seq"
+    )
+    assert read == [(1, 1, NOW + 30), (2, 0, None), (3, 0, None)]
+
+
+async def test_an_operators_status_change_keeps_the_usage_rows_in_step(
+    store: PostgresMemoryStore, schema: TempSchema, clock: FakeClock
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays")])
+    clock.now = NOW + 30
+    await store.retrieve(SCOPE, "tuesdays", 5)
+    await store.list(SCOPE, 1)
+    await schema_rows(schema, "UPDATE memory_records SET status = 'evicted'")
+    assert await usage_rows(schema) == {}
+    await schema_rows(schema, "UPDATE memory_records SET status = 'active'")
+    assert await usage_rows(schema) == {1: (NOW + 30, 1)}  # as it was when it left
+    [found] = await store.retrieve(SCOPE, "tuesdays", 5)  # the change feed carried both changes
+    assert found.use_count == 2
+
+
+async def test_a_restatement_counts_on_the_usage_row_of_an_active_record(
+    store: PostgresMemoryStore, schema: TempSchema, clock: FakeClock
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays")])
+    clock.now = NOW + 30
+    await store.retrieve(SCOPE, "tuesdays", 5)
+    clock.now = NOW + 60
+    await store.write(SCOPE, [fact("Deploy on Tuesdays")])
+    assert await usage_rows(schema) == {1: (NOW + 60, 2)}
+    [(count,)] = await schema_rows(schema, f"SELECT use_count FROM {STORED_RECORDS}")
+    assert count == 2
+
+
+async def test_a_record_deleted_by_hand_takes_its_usage_row_with_it(
+    store: PostgresMemoryStore, schema: TempSchema, clock: FakeClock
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays"), fact("billing runs nightly")])
+    await schema_rows(schema, "DELETE FROM memory_records WHERE seq = 1")
+    assert set(await usage_rows(schema)) == {2}  # no orphan for the eviction order to pick
+
+
+async def test_a_change_from_a_session_with_another_search_path_keeps_this_schemas_usage_rows(
+    store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays")])
+    async with await psycopg.AsyncConnection.connect(BASE_DSN, autocommit=True) as conn:
+        await conn.execute("SET search_path = public")
+        table = sql.Identifier(schema.name, "memory_records")
+        await conn.execute(sql.SQL("UPDATE {} SET status = 'evicted'").format(table))
+    assert await usage_rows(schema) == {}
