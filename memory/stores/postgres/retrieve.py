@@ -219,8 +219,10 @@ class Retriever:
     async def _commit_bumps(
         self, pool: AsyncConnectionPool[Connection], taken: dict[str, PendingBumps]
     ) -> None:
-        """One transaction, its rows updated in seq order (another replica's flush of the same rows
-        waits, never deadlocks) and never long behind a writer's (`lock_timeout`: the bumps are lost).
+        """One transaction on the scopes' usage rows, never long behind a writer's (`lock_timeout`:
+        the bumps are lost). Another replica's flush of the same rows waits for it: the seqs are sorted,
+        so a plan that walks them locks in seq order, and one that hashes them in the table's order;
+        two flushes planned differently can deadlock, which the server breaks (those bumps are lost).
         The scopes' read locks are taken before the COMMIT and held until the rows are read back, so
         no catch-up reads them between (it would lay the in-flight layer over rows holding it, and
         count a later change as read). A reader holding those locks waits for no row lock

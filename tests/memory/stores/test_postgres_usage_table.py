@@ -176,3 +176,32 @@ async def test_a_change_from_a_session_with_another_search_path_keeps_this_schem
         table = sql.Identifier(schema.name, "memory_records")
         await conn.execute(sql.SQL("UPDATE {} SET status = 'evicted'").format(table))
     assert await usage_rows(schema) == {}
+
+
+async def test_upgrading_again_after_going_back_makes_the_usage_rows_afresh(
+    schema: TempSchema, clock: FakeClock
+) -> None:
+    first = await open_store(schema, clock)
+    await first.write(SCOPE, [fact("deploy on tuesdays"), fact("billing runs nightly")])
+    clock.now = NOW + 30
+    await first.retrieve(SCOPE, "tuesdays", 5)
+    await first.aclose()
+    # The README's way back: usage copied into the records, the trigger dropped.
+    await schema_rows(
+        schema,
+        "UPDATE memory_records AS m SET last_used_at = u.used_at, use_count = u.uses FROM memory_usage AS u"
+        " WHERE u.scope_key = m.scope_key AND u.seq = m.seq",
+    )
+    await schema_rows(schema, "DROP TRIGGER memory_records_track ON memory_records")
+    assert await own_columns(schema) == {1: ("active", NOW + 30, 1), 2: ("active", None, 0)}
+    # The older release then counts a use and forgets a record, in the records' own columns.
+    await schema_rows(
+        schema, f"UPDATE memory_records SET use_count = 4, last_used_at = {NOW + 90} WHERE seq = 1"
+    )
+    await schema_rows(schema, "UPDATE memory_records SET status = 'forgotten' WHERE seq = 2")
+
+    again = await open_store(schema, clock)
+    try:
+        assert await usage_rows(schema) == {1: (NOW + 90, 4)}  # nothing stale, no orphan
+    finally:
+        await again.aclose()
