@@ -205,3 +205,27 @@ async def test_upgrading_again_after_going_back_makes_the_usage_rows_afresh(
         assert await usage_rows(schema) == {1: (NOW + 90, 4)}  # nothing stale, no orphan
     finally:
         await again.aclose()
+
+
+async def test_a_merge_keeps_a_use_another_replica_wrote_after_the_merge_read(
+    store: PostgresMemoryStore, schema: TempSchema, clock: FakeClock
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays"), fact("billing runs nightly")])
+    clock.now = NOW + 30
+    await store.retrieve(SCOPE, "tuesdays", 5)
+    await store.retrieve(SCOPE, "billing", 5)
+    await store.list(SCOPE, 1)  # both uses written: 1 each
+    # Another replica's flush lands between the merge's read and its write: a trigger on the merge's
+    # own update of the survivor's row adds 3 uses to the usage row, as that flush would.
+    await schema_rows(
+        schema,
+        """
+        CREATE FUNCTION flush_meanwhile() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN UPDATE memory_usage SET uses = uses + 3 WHERE scope_key = NEW.scope_key AND seq = NEW.seq;
+        RETURN NEW; END $$;
+        CREATE TRIGGER flush_meanwhile BEFORE UPDATE OF use_count ON memory_records
+            FOR EACH ROW WHEN (NEW.status = 'active') EXECUTE FUNCTION flush_meanwhile();
+        """,
+    )
+    assert await store.merge(SCOPE, f"mem:{SCOPE}:1", [f"mem:{SCOPE}:2"], "U_ADMIN") == 1
+    assert (await usage_rows(schema))[1] == (NOW + 30, 5)  # its 1, the duplicate's 1, the flush's 3
