@@ -44,7 +44,7 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
         PRIMARY KEY (scope_key, seq)
     )
     """,
-    # Kept for an older replica's trigger of the same name (it only stamps).
+    # Stamps a usage row (and an older replica's trigger of the same name stamps a record row).
     """
     CREATE OR REPLACE FUNCTION memory_records_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
@@ -80,15 +80,6 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
     END
     $$
     """,
-    """
-    CREATE OR REPLACE FUNCTION memory_usage_stamp() RETURNS trigger LANGUAGE plpgsql
-    SET search_path FROM CURRENT AS $$
-    BEGIN
-        NEW.changed_xid := pg_current_xact_id();
-        RETURN NEW;
-    END
-    $$
-    """,
     "CREATE INDEX IF NOT EXISTS memory_records_changed ON memory_records (scope_key, changed_xid)",
     "CREATE INDEX IF NOT EXISTS memory_usage_changed ON memory_usage (scope_key, changed_xid)",
     # Least recently used first (`memory.rules.engine.eviction_key`), ties by seq: the excess is the
@@ -110,7 +101,7 @@ _TRIGGERS: Final = (
         "memory_usage_stamp",
         "memory_usage",
         "CREATE TRIGGER memory_usage_stamp BEFORE INSERT OR UPDATE ON memory_usage"
-        " FOR EACH ROW EXECUTE FUNCTION memory_usage_stamp()",
+        " FOR EACH ROW EXECUTE FUNCTION memory_records_stamp()",
     ),
 )
 # Made with the records' trigger (its lock waits out every writer, so none is missed): the usage rows
@@ -144,6 +135,12 @@ _SELECT_ACTIVE_PAGE: Final = f"""
     ORDER BY seq
 """
 
+# A row of the scope stamped since the index's xmin by a transaction it has not read whole.
+_CHANGED_SINCE: Final = (
+    "scope_key = %(scope)s AND changed_xid >= %(xmin)s::text::xid8"
+    " AND changed_xid <> ALL(%(seen)s::text[]::xid8[])"
+)
+
 # The rows whose record or usage changed since; the snapshot's xmin comes back even when no row did
 # (the LEFT JOIN's one row of NULLs). One statement: one snapshot for both tables.
 _SELECT_CHANGED: Final = f"""
@@ -151,13 +148,9 @@ _SELECT_CHANGED: Final = f"""
     FROM (SELECT 1) AS one LEFT JOIN LATERAL (
         SELECT {_INDEX_COLUMNS} FROM {_RECORDS}
         WHERE scope_key = %(scope)s AND seq IN (
-            SELECT seq FROM memory_records
-            WHERE scope_key = %(scope)s AND changed_xid >= %(xmin)s::text::xid8
-                AND changed_xid <> ALL(%(seen)s::text[]::xid8[])
+            SELECT seq FROM memory_records WHERE {_CHANGED_SINCE}
             UNION
-            SELECT seq FROM memory_usage
-            WHERE scope_key = %(scope)s AND changed_xid >= %(xmin)s::text::xid8
-                AND changed_xid <> ALL(%(seen)s::text[]::xid8[])
+            SELECT seq FROM memory_usage WHERE {_CHANGED_SINCE}
         )
         LIMIT %(n)s
     ) AS m ON true
