@@ -72,7 +72,18 @@ async def terminate_backends(application_name: str) -> int:
             (application_name,),
         )
         row = await cursor.fetchone()
-        return int(row[0]) if row else 0
+        killed = int(row[0]) if row else 0
+        # A restart is over before anyone asks again: wait until the backends have gone, having sent
+        # their clients the FATAL message.
+        for _ in range(200):
+            cursor = await conn.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = %s", (application_name,)
+            )
+            left = await cursor.fetchone()
+            if not left or not left[0]:
+                break
+            await asyncio.sleep(0.01)
+        return killed
 
 
 class TcpForwarder:

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import select
 from collections.abc import Callable
 from typing import Any, Final
 
 import psycopg
 import structlog
 from psycopg.conninfo import conninfo_to_dict
+from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
 from memory.stores.postgres.rows import Connection
@@ -214,6 +216,8 @@ class ServerPool:
         """The pool's check before handing a connection out; one dead connection means the server
         restarted or dropped us, so every idle one is checked and replaced at once. Otherwise the pool
         would meet them one by one, backing off 1 s, 2 s, 4 s … between them."""
+        if quiet_and_idle(conn):
+            return
         try:
             await AsyncConnectionPool.check_connection(conn)
         except Exception:
@@ -231,3 +235,21 @@ class ServerPool:
 
     def _unusable(self, what: str, error: psycopg.Error) -> MemoryStoreError:
         return MemoryStoreError(f"{what} PostgreSQL at {self.where} ({DSN_SETTING}): {first_line(error)}")
+
+
+def quiet_and_idle(conn: Connection) -> bool:
+    """Whether a pooled connection may be handed out without a round trip to check it.
+
+    An idle connection's server says nothing until asked, except when it goes away: a restart, a
+    terminated backend or a dropped link first writes its FATAL message or closes the socket, which
+    makes the socket readable. So a socket with nothing to read needs no check; any other state gets
+    the pool's round trip. The round trip was a quarter of a read's time."""
+    if conn.closed or conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
+        return False
+    try:
+        socket = conn.pgconn.socket
+    except psycopg.OperationalError:
+        return False
+    poller = select.poll()
+    poller.register(socket, select.POLLIN | select.POLLPRI)
+    return not poller.poll(0)
