@@ -243,7 +243,7 @@ def quiet_and_idle(conn: Connection) -> bool:
     An idle connection's server says nothing until asked, except when it goes away: a restart, a
     terminated backend or a dropped link first writes its FATAL message or closes the socket, which
     makes the socket readable. So a socket with nothing to read needs no check; any other state gets
-    the pool's round trip. The round trip was a quarter of a read's time."""
+    the pool's round trip, which is otherwise paid on every read."""
     if conn.closed or conn.broken or conn.info.transaction_status != TransactionStatus.IDLE:
         return False
     try:
