@@ -84,14 +84,12 @@ class Retriever:
                 if unvectored:  # vectors made on use, stored, and the scopes ranked again with them
                     await self._store_vectors(conn, unvectored)
                     chosen = await self._select(conn, scope_keys, query, terms, limit, now, vector)
-                found = {key: picked for key, (picked, _) in chosen.items() if picked}
-                for key, picked in found.items():  # written within FLUSH_SECONDS (`write_bumps`)
-                    self.indexes.hold(key, picked, now)
+                # Written within FLUSH_SECONDS (`write_bumps`); what the reader gets is as they leave it.
+                return {
+                    key: self.indexes.hold(key, picked, now) for key, (picked, _) in chosen.items() if picked
+                }
         finally:
             _settle(vector)
-        return {
-            key: bumped([Ranked(c.record, c.relevance) for c in picked], now) for key, picked in found.items()
-        }
 
     def _embed(self, query: str) -> asyncio.Future[Matrix | None]:
         """The query's vector (once for every scope), made off the loop; None without an embedder."""

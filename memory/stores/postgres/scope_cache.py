@@ -27,6 +27,7 @@ from typing import Final
 
 from psycopg.rows import TupleRow
 
+from memory.ranking.fusion import Ranked
 from memory.ranking.lexical import record_stems
 from memory.ranking.scope_index import Candidate, ScopeIndex
 from memory.ranking.vectors import from_blob
@@ -34,6 +35,7 @@ from memory.stores.postgres.changes import Changes, Since
 from memory.stores.postgres.held_bumps import HeldBumps
 from memory.stores.postgres.rows import row_record
 from memory.stores.postgres.sql import _COLUMN_COUNT
+from memory.stores.sql_common import bumped
 from memory.types import MemoryRecord
 
 # Scopes whose index a replica keeps (least recently read dropped first), as the SQLite store keeps
@@ -123,19 +125,19 @@ class ScopeIndexes:
                 self._scopes.popitem(last=False)
         return synced.index
 
-    def hold(self, scope_key: str, picked: Sequence[Candidate], now: float) -> None:
-        """A retrieve's usage bumps held back, and laid over the scope's index at once (used `now`,
-        once more). The caller holds the scope's lock."""
+    def hold(self, scope_key: str, picked: Sequence[Candidate], now: float) -> builtins.list[Ranked]:
+        """A retrieve's usage bumps held back, and laid over the scope's index at once; the picked
+        records as the bump leaves them (used `now`, once more: the one copy the index and the reader
+        share, as a read copies every record it returns). The caller holds the scope's lock."""
         with self.held([scope_key]):
             self.bumps.add(scope_key, [c.record.id for c in picked], now)
             synced = self._get(scope_key)
-            if synced is None:
-                return
-            for c in picked:
-                held = synced.index.record(c.seq)
-                if held is not None:
-                    bumped = replace(held, last_used_at=now, use_count=held.use_count + 1)
-                    synced.index.set_record(c.seq, bumped)
+            found = bumped([Ranked(c.record, c.relevance) for c in picked], now)
+            if synced is not None:
+                for c, item in zip(picked, found, strict=True):
+                    if synced.index.record(c.seq) is not None:
+                        synced.index.set_record(c.seq, item.record)
+            return found
 
     def read_back(self, scope_key: str, usage: Sequence[TupleRow]) -> None:
         """Usage rows this replica's own flush just wrote, as it returned them (seq, last use, use

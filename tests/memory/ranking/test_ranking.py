@@ -13,6 +13,7 @@ from memory.ranking.fusion import (
     feedback_weights,
     merge_score,
     rank,
+    row_products,
     stats_stems,
 )
 from memory.ranking.lexical import TermStats, term_stats
@@ -203,6 +204,21 @@ def test_the_centered_cosine_is_the_cosine_once_the_scopes_mean_is_taken_from_bo
     # A scope of one record: it is its own centroid, so it is no closer than average to anything.
     _, alone = closeness(matrix[:1], np.ones(1), query, wide[0])
     assert alone.tolist() == [0.0]
+
+
+def test_a_rows_product_is_the_same_whatever_matrix_holds_it() -> None:
+    # A scope index takes the products over its whole matrix, another store over its candidates'
+    # rows only: both must give a record the same float, or equal scores could order differently.
+    rng = np.random.default_rng(11)
+    matrix = rng.normal(size=(4097, 256)).astype(np.float32)
+    query = rng.normal(size=256).astype(np.float32)
+
+    whole = row_products(matrix, query)
+    picked = [0, 1, 2048, 4096]
+
+    assert [row_products(matrix[[i]], query)[0] for i in picked] == [whole[i] for i in picked]
+    assert row_products(matrix[2040:2050], query).tolist() == whole[2040:2050].tolist()
+    assert whole == pytest.approx(matrix.astype(np.float64) @ query.astype(np.float64), abs=1e-3)
 
 
 def test_a_record_without_a_vector_ranks_lexically() -> None:
