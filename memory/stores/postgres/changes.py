@@ -135,23 +135,28 @@ _SELECT_ACTIVE_PAGE: Final = f"""
     ORDER BY seq
 """
 
-# A row of the scope stamped since the index's xmin by a transaction it has not read whole.
+# A row of the wanted scope stamped since its index's xmin by a transaction it has not read whole.
 _CHANGED_SINCE: Final = (
-    "scope_key = %(scope)s AND changed_xid >= %(xmin)s::text::xid8"
-    " AND changed_xid <> ALL(%(seen)s::text[]::xid8[])"
+    "scope_key = wanted.scope AND changed_xid >= wanted.since::xid8"
+    " AND changed_xid <> ALL(wanted.seen::xid8[])"
 )
 
-# The rows whose record or usage changed since; the snapshot's xmin comes back even when no row did
-# (the LEFT JOIN's one row of NULLs). One statement: one snapshot for both tables.
+# For each wanted scope, the rows whose record or usage changed since; the snapshot's xmin comes back
+# even for a scope where no row did (the LEFT JOIN's one row of NULLs). One statement for every scope:
+# one snapshot for both tables and all the scopes, and one plan (planning it costs the server several
+# times what running it does, so a statement per scope paid that once a scope). The changed seqs are
+# gathered first (`ARRAY(…)`), so the rows are read by primary key whatever the planner guesses of
+# the stamps.
 _SELECT_CHANGED: Final = f"""
-    SELECT m.*, {_XMIN}
-    FROM (SELECT 1) AS one LEFT JOIN LATERAL (
+    SELECT wanted.scope, m.*, {_XMIN}
+    FROM unnest(%(scopes)s::text[], %(since)s::text[], %(seen)s::text[]) AS wanted (scope, since, seen)
+    LEFT JOIN LATERAL (
         SELECT {_INDEX_COLUMNS} FROM {_RECORDS}
-        WHERE scope_key = %(scope)s AND seq IN (
+        WHERE scope_key = wanted.scope AND seq = ANY(ARRAY(
             SELECT seq FROM memory_records WHERE {_CHANGED_SINCE}
             UNION
             SELECT seq FROM memory_usage WHERE {_CHANGED_SINCE}
-        )
+        ))
         LIMIT %(n)s
     ) AS m ON true
 """
@@ -216,8 +221,8 @@ async def read_all(conn: Connection, scope_key: str) -> Changes:
         if len(page) < PAGE_ROWS:
             break
     if xmin is None:  # an empty scope: the xmin of a statement that reads no row
-        cursor = await conn.execute(_SELECT_CHANGED, {"scope": scope_key, "xmin": "0", "seen": [], "n": 0})
-        xmin = int(_xmin_of(await cursor.fetchall()))
+        cursor = await conn.execute(_SELECT_CHANGED, _changed_params([(scope_key, (0, ()))], rows=0))
+        xmin = _xmin_of(await cursor.fetchall())
     return Changes(rows, xmin, full=True)
 
 
@@ -226,32 +231,34 @@ Since = tuple[int, Collection[int]]
 
 
 async def read_many(conn: Connection, wanted: Sequence[tuple[str, Since | None]]) -> dict[str, Changes]:
-    """Each scope's rows changed since where its index stands (one round trip for all of them), or
+    """Each scope's rows changed since where its index stands (one statement for all of them), or
     the whole scope when it has none or more than `CATCH_UP_ROWS` rows changed."""
     behind = [(key, since) for key, since in wanted if since is not None]
     found: dict[str, Changes] = {}
-    cursors = []
-    if len(behind) == 1:
-        key, since = behind[0]
-        cursors.append((key, await conn.execute(_SELECT_CHANGED, _changed_params(key, since))))
-    elif behind:
-        async with conn.pipeline():
-            for key, since in behind:
-                cursors.append((key, await conn.execute(_SELECT_CHANGED, _changed_params(key, since))))
-    for key, cursor in cursors:
-        rows = await cursor.fetchall()
-        changed = [row[:-1] for row in rows if row[0] is not None]
-        if len(changed) <= CATCH_UP_ROWS:
-            found[key] = Changes(changed, _xmin_of(rows), full=False)
+    if behind:
+        cursor = await conn.execute(_SELECT_CHANGED, _changed_params(behind, rows=CATCH_UP_ROWS + 1))
+        by_scope: dict[str, builtins.list[TupleRow]] = {}
+        for row in await cursor.fetchall():
+            by_scope.setdefault(row[0], []).append(row[1:])
+        for key, rows in by_scope.items():
+            changed = [row[:-1] for row in rows if row[0] is not None]
+            if len(changed) <= CATCH_UP_ROWS:
+                found[key] = Changes(changed, _xmin_of(rows), full=False)
     for key, _ in wanted:
         if key not in found:
             found[key] = await read_all(conn, key)
     return {key: found[key] for key, _ in wanted}
 
 
-def _changed_params(scope_key: str, since: Since) -> dict[str, object]:
-    xmin, seen = since
-    return {"scope": scope_key, "xmin": str(xmin), "seen": [str(xid) for xid in seen], "n": CATCH_UP_ROWS + 1}
+def _changed_params(behind: Sequence[tuple[str, Since]], rows: int) -> dict[str, object]:
+    """`_SELECT_CHANGED`'s parameters: per scope its key, its xmin, and the transactions it has read
+    whole (as one xid8[] literal: PostgreSQL has no array of arrays of different lengths)."""
+    return {
+        "scopes": [key for key, _ in behind],
+        "since": [str(xmin) for _, (xmin, _) in behind],
+        "seen": ["{" + ",".join(str(xid) for xid in sorted(seen)) + "}" for _, (_, seen) in behind],
+        "n": rows,
+    }
 
 
 def _xmin_of(found: builtins.list[TupleRow]) -> int:

@@ -134,6 +134,28 @@ async def test_a_change_committed_after_the_index_was_read_by_an_older_transacti
     assert sorted(ids(await second.retrieve(SCOPE, "deploys", 5))) == [rid(2), rid(3)]
 
 
+async def test_a_read_of_several_scopes_catches_each_up_with_its_own_changes(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock],
+) -> None:
+    first, second, _ = replicas
+    other = "channel:slack:C1"
+    await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys run weekly")])
+    await first.write(other, [fact("deploys need a ticket")])
+    warm = await second.retrieve_many([SCOPE, other, "user:slack:U9"], "deploys", 5)
+    assert {key: len(found) for key, found in warm.items()} == {SCOPE: 2, other: 1}
+    # One scope changes on the first replica, then the other: the second's one catch-up of all three
+    # lays each scope's rows on its own index, never on another's.
+    assert await first.forget(SCOPE, rid(1))
+    await first.write(other, [fact("deploys freeze on fridays")])
+    await first.write("user:slack:U9", [fact("deploys page me")])
+    found = await second.retrieve_many([SCOPE, other, "user:slack:U9"], "deploys", 5)
+    assert {key: sorted(item.record.text for item in ranked) for key, ranked in found.items()} == {
+        SCOPE: ["deploys run weekly"],
+        other: ["deploys freeze on fridays", "deploys need a ticket"],
+        "user:slack:U9": ["deploys page me"],
+    }
+
+
 async def test_a_scope_of_several_pages_loads_whole(
     replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock],
 ) -> None:
@@ -165,6 +187,26 @@ async def test_a_catch_up_reads_only_what_changed_even_while_an_older_transactio
         [later] = (await read_many(conn, [(SCOPE, (changed.xmin, read_whole))])).values()
         assert [row[0] for row in later.rows] == [3]  # not row 2 again
         await idle.rollback()
+
+
+async def test_a_transaction_read_whole_for_one_scope_is_still_read_for_another(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock], schema: TempSchema
+) -> None:
+    first, _, _ = replicas
+    other = "channel:slack:C1"
+    await first.write(SCOPE, [fact("deploys run nightly")])
+    await first.write(other, [fact("deploys need a ticket")])
+    async with await psycopg.AsyncConnection.connect(schema.dsn, autocommit=True) as conn:
+        loaded = await read_many(conn, [(SCOPE, None), (other, None)])
+        # One transaction changes a row of each scope (as one flush writes every scope's bumps).
+        stamps = await schema_rows(
+            schema, "UPDATE memory_records SET confidence = 0.5 RETURNING changed_xid::text::bigint"
+        )
+        [both] = {int(stamp) for (stamp,) in stamps}
+        since = [(SCOPE, (loaded[SCOPE].xmin, {both})), (other, (loaded[other].xmin, set()))]
+        caught_up = await read_many(conn, since)
+    assert caught_up[SCOPE].rows == []  # read whole for this scope already
+    assert [row[0] for row in caught_up[other].rows] == [1]  # but not for this one
 
 
 # Curation on one replica, the other's index warm (it has served a retrieve of the scope already).
