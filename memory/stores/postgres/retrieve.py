@@ -109,7 +109,7 @@ class Retriever:
         now: float,
         vector: asyncio.Future[Matrix | None],
     ) -> dict[str, _Selected]:
-        """Every scope caught up (one round trip for all), then ranked whole on a worker thread."""
+        """Every scope caught up (one statement for all), then ranked whole on a worker thread."""
         changes = await read_many(conn, [(key, self.indexes.since(key)) for key in scope_keys])
         query_vector = await vector
         ranking = asyncio.ensure_future(
