@@ -20,7 +20,7 @@ import builtins
 import contextlib
 import threading
 import zlib
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Final
@@ -71,6 +71,10 @@ class ScopeIndexes:
         self._thread_locks = [threading.Lock() for _ in range(_STRIPES)]
         # This replica's usage bumps not yet written, per scope (kept when a scope's index is dropped).
         self.bumps = HeldBumps()
+        # The scopes whose locks are held, and by how many holders: never dropped past `capacity`
+        # meanwhile, or a reader's catch-up (the rows changed since its index) would be applied to an
+        # empty index and leave it holding those rows alone.
+        self._pinned: Counter[str] = Counter()
 
     def __contains__(self, scope_key: object) -> bool:
         with self._table:
@@ -82,11 +86,22 @@ class ScopeIndexes:
 
     @contextlib.asynccontextmanager
     async def locked(self, scope_keys: Iterable[str]) -> AsyncIterator[None]:
-        """The scopes' locks, taken in one order (no two readers deadlock) and released together."""
+        """The scopes' locks, taken in one order (no two readers deadlock) and released together; the
+        scopes' indexes are kept while they are held."""
+        keys = builtins.list(scope_keys)
         async with contextlib.AsyncExitStack() as stack:
-            for stripe in _stripes(scope_keys):
+            for stripe in _stripes(keys):
                 await stack.enter_async_context(self._locks[stripe])
-            yield
+            with self._table:
+                self._pinned.update(keys)
+            try:
+                yield
+            finally:
+                with self._table:
+                    self._pinned.subtract(keys)
+                    for key in keys:
+                        if self._pinned[key] <= 0:
+                            del self._pinned[key]
 
     @contextlib.contextmanager
     def held(self, scope_keys: Iterable[str]) -> Iterator[None]:
@@ -121,8 +136,7 @@ class ScopeIndexes:
         with self._table:
             self._scopes[scope_key] = synced
             self._scopes.move_to_end(scope_key)
-            while len(self._scopes) > self._capacity:
-                self._scopes.popitem(last=False)
+            self._drop_past_capacity()
         return synced.index
 
     def hold(self, scope_key: str, picked: Sequence[Candidate], now: float) -> builtins.list[Ranked]:
@@ -155,6 +169,15 @@ class ScopeIndexes:
                     synced.index.set_record(int(seq), self.bumps.overlay(scope_key, record))
                 if int(changed_xid) >= synced.xmin:
                     synced.seen.add(int(changed_xid))
+
+    def _drop_past_capacity(self) -> None:
+        """The least recently read scopes past `capacity`, but never one whose lock is held (the
+        caller holds `_table`)."""
+        excess = len(self._scopes) - self._capacity
+        if excess <= 0:
+            return
+        for key in [key for key in self._scopes if key not in self._pinned][:excess]:
+            del self._scopes[key]
 
     def drop(self, scope_key: str) -> None:
         with self._table:

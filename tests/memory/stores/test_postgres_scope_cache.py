@@ -11,6 +11,7 @@ import psycopg
 import pytest
 
 from memory.stores.postgres.changes import read_many
+from memory.stores.postgres.scope_cache import ScopeIndexes
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryRecord
 from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
@@ -207,6 +208,26 @@ async def test_a_transaction_read_whole_for_one_scope_is_still_read_for_another(
         caught_up = await read_many(conn, since)
     assert caught_up[SCOPE].rows == []  # read whole for this scope already
     assert [row[0] for row in caught_up[other].rows] == [1]  # but not for this one
+
+
+async def test_a_scope_being_read_keeps_its_index_while_other_scopes_loads_push_past_the_limit(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock], schema: TempSchema
+) -> None:
+    first, _, _ = replicas
+    await first.write(SCOPE, [fact("deploys run nightly")])
+    await first.write("channel:slack:C1", [fact("billing runs monthly")])
+    indexes = ScopeIndexes(None, capacity=1)
+    async with await psycopg.AsyncConnection.connect(schema.dsn, autocommit=True) as conn:
+        indexes.apply(SCOPE, (await read_many(conn, [(SCOPE, None)]))[SCOPE])
+        async with indexes.locked([SCOPE]):
+            since = indexes.since(SCOPE)
+            assert since is not None
+            # While this read's catch-up is in flight another reader loads another scope: one kept.
+            other = await read_many(conn, [("channel:slack:C1", None)])
+            indexes.apply("channel:slack:C1", other["channel:slack:C1"])
+            caught_up = await read_many(conn, [(SCOPE, since)])
+            index = indexes.apply(SCOPE, caught_up[SCOPE])  # nothing changed: applied to what it holds
+    assert len(index) == 1  # not an index of the catch-up's rows alone (none)
 
 
 # Curation on one replica, the other's index warm (it has served a retrieve of the scope already).
