@@ -98,10 +98,7 @@ class ScopeIndexes:
                 yield
             finally:
                 with self._table:
-                    self._pinned.subtract(keys)
-                    for key in keys:
-                        if self._pinned[key] <= 0:
-                            del self._pinned[key]
+                    self._pinned -= Counter(keys)  # a count that reaches 0 leaves the counter
 
     @contextlib.contextmanager
     def held(self, scope_keys: Iterable[str]) -> Iterator[None]:
@@ -149,8 +146,7 @@ class ScopeIndexes:
             found = bumped([Ranked(c.record, c.relevance) for c in picked], now)
             if synced is not None:
                 for c, item in zip(picked, found, strict=True):
-                    if synced.index.record(c.seq) is not None:
-                        synced.index.set_record(c.seq, item.record)
+                    synced.index.set_record(c.seq, item.record)  # a seq it no longer holds: nothing
             return found
 
     def read_back(self, scope_key: str, usage: Sequence[TupleRow]) -> None:
