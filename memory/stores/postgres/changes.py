@@ -15,13 +15,18 @@ indexes (full-text ones among them). A trigger on `memory_records` keeps the two
 transaction of every change, whoever makes it: a row becoming active gets its usage row (from the
 record's own columns), a row leaving active takes its usage back into those columns and loses the
 usage row. So `memory_usage` holds exactly the active rows, and the eviction order is read off it.
+
+The store never deletes a record row (a forget or an erasure rewrites it), but an operator may: the same
+trigger leaves a stamped tombstone in `memory_deleted` for each row deleted, and a later insert of that
+seq takes it away, so a catch-up takes a deleted record out of every replica's index as it takes out
+a forgotten one. (A TRUNCATE leaves none: the replicas' indexes keep what they held until reloaded.)
 """
 
 from __future__ import annotations
 
 import builtins
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from psycopg.rows import TupleRow
@@ -44,6 +49,14 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
         PRIMARY KEY (scope_key, seq)
     )
     """,
+    """
+    CREATE TABLE IF NOT EXISTS memory_deleted (
+        scope_key text NOT NULL,
+        seq bigint NOT NULL,
+        changed_xid xid8 NOT NULL,
+        PRIMARY KEY (scope_key, seq)
+    )
+    """,
     # Stamps a usage row (and an older replica's trigger of the same name stamps a record row).
     """
     CREATE OR REPLACE FUNCTION memory_records_stamp() RETURNS trigger LANGUAGE plpgsql AS $$
@@ -61,7 +74,13 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
     BEGIN
         IF TG_OP = 'DELETE' THEN
             DELETE FROM memory_usage WHERE scope_key = OLD.scope_key AND seq = OLD.seq;
+            INSERT INTO memory_deleted (scope_key, seq, changed_xid)
+            VALUES (OLD.scope_key, OLD.seq, pg_current_xact_id())
+            ON CONFLICT (scope_key, seq) DO UPDATE SET changed_xid = EXCLUDED.changed_xid;
             RETURN OLD;
+        END IF;
+        IF TG_OP = 'INSERT' THEN
+            DELETE FROM memory_deleted WHERE scope_key = NEW.scope_key AND seq = NEW.seq;
         END IF;
         NEW.changed_xid := pg_current_xact_id();
         IF NEW.status = 'active' AND (TG_OP = 'INSERT' OR OLD.status <> 'active') THEN
@@ -82,6 +101,7 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
     """,
     "CREATE INDEX IF NOT EXISTS memory_records_changed ON memory_records (scope_key, changed_xid)",
     "CREATE INDEX IF NOT EXISTS memory_usage_changed ON memory_usage (scope_key, changed_xid)",
+    "CREATE INDEX IF NOT EXISTS memory_deleted_changed ON memory_deleted (scope_key, changed_xid)",
     # Least recently used first (`memory.rules.engine.eviction_key`), ties by seq: the excess is the
     # index's first rows, so a write over the cap never reads the whole active set.
     "CREATE INDEX IF NOT EXISTS memory_usage_eviction"
@@ -141,15 +161,21 @@ _CHANGED_SINCE: Final = (
     " AND changed_xid <> ALL(wanted.seen::xid8[])"
 )
 
-# For each wanted scope, the rows whose record or usage changed since; the snapshot's xmin comes back
-# even for a scope where no row did (the LEFT JOIN's one row of NULLs). One statement for every scope:
+# For each wanted scope, the seqs deleted since (their tombstones' seqs and stamps, NULL for none) and
+# the rows whose record or usage changed since; the snapshot's xmin comes back even for a scope where
+# no row did (the LEFT JOIN's one row of NULLs). One statement for every scope:
 # one snapshot for both tables and all the scopes, and one plan (planning it costs the server several
 # times what running it does, so a statement per scope paid that once a scope). The changed seqs are
 # gathered first (`ARRAY(…)`), so the rows are read by primary key whatever the planner guesses of
 # the stamps.
 _SELECT_CHANGED: Final = f"""
-    SELECT wanted.scope, m.*, {_XMIN}
+    SELECT wanted.scope, gone.seqs, gone.xids, m.*, {_XMIN}
     FROM unnest(%(scopes)s::text[], %(since)s::text[], %(seen)s::text[]) AS wanted (scope, since, seen)
+    CROSS JOIN LATERAL (
+        SELECT array_agg(seq) AS seqs, array_agg(changed_xid::text::bigint) AS xids FROM (
+            SELECT seq, changed_xid FROM memory_deleted WHERE {_CHANGED_SINCE} LIMIT %(n)s
+        ) AS tombstones
+    ) AS gone
     LEFT JOIN LATERAL (
         SELECT {_INDEX_COLUMNS} FROM {_RECORDS}
         WHERE scope_key = wanted.scope AND seq = ANY(ARRAY(
@@ -195,11 +221,13 @@ async def make_trigger(conn: Connection) -> None:
 @dataclass(frozen=True, slots=True)
 class Changes:
     """Rows read for a scope index (each `_INDEX_COLUMNS`), and the snapshot's xmin they are as of.
-    `full`: the scope's whole active set (load it afresh); else the rows changed since the index's."""
+    `full`: the scope's whole active set (load it afresh); else the rows changed since the index's,
+    and the seqs deleted since with the transactions that deleted them (`deleted`)."""
 
     rows: builtins.list[TupleRow]
     xmin: int
     full: bool
+    deleted: builtins.list[tuple[int, int]] = field(default_factory=list)
 
 
 async def read_all(conn: Connection, scope_key: str) -> Changes:
@@ -241,9 +269,11 @@ async def read_many(conn: Connection, wanted: Sequence[tuple[str, Since | None]]
         for row in await cursor.fetchall():
             by_scope.setdefault(row[0], []).append(row[1:])
         for key, rows in by_scope.items():
-            changed = [row[:-1] for row in rows if row[0] is not None]
-            if len(changed) <= CATCH_UP_ROWS:
-                found[key] = Changes(changed, _xmin_of(rows), full=False)
+            seqs, xids = rows[0][0] or [], rows[0][1] or []  # the same on every row of the scope
+            changed = [row[2:-1] for row in rows if row[2] is not None]
+            if len(changed) <= CATCH_UP_ROWS and len(seqs) <= CATCH_UP_ROWS:
+                deleted = [(int(seq), int(xid)) for seq, xid in zip(seqs, xids, strict=True)]
+                found[key] = Changes(changed, _xmin_of(rows), full=False, deleted=deleted)
     for key, _ in wanted:
         if key not in found:
             found[key] = await read_all(conn, key)

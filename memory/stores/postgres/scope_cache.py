@@ -122,7 +122,8 @@ class ScopeIndexes:
                 synced = SyncedScope(ScopeIndex(), changes.xmin)
                 self._put(scope_key, synced.index, changes.rows)
             else:
-                seen = self._put(scope_key, synced.index, changes.rows)
+                seen = self._take_deleted(synced.index, changes.deleted)
+                seen |= self._put(scope_key, synced.index, changes.rows)
                 synced.seen = {xid for xid in synced.seen | seen if xid >= changes.xmin}
                 if len(synced.seen) > _SEEN_KEPT:
                     synced.seen.clear()
@@ -178,6 +179,13 @@ class ScopeIndexes:
     def drop(self, scope_key: str) -> None:
         with self._table:
             self._scopes.pop(scope_key, None)
+
+    @staticmethod
+    def _take_deleted(index: ScopeIndex, deleted: Sequence[tuple[int, int]]) -> builtins.set[int]:
+        """The deleted rows out of the index; the transactions that deleted them."""
+        for seq, _ in deleted:
+            index.remove(seq)
+        return {xid for _, xid in deleted}
 
     def _put(self, scope_key: str, index: ScopeIndex, rows: Sequence[TupleRow]) -> builtins.set[int]:
         """Each row into the index (an active one (re)indexed with the unwritten bumps laid over it, any

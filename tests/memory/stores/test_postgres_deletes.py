@@ -1,0 +1,116 @@
+"""Record rows deleted outside the store (an operator's DELETE) against the real server: the store never
+deletes one, but whoever does, every replica's warm scope index lets the record go at its next read,
+as it lets a forgotten one go (memory/stores/postgres/changes.py, the tombstones).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterator
+
+import psycopg
+import pytest
+
+from memory.stores.postgres.changes import read_many
+from memory.stores.postgres.store import PostgresMemoryStore
+from memory.types import MemoryRecord
+from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.records import fact
+
+SCOPE = "org:acme"
+
+
+@pytest.fixture
+def schema() -> Iterator[TempSchema]:
+    with temp_schema() as created:
+        yield created
+
+
+@pytest.fixture
+async def replicas(schema: TempSchema) -> AsyncIterator[tuple[PostgresMemoryStore, PostgresMemoryStore]]:
+    first, second = (
+        PostgresMemoryStore(schema.dsn, application_name=unique_application_name()) for _ in range(2)
+    )
+    try:
+        yield first, second
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+def ids(records: list[MemoryRecord]) -> list[str]:
+    return sorted(record.id for record in records)
+
+
+def rid(seq: int) -> str:
+    return f"mem:{SCOPE}:{seq}"
+
+
+async def test_a_row_deleted_outside_the_store_leaves_every_replicas_warm_index(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
+) -> None:
+    first, _ = replicas
+    await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys need a ticket")])
+    for replica in replicas:
+        assert ids(await replica.retrieve(SCOPE, "deploys", 5)) == [rid(1), rid(2)]  # warm
+
+    await schema_rows(schema, "DELETE FROM memory_records WHERE scope_key = %s AND seq = 1", (SCOPE,))
+
+    for replica in replicas:
+        assert ids(await replica.retrieve(SCOPE, "deploys", 5)) == [rid(2)]
+
+
+async def test_a_seq_written_again_after_its_row_was_deleted_is_the_new_record(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
+) -> None:
+    first, second = replicas
+    await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys need a ticket")])
+    assert len(await second.retrieve(SCOPE, "deploys", 5)) == 2
+    await schema_rows(schema, "DELETE FROM memory_records WHERE scope_key = %s AND seq = 2", (SCOPE,))
+
+    await first.write(SCOPE, [fact("deploys moved to tuesdays")])  # the scope's next seq: 2 again
+
+    [record] = [r for r in await second.retrieve(SCOPE, "deploys", 5) if r.id == rid(2)]
+    assert record.text == "deploys moved to tuesdays"
+    assert await schema_rows(schema, "SELECT seq FROM memory_deleted") == []
+
+
+async def test_a_delete_is_read_once_even_while_an_older_transaction_stays_open(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
+) -> None:
+    first, _ = replicas
+    await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys need a ticket")])
+    async with (
+        await psycopg.AsyncConnection.connect(schema.dsn) as idle,
+        await psycopg.AsyncConnection.connect(schema.dsn, autocommit=True) as conn,
+    ):
+        await idle.execute("SELECT pg_current_xact_id()")  # holds every snapshot's xmin back
+        [loaded] = (await read_many(conn, [(SCOPE, None)])).values()
+        [(stamp,)] = await schema_rows(
+            schema,
+            "DELETE FROM memory_records WHERE scope_key = %s AND seq = 1"
+            " RETURNING pg_current_xact_id()::text",
+            (SCOPE,),
+        )
+
+        [caught_up] = (await read_many(conn, [(SCOPE, (loaded.xmin, set()))])).values()
+        assert caught_up.deleted == [(1, int(stamp))] and not caught_up.full
+        [again] = (await read_many(conn, [(SCOPE, (caught_up.xmin, {int(stamp)}))])).values()
+        assert again.deleted == [] and again.rows == []  # read whole already: not read again
+        await idle.rollback()
+
+
+async def test_a_schema_from_before_tombstones_gets_them_when_a_store_opens_on_it(
+    schema: TempSchema,
+) -> None:
+    older = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
+    await older.write(SCOPE, [fact("deploys run nightly"), fact("deploys need a ticket")])
+    await older.aclose()
+    await schema_rows(schema, "DROP TABLE memory_deleted")  # as a database of the previous release
+
+    reader = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
+    try:
+        assert len(await reader.retrieve(SCOPE, "deploys", 5)) == 2
+        await schema_rows(schema, "DELETE FROM memory_records WHERE scope_key = %s AND seq = 2", (SCOPE,))
+        assert ids(await reader.retrieve(SCOPE, "deploys", 5)) == [rid(1)]
+    finally:
+        await reader.aclose()
