@@ -272,19 +272,37 @@ def score_arrays(
         relevance = lexical
         admitted = shares
     else:
-        has_vector = ~np.isnan(cosine)
-        closer = cosine if centered is None else centered
-        w = ranking.semantic_weight
-        semantic = w * np.maximum(np.where(has_vector, closer, 0.0), 0.0)
-        fused = 1.0 - (1.0 - (1.0 - w) * lexical) * (1.0 - semantic)
-        relevance = np.where(has_vector, fused, lexical)
-        close = has_vector & (np.where(has_vector, cosine, -np.inf) >= ranking.semantic_threshold)
-        admitted = shares | close
-    recency = np.exp(-np.maximum(0.0, now - seen) / RECENCY_TAU_SECONDS)
-    score = KEYWORD_WEIGHT * relevance + RECENCY_WEIGHT * recency
+        relevance = _fused(lexical, cosine, cosine if centered is None else centered, ranking.semantic_weight)
+        # A NaN cosine (no vector) compares false: such a record is admitted by its stems alone.
+        admitted = shares | (cosine >= ranking.semantic_threshold)
+    # In place where it can be: a whole scope's arrays are scored at every read.
+    recency = now - seen
+    np.maximum(recency, 0.0, out=recency)
+    np.negative(recency, out=recency)
+    recency /= RECENCY_TAU_SECONDS
+    np.exp(recency, out=recency)
+    score = relevance * KEYWORD_WEIGHT
+    recency *= RECENCY_WEIGHT
+    score += recency
     if timed is not None:
-        score = score + TIME_WEIGHT * time_closeness(timed.observed, timed.window)
+        score += TIME_WEIGHT * time_closeness(timed.observed, timed.window)
     return Scored(relevance, score, admitted)
+
+
+def _fused(lexical: Floats, cosine: Floats, closer: Floats, w: float) -> Floats:
+    """The noisy OR of the weighted lexical match and the weighted (centered) cosine, clipped at 0;
+    the lexical match alone where the record has no vector (a NaN `cosine`)."""
+    semantic = np.maximum(closer, 0.0)
+    semantic *= w
+    np.subtract(1.0, semantic, out=semantic)
+    fused = lexical * (1.0 - w)
+    np.subtract(1.0, fused, out=fused)
+    fused *= semantic
+    np.subtract(1.0, fused, out=fused)
+    missing = np.isnan(cosine)
+    if missing.any():
+        fused[missing] = lexical[missing]
+    return fused
 
 
 def stats_stems(ranking: Ranking, query: str, records: Iterable[MemoryRecord]) -> list[str]:

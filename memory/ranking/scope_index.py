@@ -191,17 +191,19 @@ class ScopeIndex:
         cosine: npt.NDArray[np.float64] | None = None
         centered: npt.NDArray[np.float64] | None = None
         if query_vector is not None:
-            cosine = np.full(size, np.nan, dtype=np.float64)
             matrix = self._matrix
-            if matrix is not None and matrix.shape[1] == query_vector.shape[0]:
-                products = row_products(matrix[:size], query_vector)
-                close = products
+            if matrix is None or matrix.shape[1] != query_vector.shape[0]:
+                cosine = np.full(size, np.nan, dtype=np.float64)
+            else:
+                cosine = row_products(matrix[:size], query_vector)
+                centered = cosine
                 centering = self._centering_of(size)
                 if centering is not None:
-                    close = centered_cosines(products, centering, query_vector)
-                has_vector = self._has_vector[:size]
-                cosine = np.where(has_vector, products, np.nan)
-                centered = np.where(has_vector, close, np.nan)
+                    centered = centered_cosines(cosine, centering, query_vector)
+                missing = ~self._has_vector[:size]
+                if missing.any():
+                    cosine = np.where(missing, np.nan, cosine)
+                    centered = np.where(missing, np.nan, centered)
         eligible = self._live[:size]
         if created_after is not None:
             eligible = eligible & (self._created[:size] >= created_after)
