@@ -92,7 +92,12 @@ async def postgres_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterat
 
     After the bulk load the schema is ANALYZEd, as autovacuum does on a default server within a
     minute of that many new rows: without statistics the planner guesses one row per scope and may
-    read the dedup lookup off another index (a server run with autovacuum off needs the same)."""
+    read the dedup lookup off another index (a server run with autovacuum off needs the same). Then
+    a CHECKPOINT writes the load's pages out, so the server's next timed checkpoint (every five
+    minutes by default) does not land in the timed reads of one size and not another's. On a server
+    with autovacuum off the system catalogs are VACUUMed first, as autovacuum would: every schema made
+    and dropped (each test and each bench run makes one) leaves dead catalog rows, and with thousands
+    of them every new relation's lookups slow down, so figures drift from one run to the next."""
     import uuid
 
     import psycopg
@@ -104,6 +109,9 @@ async def postgres_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterat
     base = os.environ.get("DATABASE_URL") or "postgresql://postgres@127.0.0.1:5432/test"
     schema = f"bench_{uuid.uuid4().hex[:12]}"
     async with await psycopg.AsyncConnection.connect(base, autocommit=True) as admin:
+        cursor = await admin.execute("SHOW autovacuum")
+        if (await cursor.fetchone()) == ("off",):
+            await admin.execute(f"VACUUM {', '.join(CATALOGS)}")
         await admin.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(schema)))
         try:
             dsn = make_conninfo(base, options=f"-csearch_path={schema}")
@@ -115,6 +123,10 @@ async def postgres_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterat
                 for table in ("memory_records", "memory_usage", "memory_term_df"):
                     name = sql.Identifier(schema, table)
                     await admin.execute(sql.SQL("ANALYZE {}").format(name))
+                try:
+                    await admin.execute("CHECKPOINT")
+                except psycopg.errors.InsufficientPrivilege:
+                    print("bench_store: no CHECKPOINT (needs pg_checkpoint or superuser)", file=sys.stderr)
 
             try:
                 yield Backend(store, analyze)
@@ -122,6 +134,21 @@ async def postgres_backend(workdir: Path, cap: int, clock: Clock) -> AsyncIterat
                 await store.aclose()
         finally:
             await admin.execute(sql.SQL("DROP SCHEMA {} CASCADE").format(sql.Identifier(schema)))
+
+
+# The catalogs a schema's tables, columns, indexes and constraints live in.
+CATALOGS = tuple(
+    f"pg_catalog.{name}"
+    for name in (
+        "pg_attribute",
+        "pg_depend",
+        "pg_class",
+        "pg_index",
+        "pg_type",
+        "pg_constraint",
+        "pg_attrdef",
+    )
+)
 
 
 BACKENDS: dict[str, Callable[[Path, int, Clock], contextlib.AbstractAsyncContextManager[Backend]]] = {
