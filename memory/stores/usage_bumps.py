@@ -60,7 +60,7 @@ class PendingBumps:
         return len(self.uses) >= FLUSH_RECORDS or now - self.since >= FLUSH_SECONDS
 
     def rows(self) -> list[tuple[float, int, str]]:
-        """`(last_used_at, uses, id)` rows for `UPDATE … SET last_used_at = ?, use_count = use_count + ?`."""
+        """`(last_used_at, uses, id)` rows for `UPDATE … SET last_used_at = …, use_count = use_count + ?`."""
         return [(used_at, count, record_id) for record_id, (count, used_at) in self.uses.items()]
 
 

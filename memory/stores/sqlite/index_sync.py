@@ -93,8 +93,10 @@ class OpenScopes:
         in_step = synced is not None and synced.total_changes == connection.total_changes
         try:
             with transaction(connection):
+                # The later use wins: another process sharing the file may have written a newer one.
                 connection.executemany(
-                    "UPDATE records SET last_used_at = ?, use_count = use_count + ? WHERE id = ?",
+                    "UPDATE records SET last_used_at = MAX(COALESCE(last_used_at, ?1), ?1),"
+                    " use_count = use_count + ?2 WHERE id = ?3",
                     pending.rows(),
                 )
             if synced is not None and in_step:  # the index held these bumps already

@@ -156,9 +156,9 @@ def fold(
     place, not set, so a usage bump buffered for the same row still adds to it; a moved date is a
     change the scope index must see (`stamp`), a moved count is not."""
     folded = fold_into(record, candidate, now)
-    rows = connection.execute(
-        "UPDATE records SET use_count = use_count + 1, last_used_at = ?, observed_at = ? WHERE id = ? "
-        "RETURNING seq",
+    rows = connection.execute(  # the later use wins, as a usage bump's does
+        "UPDATE records SET use_count = use_count + 1, last_used_at = MAX(COALESCE(last_used_at, ?1), ?1),"
+        " observed_at = ?2 WHERE id = ?3 RETURNING seq",
         (folded.last_used_at, folded.observed_at, record.id),
     ).fetchall()
     if folded.observed_at != record.observed_at:

@@ -524,6 +524,50 @@ async def test_closing_the_store_writes_its_pending_bumps(tmp_path: Path) -> Non
     assert use_counts(store, ORG)[first.id] == 2
 
 
+async def test_a_process_writing_older_bumps_after_another_keeps_the_later_last_use(tmp_path: Path) -> None:
+    earlier, later = FakeClock(START), FakeClock(START + DAY)
+    slow = SqliteMemoryStore(tmp_path / "memory", clock=earlier)  # two processes on one directory
+    fast = SqliteMemoryStore(tmp_path / "memory", clock=later)
+    try:
+        await slow.write(ORG, [fact("deploy one"), fact("other")])
+        [held] = await slow.retrieve(ORG, "deploy", 5)  # used at START, not written yet
+        await fast.retrieve(ORG, "deploy", 5)  # used a day later, written first
+        await fast.aclose()
+
+        await slow.aclose()  # its older bump written last
+
+        with raw(slow.database_path(ORG)) as connection:
+            [(last_used_at, use_count)] = connection.execute(
+                "SELECT last_used_at, use_count FROM records WHERE id = ?", (held.id,)
+            ).fetchall()
+        assert (last_used_at, use_count) == (START + DAY, 2)
+    finally:
+        await fast.aclose()
+        await slow.aclose()
+
+
+async def test_a_restatement_folded_by_a_process_with_an_older_clock_keeps_the_later_last_use(
+    tmp_path: Path,
+) -> None:
+    slow = SqliteMemoryStore(tmp_path / "memory", clock=FakeClock(START))
+    fast = SqliteMemoryStore(tmp_path / "memory", clock=FakeClock(START + DAY))
+    try:
+        await slow.write(ORG, [fact("deploys run nightly")])
+        [used] = await fast.retrieve(ORG, "deploys", 5)
+        await fast.aclose()  # its use, a day later, written
+
+        await slow.write(ORG, [fact("deploys run nightly")])  # a restatement: folded into the record
+
+        with raw(slow.database_path(ORG)) as connection:
+            [(last_used_at, use_count)] = connection.execute(
+                "SELECT last_used_at, use_count FROM records WHERE id = ?", (used.id,)
+            ).fetchall()
+        assert (last_used_at, use_count) == (START + DAY, 2)
+    finally:
+        await fast.aclose()
+        await slow.aclose()
+
+
 async def test_retrieve_and_list_return_at_most_max_limit_records(store: SqliteMemoryStore) -> None:
     await fill(store, ORG, [f"deploy item {n}" for n in range(60)])
     assert len(await store.retrieve(ORG, "deploy", 500)) == MAX_LIMIT
