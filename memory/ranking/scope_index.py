@@ -24,6 +24,7 @@ import numpy.typing as npt
 from memory.ranking.embedder import Matrix
 from memory.ranking.fusion import (
     Centering,
+    Floats,
     Ranking,
     Timed,
     centered_cosines,
@@ -188,22 +189,7 @@ class ScopeIndex:
                 matched[slots] = True
         if total > 0.0:
             lexical /= total
-        cosine: npt.NDArray[np.float64] | None = None
-        centered: npt.NDArray[np.float64] | None = None
-        if query_vector is not None:
-            matrix = self._matrix
-            if matrix is None or matrix.shape[1] != query_vector.shape[0]:
-                cosine = np.full(size, np.nan, dtype=np.float64)
-            else:
-                cosine = row_products(matrix[:size], query_vector)
-                centered = cosine
-                centering = self._centering_of(size)
-                if centering is not None:
-                    centered = centered_cosines(cosine, centering, query_vector)
-                missing = ~self._has_vector[:size]
-                if missing.any():
-                    cosine = np.where(missing, np.nan, cosine)
-                    centered = np.where(missing, np.nan, centered)
+        cosine, centered = (None, None) if query_vector is None else self._closeness(size, query_vector)
         eligible = self._live[:size]
         if created_after is not None:
             eligible = eligible & (self._created[:size] >= created_after)
@@ -238,6 +224,22 @@ class ScopeIndex:
             value = None if cosine is None or np.isnan(cosine[slot]) else float(cosine[slot])
             found.append(Candidate(int(self._seqs[slot]), record, float(scored.relevance[slot]), value))
         return found
+
+    def _closeness(self, size: int, query_vector: Matrix) -> tuple[Floats, Floats | None]:
+        """Each slot's plain cosine with the query and its centered one (None: the plain one is
+        fused); NaN for a slot with no vector, and everywhere when no vector has the query's length."""
+        matrix = self._matrix
+        if matrix is None or matrix.shape[1] != query_vector.shape[0]:
+            return np.full(size, np.nan, dtype=np.float64), None
+        cosine = row_products(matrix[:size], query_vector)
+        centered = cosine
+        centering = self._centering_of(size)
+        if centering is not None:
+            centered = centered_cosines(cosine, centering, query_vector)
+        missing = ~self._has_vector[:size]
+        if missing.any():
+            return np.where(missing, np.nan, cosine), np.where(missing, np.nan, centered)
+        return cosine, centered
 
     def _match(self, size: int, weights: Mapping[str, float]) -> npt.NDArray[np.float64]:
         """Each slot's weighted share of `weights` (what `weighted_match` gives its record), summed
