@@ -17,9 +17,12 @@ record's own columns), a row leaving active takes its usage back into those colu
 usage row. So `memory_usage` holds exactly the active rows, and the eviction order is read off it.
 
 The store never deletes a record row (a forget or an erasure rewrites it), but an operator may: the same
-trigger leaves a stamped tombstone in `memory_deleted` for each row deleted, and a later insert of that
-seq takes it away, so a catch-up takes a deleted record out of every replica's index as it takes out
-a forgotten one. (A TRUNCATE leaves none: the replicas' indexes keep what they held until reloaded.)
+trigger leaves a stamped tombstone in `memory_deleted` for each row deleted (or moved to another scope or
+seq), and a later insert of that seq takes it away, so a catch-up takes a deleted record out of every
+replica's index as it takes out a forgotten one. Not covered: a TRUNCATE (no row trigger fires), and two
+operator sessions deleting and re-inserting one seq at once (the insert's trigger runs before it waits
+for the delete, so the tombstone may stay beside the new row); the replicas' indexes keep what they held
+until reloaded.
 """
 
 from __future__ import annotations
@@ -80,6 +83,12 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
             RETURN OLD;
         END IF;
         IF TG_OP = 'INSERT' THEN
+            DELETE FROM memory_deleted WHERE scope_key = NEW.scope_key AND seq = NEW.seq;
+        ELSIF (OLD.scope_key, OLD.seq) IS DISTINCT FROM (NEW.scope_key, NEW.seq) THEN
+            -- A row moved by hand to another scope or seq: gone from its old one.
+            INSERT INTO memory_deleted (scope_key, seq, changed_xid)
+            VALUES (OLD.scope_key, OLD.seq, pg_current_xact_id())
+            ON CONFLICT (scope_key, seq) DO UPDATE SET changed_xid = EXCLUDED.changed_xid;
             DELETE FROM memory_deleted WHERE scope_key = NEW.scope_key AND seq = NEW.seq;
         END IF;
         NEW.changed_xid := pg_current_xact_id();
@@ -173,7 +182,7 @@ _SELECT_CHANGED: Final = f"""
     FROM unnest(%(scopes)s::text[], %(since)s::text[], %(seen)s::text[]) AS wanted (scope, since, seen)
     CROSS JOIN LATERAL (
         SELECT array_agg(seq) AS seqs, array_agg(changed_xid::text::bigint) AS xids FROM (
-            SELECT seq, changed_xid FROM memory_deleted WHERE {_CHANGED_SINCE} LIMIT %(n)s
+            SELECT seq, changed_xid FROM memory_deleted WHERE {_CHANGED_SINCE} LIMIT %(deleted)s
         ) AS tombstones
     ) AS gone
     LEFT JOIN LATERAL (
@@ -199,6 +208,9 @@ WRITE_BUMPS: Final = """
 
 PAGE_ROWS: Final = 1000
 CATCH_UP_ROWS: Final = 2000
+# Past this many rows deleted since, a scope is read afresh: the catch-up repeats their seqs on each
+# of its rows, so it keeps them few.
+CATCH_UP_DELETED: Final = 64
 
 
 async def make_trigger(conn: Connection) -> None:
@@ -271,7 +283,7 @@ async def read_many(conn: Connection, wanted: Sequence[tuple[str, Since | None]]
         for key, rows in by_scope.items():
             seqs, xids = rows[0][0] or [], rows[0][1] or []  # the same on every row of the scope
             changed = [row[2:-1] for row in rows if row[2] is not None]
-            if len(changed) <= CATCH_UP_ROWS and len(seqs) <= CATCH_UP_ROWS:
+            if len(changed) <= CATCH_UP_ROWS and len(seqs) <= CATCH_UP_DELETED:
                 deleted = [(int(seq), int(xid)) for seq, xid in zip(seqs, xids, strict=True)]
                 found[key] = Changes(changed, _xmin_of(rows), full=False, deleted=deleted)
     for key, _ in wanted:
@@ -288,6 +300,7 @@ def _changed_params(behind: Sequence[tuple[str, Since]], rows: int) -> dict[str,
         "since": [str(xmin) for _, (xmin, _) in behind],
         "seen": ["{" + ",".join(str(xid) for xid in sorted(seen)) + "}" for _, (_, seen) in behind],
         "n": rows,
+        "deleted": min(rows, CATCH_UP_DELETED + 1),
     }
 
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 import psycopg
 import pytest
 
-from memory.stores.postgres.changes import read_many
+from memory.stores.postgres.changes import CATCH_UP_DELETED, read_many
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryRecord
 from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
@@ -114,3 +114,41 @@ async def test_a_schema_from_before_tombstones_gets_them_when_a_store_opens_on_i
         assert ids(await reader.retrieve(SCOPE, "deploys", 5)) == [rid(1)]
     finally:
         await reader.aclose()
+
+
+async def test_a_row_moved_by_hand_to_another_seq_leaves_its_old_place_in_a_warm_index(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
+) -> None:
+    first, second = replicas
+    await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys need a ticket")])
+    assert ids(await second.retrieve(SCOPE, "deploys", 5)) == [rid(1), rid(2)]
+
+    await schema_rows(
+        schema,
+        "UPDATE memory_records SET seq = 7, id = %s WHERE scope_key = %s AND seq = 1",
+        (rid(7), SCOPE),
+    )
+
+    assert ids(await second.retrieve(SCOPE, "deploys", 5)) == [rid(2), rid(7)]
+
+
+async def test_a_catch_up_past_its_share_of_deleted_rows_reads_the_scope_afresh(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
+) -> None:
+    first, _ = replicas
+    await first.write(SCOPE, [fact(f"note {n} about topic{n}") for n in range(CATCH_UP_DELETED + 2)])
+    async with await psycopg.AsyncConnection.connect(schema.dsn, autocommit=True) as conn:
+        [loaded] = (await read_many(conn, [(SCOPE, None)])).values()
+        await schema_rows(
+            schema, "DELETE FROM memory_records WHERE scope_key = %s AND seq <= %s", (SCOPE, CATCH_UP_DELETED)
+        )
+        [few] = (await read_many(conn, [(SCOPE, (loaded.xmin, set()))])).values()
+        await schema_rows(
+            schema,
+            "DELETE FROM memory_records WHERE scope_key = %s AND seq = %s",
+            (SCOPE, CATCH_UP_DELETED + 1),
+        )
+        [many] = (await read_many(conn, [(SCOPE, (loaded.xmin, set()))])).values()
+
+    assert not few.full and len(few.deleted) == CATCH_UP_DELETED
+    assert many.full and [row[0] for row in many.rows] == [CATCH_UP_DELETED + 2]
