@@ -524,6 +524,15 @@ async def test_closing_the_store_writes_its_pending_bumps(tmp_path: Path) -> Non
     assert use_counts(store, ORG)[first.id] == 2
 
 
+def stored_usage(store: SqliteMemoryStore, record_id: str) -> tuple[float, int]:
+    """A record's last use and use count as its database holds them."""
+    with raw(store.database_path(ORG)) as connection:
+        [(last_used_at, use_count)] = connection.execute(
+            "SELECT last_used_at, use_count FROM records WHERE id = ?", (record_id,)
+        ).fetchall()
+    return float(last_used_at), int(use_count)
+
+
 async def test_a_process_writing_older_bumps_after_another_keeps_the_later_last_use(tmp_path: Path) -> None:
     earlier, later = FakeClock(START), FakeClock(START + DAY)
     slow = SqliteMemoryStore(tmp_path / "memory", clock=earlier)  # two processes on one directory
@@ -536,11 +545,7 @@ async def test_a_process_writing_older_bumps_after_another_keeps_the_later_last_
 
         await slow.aclose()  # its older bump written last
 
-        with raw(slow.database_path(ORG)) as connection:
-            [(last_used_at, use_count)] = connection.execute(
-                "SELECT last_used_at, use_count FROM records WHERE id = ?", (held.id,)
-            ).fetchall()
-        assert (last_used_at, use_count) == (START + DAY, 2)
+        assert stored_usage(slow, held.id) == (START + DAY, 2)
     finally:
         await fast.aclose()
         await slow.aclose()
@@ -558,11 +563,7 @@ async def test_a_restatement_folded_by_a_process_with_an_older_clock_keeps_the_l
 
         await slow.write(ORG, [fact("deploys run nightly")])  # a restatement: folded into the record
 
-        with raw(slow.database_path(ORG)) as connection:
-            [(last_used_at, use_count)] = connection.execute(
-                "SELECT last_used_at, use_count FROM records WHERE id = ?", (used.id,)
-            ).fetchall()
-        assert (last_used_at, use_count) == (START + DAY, 2)
+        assert stored_usage(slow, used.id) == (START + DAY, 2)
     finally:
         await fast.aclose()
         await slow.aclose()
