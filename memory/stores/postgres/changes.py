@@ -75,21 +75,21 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
     DECLARE
         kept memory_usage%ROWTYPE;
     BEGIN
+        -- A key left (a delete, or a row moved by hand) gets a tombstone; a key taken loses its own.
+        -- OLD is NULL in an INSERT's trigger and NEW in a DELETE's.
+        IF (OLD.scope_key, OLD.seq) IS DISTINCT FROM (NEW.scope_key, NEW.seq) THEN
+            IF OLD.seq IS NOT NULL THEN
+                INSERT INTO memory_deleted (scope_key, seq, changed_xid)
+                VALUES (OLD.scope_key, OLD.seq, pg_current_xact_id())
+                ON CONFLICT (scope_key, seq) DO UPDATE SET changed_xid = EXCLUDED.changed_xid;
+            END IF;
+            IF NEW.seq IS NOT NULL THEN
+                DELETE FROM memory_deleted WHERE scope_key = NEW.scope_key AND seq = NEW.seq;
+            END IF;
+        END IF;
         IF TG_OP = 'DELETE' THEN
             DELETE FROM memory_usage WHERE scope_key = OLD.scope_key AND seq = OLD.seq;
-            INSERT INTO memory_deleted (scope_key, seq, changed_xid)
-            VALUES (OLD.scope_key, OLD.seq, pg_current_xact_id())
-            ON CONFLICT (scope_key, seq) DO UPDATE SET changed_xid = EXCLUDED.changed_xid;
             RETURN OLD;
-        END IF;
-        IF TG_OP = 'INSERT' THEN
-            DELETE FROM memory_deleted WHERE scope_key = NEW.scope_key AND seq = NEW.seq;
-        ELSIF (OLD.scope_key, OLD.seq) IS DISTINCT FROM (NEW.scope_key, NEW.seq) THEN
-            -- A row moved by hand to another scope or seq: gone from its old one.
-            INSERT INTO memory_deleted (scope_key, seq, changed_xid)
-            VALUES (OLD.scope_key, OLD.seq, pg_current_xact_id())
-            ON CONFLICT (scope_key, seq) DO UPDATE SET changed_xid = EXCLUDED.changed_xid;
-            DELETE FROM memory_deleted WHERE scope_key = NEW.scope_key AND seq = NEW.seq;
         END IF;
         NEW.changed_xid := pg_current_xact_id();
         IF NEW.status = 'active' AND (TG_OP = 'INSERT' OR OLD.status <> 'active') THEN
