@@ -4,11 +4,10 @@
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import pytest
 from structlog.testing import capture_logs
 
 from memory.rules.restate import meaning_key
@@ -16,7 +15,7 @@ from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.schema import database_filename
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import WriteResult
-from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name
 from tests.memory.records import NOW, fact
 
 SCOPE = "org:acme"
@@ -88,12 +87,6 @@ async def test_a_sqlite_database_of_the_old_key_folds_restatements_after_its_mig
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as made:
-        yield made
 
 
 async def _connect(schema: TempSchema) -> PostgresMemoryStore:

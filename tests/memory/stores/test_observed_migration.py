@@ -4,18 +4,17 @@ takes its `created_at`, once, and new writes keep their own time."""
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, MutableMapping, Sequence
+from collections.abc import MutableMapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import pytest
 from structlog.testing import capture_logs
 
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.schema import database_filename
 from memory.stores.sqlite.store import SqliteMemoryStore
-from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name
 from tests.memory.records import DAY, NOW, fact
 
 SCOPE = "org:acme"
@@ -98,12 +97,6 @@ async def test_a_sqlite_database_of_todays_schema_dates_its_rows_by_created_at(t
 
 
 # -- PostgreSQL --------------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as made:
-        yield made
 
 
 async def _connect(schema: TempSchema, clock: StepClock) -> PostgresMemoryStore:

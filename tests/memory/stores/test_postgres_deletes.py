@@ -5,7 +5,7 @@ as it lets a forgotten one go (memory/stores/postgres/changes.py, the tombstones
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -13,16 +13,10 @@ import pytest
 from memory.stores.postgres.changes import CATCH_UP_DELETED, read_many
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryRecord
-from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name
 from tests.memory.records import fact
 
 SCOPE = "org:acme"
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as created:
-        yield created
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ from memory.ranking.fusion import DEFAULT_RANKING
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryCandidate
 from tests.memory.embedders import ConceptEmbedder
-from tests.memory.postgres_support import TempSchema, temp_schema, unique_application_name
+from tests.memory.postgres_support import TempSchema, unique_application_name
 
 SCOPE = "org:acme"
 # (module file suffix, function name) of the steps that must not run on the loop's thread.
@@ -47,12 +47,6 @@ class StepWatcher:
             code.co_filename.endswith(path) and code.co_name == name for path, name in HEAVY_STEPS
         ):
             self.seen.append((code.co_name, threading.get_ident()))
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as created:
-        yield created
 
 
 @pytest.fixture

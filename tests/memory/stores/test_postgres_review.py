@@ -5,7 +5,7 @@ each with its curation entry in the same transaction. Every test owns a fresh sc
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 from structlog.testing import capture_logs
@@ -13,7 +13,7 @@ from structlog.testing import capture_logs
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import CuratingStore, CurationEntry, MemoryStoreError, WriteResult
 from tests.memory.embedders import ConceptEmbedder
-from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name
 from tests.memory.records import DAY, NOW, fact
 
 ORG = "org:acme"
@@ -25,12 +25,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as created:
-        yield created
 
 
 @pytest.fixture

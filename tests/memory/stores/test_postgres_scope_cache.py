@@ -5,7 +5,7 @@ else on the database — changes, the other's next read sees.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -14,7 +14,7 @@ from memory.stores.postgres.changes import read_many
 from memory.stores.postgres.scope_cache import ScopeIndexes
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryRecord
-from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name
 from tests.memory.records import DAY, NOW, fact
 
 SCOPE = "org:acme"
@@ -26,12 +26,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as created:
-        yield created
 
 
 @pytest.fixture

@@ -34,7 +34,6 @@ from tests.memory.postgres_support import (
     STORED_RECORDS,
     TcpForwarder,
     TempSchema,
-    temp_schema,
     terminate_backends,
     unique_application_name,
 )
@@ -50,12 +49,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as created:
-        yield created
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from typing import Any
 
 import psycopg
@@ -25,19 +25,12 @@ from tests.memory.postgres_support import (
     STORED_RECORDS,
     TempSchema,
     schema_rows,
-    temp_schema,
     unique_application_name,
 )
 from tests.memory.records import DAY, NOW, fact
 from tests.memory.store_contract import FakeClock
 
 SCOPE = "org:acme"
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as created:
-        yield created
 
 
 Clock = FakeClock

@@ -4,7 +4,7 @@ whoever changes it; a database of the schema before it gets its usage rows on op
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import psycopg
 import pytest
@@ -16,19 +16,12 @@ from tests.memory.postgres_support import (
     STORED_RECORDS,
     TempSchema,
     schema_rows,
-    temp_schema,
     unique_application_name,
 )
 from tests.memory.records import NOW, fact
 from tests.memory.store_contract import FakeClock
 
 SCOPE = "org:acme"
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as created:
-        yield created
 
 
 @pytest.fixture

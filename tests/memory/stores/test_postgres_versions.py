@@ -4,13 +4,13 @@ and the migration of a table from before curation. Every test owns a fresh schem
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 
 import pytest
 
 from memory.rules.retention import Retention
 from memory.stores.postgres.store import PostgresMemoryStore
-from tests.memory.postgres_support import TempSchema, schema_rows, temp_schema, unique_application_name
+from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name
 from tests.memory.records import DAY, NOW, fact
 
 ORG = "org:acme"
@@ -23,12 +23,6 @@ class Clock:
 
     def __call__(self) -> float:
         return self.now
-
-
-@pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema() as created:
-        yield created
 
 
 @pytest.fixture
