@@ -35,7 +35,7 @@ from typing import Final
 from psycopg.rows import TupleRow
 
 from memory.stores.postgres.rows import Connection
-from memory.stores.postgres.sql import _COLUMNS, _RECORDS, _USAGE_JOIN
+from memory.stores.postgres.sql import _COLUMNS, _USAGE_JOIN
 
 # Its own migration step (schema.apply_schema runs it after the main list): the stamp column, the
 # usage table, the triggers that fill them, the catch-up's indexes, and the eviction order's index.
@@ -172,28 +172,56 @@ _CHANGED_SINCE: Final = (
 
 # For each wanted scope, the seqs deleted since (their tombstones' seqs and stamps, NULL for none) and
 # the rows whose record or usage changed since; the snapshot's xmin comes back even for a scope where
-# no row did (the LEFT JOIN's one row of NULLs). One statement for every scope:
-# one snapshot for both tables and all the scopes, and one plan (planning it costs the server several
-# times what running it does, so a statement per scope paid that once a scope). The changed seqs are
-# gathered first (`ARRAY(…)`), so the rows are read by primary key whatever the planner guesses of
-# the stamps.
+# no row did (the LEFT JOIN's one row of NULLs). One statement for every scope: one snapshot for both
+# tables and all the scopes. The changed seqs are gathered first (`ARRAY(…)`), so the rows are read by
+# primary key whatever the planner guesses of the stamps.
+#
+# It runs inside a function whose one plan is kept (`force_generic_plan`): planning the statement cost
+# the server more than running it, and the planner's own choice (a generic plan's estimate counts a
+# hundred rows for every unnest) was a fresh plan on every read. The function is STABLE, so it reads
+# with the calling statement's snapshot. Its columns are the scope, the tombstones, the record row
+# whole (`rec`, so a column added to the table needs no change here), its usage row's columns, and the
+# xmin. Changing what it returns needs a DROP FUNCTION first: CREATE OR REPLACE cannot.
+_CHANGED_FUNCTION: Final = f"""
+    CREATE OR REPLACE FUNCTION memory_changed_since(
+        scopes text[], since text[], seen text[], deleted integer, n integer
+    ) RETURNS TABLE (
+        scope text, seqs bigint[], xids bigint[], rec memory_records,
+        used_seq bigint, used_at double precision, uses integer, used_xid xid8, snapshot_xmin xid8
+    ) LANGUAGE plpgsql STABLE
+    SET plan_cache_mode = force_generic_plan
+    SET search_path FROM CURRENT AS $$
+    #variable_conflict use_column
+    BEGIN
+        RETURN QUERY
+        SELECT wanted.scope, gone.seqs, gone.xids, m.rec, m.used_seq, m.used_at, m.uses, m.used_xid, {_XMIN}
+        FROM unnest(scopes, since, seen) AS wanted (scope, since, seen)
+        CROSS JOIN LATERAL (
+            SELECT array_agg(seq) AS seqs, array_agg(changed_xid::text::bigint) AS xids FROM (
+                SELECT seq, changed_xid FROM memory_deleted WHERE {_CHANGED_SINCE} LIMIT deleted
+            ) AS tombstones
+        ) AS gone
+        LEFT JOIN LATERAL (
+            SELECT changed AS rec, used_seq, used_at, uses, used_xid
+            FROM memory_records AS changed {_USAGE_JOIN}
+            WHERE scope_key = wanted.scope AND seq = ANY(ARRAY(
+                SELECT seq FROM memory_records WHERE {_CHANGED_SINCE}
+                UNION
+                SELECT seq FROM memory_usage WHERE {_CHANGED_SINCE}
+            ))
+            LIMIT n
+        ) AS m ON true;
+    END
+    $$
+"""
+
+# The function's rows as a scope index reads them: the record row's columns spread out again.
 _SELECT_CHANGED: Final = f"""
-    SELECT wanted.scope, gone.seqs, gone.xids, m.*, {_XMIN}
-    FROM unnest(%(scopes)s::text[], %(since)s::text[], %(seen)s::text[]) AS wanted (scope, since, seen)
-    CROSS JOIN LATERAL (
-        SELECT array_agg(seq) AS seqs, array_agg(changed_xid::text::bigint) AS xids FROM (
-            SELECT seq, changed_xid FROM memory_deleted WHERE {_CHANGED_SINCE} LIMIT %(deleted)s
-        ) AS tombstones
-    ) AS gone
-    LEFT JOIN LATERAL (
-        SELECT {_INDEX_COLUMNS} FROM {_RECORDS}
-        WHERE scope_key = wanted.scope AND seq = ANY(ARRAY(
-            SELECT seq FROM memory_records WHERE {_CHANGED_SINCE}
-            UNION
-            SELECT seq FROM memory_usage WHERE {_CHANGED_SINCE}
-        ))
-        LIMIT %(n)s
-    ) AS m ON true
+    SELECT c.scope, c.seqs, c.xids, {_INDEX_COLUMNS}, c.snapshot_xmin
+    FROM memory_changed_since(
+        %(scopes)s::text[], %(since)s::text[], %(seen)s::text[], %(deleted)s, %(n)s
+    ) AS c
+    LEFT JOIN LATERAL (SELECT (c.rec).*) AS r ON true
 """
 
 # A scope's held-back usage bumps (memory/stores/usage_bumps.py) in one statement, by primary key; the
@@ -216,7 +244,7 @@ CATCH_UP_DELETED: Final = 64
 async def make_trigger(conn: Connection) -> None:
     """Inside the schema transaction: the usage table, and the triggers, once (the usage rows of the
     rows already active filled when the records' trigger is made)."""
-    for statement in CHANGE_SCHEMA:
+    for statement in (*CHANGE_SCHEMA, _CHANGED_FUNCTION):
         await conn.execute(statement)
     for name, table, create in _TRIGGERS:
         cursor = await conn.execute(_HAS_TRIGGER, (name, table))
