@@ -103,7 +103,14 @@ _SELECT_ONE_ACTIVE: Final = f"""
 
 _LOCK_SCOPE: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, hashtext(%s))"
 
-_MAX_SEQ_OF_SCOPE: Final = "SELECT COALESCE(MAX(seq), 0) FROM memory_records WHERE scope_key = %s"
+# The highest seq the scope has used: a seq whose row was deleted by hand (its tombstone) counts, so the
+# next record never takes the id of a deleted one, which a citation or an audit entry may still name.
+_MAX_SEQ_OF_SCOPE: Final = """
+    SELECT GREATEST(
+        (SELECT COALESCE(MAX(seq), 0) FROM memory_records WHERE scope_key = wanted.scope),
+        (SELECT COALESCE(MAX(seq), 0) FROM memory_deleted WHERE scope_key = wanted.scope)
+    ) FROM (SELECT %s::text AS scope) AS wanted
+"""
 
 # The scope's active count as its document frequencies keep it (the term '' counts the active rows,
 # in the transaction of every change): one primary-key lookup, where a COUNT(*) reads every active

@@ -53,18 +53,41 @@ async def test_a_row_deleted_outside_the_store_leaves_every_replicas_warm_index(
         assert ids(await replica.retrieve(SCOPE, "deploys", 5)) == [rid(2)]
 
 
-async def test_a_seq_written_again_after_its_row_was_deleted_is_the_new_record(
+async def test_a_record_written_after_the_newest_row_was_deleted_takes_a_new_id(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
+) -> None:
+    first, second = replicas
+    await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys need a ticket")])
+    await schema_rows(schema, "DELETE FROM memory_records WHERE scope_key = %s AND seq = 2", (SCOPE,))
+
+    await first.write(SCOPE, [fact("deploys moved to tuesdays")])
+
+    # A citation or an audit entry naming the deleted record's id must never name another record.
+    assert ids(await second.retrieve(SCOPE, "deploys", 5)) == [rid(1), rid(3)]
+    assert await schema_rows(schema, "SELECT seq FROM memory_records ORDER BY seq") == [(1,), (3,)]
+
+
+async def test_a_row_put_back_by_hand_after_its_delete_is_read_again_and_loses_its_tombstone(
     replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
 ) -> None:
     first, second = replicas
     await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys need a ticket")])
     assert len(await second.retrieve(SCOPE, "deploys", 5)) == 2
+    await schema_rows(schema, "CREATE TABLE kept AS SELECT * FROM memory_records WHERE seq = 2")
     await schema_rows(schema, "DELETE FROM memory_records WHERE scope_key = %s AND seq = 2", (SCOPE,))
+    assert ids(await second.retrieve(SCOPE, "deploys", 5)) == [rid(1)]
 
-    await first.write(SCOPE, [fact("deploys moved to tuesdays")])  # the scope's next seq: 2 again
+    # An operator's undo: every column but the generated ones, as they were.
+    names = await schema_rows(
+        schema,
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = %s"
+        " AND table_name = 'memory_records' AND is_generated = 'NEVER' ORDER BY ordinal_position",
+        (schema.name,),
+    )
+    columns = ", ".join(name for (name,) in names)
+    await schema_rows(schema, f"INSERT INTO memory_records ({columns}) SELECT {columns} FROM kept")
 
-    [record] = [r for r in await second.retrieve(SCOPE, "deploys", 5) if r.id == rid(2)]
-    assert record.text == "deploys moved to tuesdays"
+    assert ids(await second.retrieve(SCOPE, "deploys", 5)) == [rid(1), rid(2)]
     assert await schema_rows(schema, "SELECT seq FROM memory_deleted") == []
 
 
