@@ -54,8 +54,9 @@ _COUNT = r"\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True))
 _UNIT = "|".join(_UNITS)
 _YEAR = r"(?:19|20)\d{2}"
 _ORDINAL = r"(?:st|nd|rd|th)?"
-# "since March", "before 2025": right after an opening word a month or year needs no "in".
-_AFTER_OPENING = r"(?:(?<=since\s)|(?<=after\s)|(?<=before\s)|(?<=until\s))"
+# "since March", "before 2025", "between March and June": right after an opening word a month or year
+# needs no "in".
+_AFTER_OPENING = r"(?:(?<=since\s)|(?<=after\s)|(?<=before\s)|(?<=until\s)|(?<=between\s))"
 # A point or span of the calendar, each alternative its own named groups.
 _SPAN = "|".join(
     (
@@ -67,6 +68,7 @@ _SPAN = "|".join(
         r"(?P<day_word>today|tonight|this\s+morning|this\s+afternoon|the\s+day\s+before\s+yesterday|yesterday)",
         rf"(?:(?:in|during)\s+|{_AFTER_OPENING})(?:(?P<m_month>{_MONTH})(?:\s+(?P<m_year>{_YEAR}))?|(?P<year>{_YEAR}))",
         rf"on\s+(?P<weekday>{_WEEKDAY})",
+        r"(?:over|during)\s+the\s+(?P<the_weekend>weekend)",
         rf"(?P<ym_month>{_MONTH})\s+(?P<ym_year>{_YEAR})",
     )
 )
@@ -77,27 +79,59 @@ _LAST_N = (
 _PATTERN = re.compile(
     rf"\b(?:(?P<open>since|after|before|until)\s+(?:the\s+)?)?(?:{_LAST_N}|{_SPAN})\b", re.IGNORECASE
 )
+# A range: "between X and Y", "from X to Y" (X a phrase of `_PATTERN`; Y one too, or a bare month or
+# year, as in "between March and June").
+_RANGE_OPENING = re.compile(r"\b(?:between|from)\s+(?:the\s+)?$", re.IGNORECASE)
+_RANGE_LINK = re.compile(r"\s+(?:and|to|until|till|through|thru)\s+(?:the\s+)?|\s*[-–]\s*", re.IGNORECASE)
+_RANGE_END = re.compile(
+    rf"(?:(?P<m_month>{_MONTH})(?:\s+(?P<m_year>{_YEAR}))?|(?P<year>{_YEAR}))\b", re.IGNORECASE
+)
 
 
 def time_window(query: str, now: float) -> TimeWindow | None:
     """The window the question's first time phrase names, or None when it names none.
 
     A day, a week (Monday to Sunday), a month or a year is its whole calendar span; "since X" and
-    "after X" run from X to now, "before X" and "until X" from the beginning of time to X; "the last
-    3 weeks" is the 21 days up to now. A month or weekday without a year means the latest one not after
+    "after X" run from X to now, "before X" and "until X" from the beginning of time to X; "between X
+    and Y" and "from X to Y" from X's start to Y's end; "the last 3 weeks" is the 21 days up to now;
+    "over the weekend" is the latest one. A month or weekday without a year means the latest one not after
     today ("in March" asked in February is last year's March). A date the calendar does not hold
     ("2026-02-30") is no phrase.
     """
     today = datetime.fromtimestamp(now, UTC).date()
     for match in _PATTERN.finditer(query):
-        groups = {key: value.lower() for key, value in match.groupdict().items() if value is not None}
-        try:
-            found = _window(groups, today, now)
-        except (ValueError, OverflowError):  # a date the calendar lacks, or past its end: read on
-            continue
+        found = _window_of(match, today, now)
         if found is not None:
-            return found
+            return _range(query, match, found, today, now) or found
     return None
+
+
+def _window_of(match: re.Match[str], today: date, now: float) -> TimeWindow | None:
+    """The window one matched phrase names; None for a date the calendar lacks or past its end."""
+    groups = {key: value.lower() for key, value in match.groupdict().items() if value is not None}
+    try:
+        return _window(groups, today, now)
+    except (ValueError, OverflowError):
+        return None
+
+
+def _range(
+    query: str, first: re.Match[str], window: TimeWindow, today: date, now: float
+) -> TimeWindow | None:
+    """ "between X and Y", "from X to Y": from X's start to Y's end, when the phrase `first` is X, has
+    no opening word of its own, and Y follows; None otherwise (X alone then decides)."""
+    if first.group("open") is not None or _RANGE_OPENING.search(query[: first.start()]) is None:
+        return None
+    link = _RANGE_LINK.match(query, first.end())
+    if link is None:
+        return None
+    second = _PATTERN.match(query, link.end()) or _RANGE_END.match(query, link.end())
+    if second is None or second.groupdict().get("open") is not None:
+        return None
+    last = _window_of(second, today, now)
+    if last is None or last.end <= window.start:
+        return None
+    return TimeWindow(window.start, last.end)
 
 
 def _window(groups: dict[str, str], today: date, now: float) -> TimeWindow | None:
@@ -145,6 +179,8 @@ def _span(groups: dict[str, str], today: date) -> tuple[date, date] | None:
             return first, _month_end(first)
     if "year" in groups:
         return date(int(groups["year"]), 1, 1), date(int(groups["year"]), 12, 31)
+    if "the_weekend" in groups:  # the latest one: this one on a Saturday or Sunday
+        return _relative(today, "this" if today.weekday() >= 5 else "last", "weekend")
     if "weekday" in groups:
         day = today - timedelta(days=(today.weekday() - _WEEKDAYS.index(groups["weekday"])) % 7)
         return day, day

@@ -65,6 +65,18 @@ def days(first: str, last: str) -> TimeWindow:
         ("before March 3", TimeWindow(0.0, at("2026-03-03"))),
         ("until last month", TimeWindow(0.0, at("2026-12-01"))),
         ("DEPLOYS LAST WEEK", days("2026-11-23", "2026-11-29")),  # any case
+        ("what did we decide over the weekend", days("2026-11-28", "2026-11-29")),
+        ("what did we decide between Nov 1 and Nov 15?", days("2026-11-01", "2026-11-15")),
+        ("from 2026-10-01 to 2026-10-15", days("2026-10-01", "2026-10-15")),
+        ("from Nov 1 - Nov 3", days("2026-11-01", "2026-11-03")),
+        ("between the 5th of March and the 9th of March", days("2026-03-05", "2026-03-09")),
+        ("between March and June", days("2026-03-01", "2026-06-30")),
+        ("between 2024 and 2025", days("2024-01-01", "2025-12-31")),
+        ("from last week to yesterday", days("2026-11-23", "2026-11-30")),
+        ("between Nov 15 and Nov 1", days("2026-11-15", "2026-11-15")),  # no range backwards: X alone
+        ("between Nov 1 and 2026-02-30", days("2026-11-01", "2026-11-01")),  # Y the calendar lacks
+        ("since Nov 1 and Nov 15", TimeWindow(at("2026-11-01"), NOW)),  # "since" decides, not a range
+        ("the budget from Nov 1", days("2026-11-01", "2026-11-01")),  # no second end: X alone
     ],
 )
 def test_a_time_phrase_names_its_window_relative_to_now(query: str, window: TimeWindow) -> None:
@@ -79,6 +91,8 @@ def test_a_time_phrase_names_its_window_relative_to_now(query: str, window: Time
         "the Monday standup",  # a weekday alone names a habit, not a day
         "port 2025 is open",  # a bare number is no year
         "the lastweek branch",  # whole words only
+        "we never deploy on the weekend",  # a habit, not a weekend
+        "a message from May",  # "May" after "from" is a name more often than a month
         "2026-02-30 is no date",  # the calendar lacks it
         "on 9999-12-31",  # its day's end is past the calendar's
         "since 9999-12-31",
