@@ -74,10 +74,11 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
     SET search_path FROM CURRENT AS $$
     DECLARE
         kept memory_usage%ROWTYPE;
+        moved boolean := (OLD.scope_key, OLD.seq) IS DISTINCT FROM (NEW.scope_key, NEW.seq);
     BEGIN
         -- A key left (a delete, or a row moved by hand) gets a tombstone; a key taken loses its own.
         -- OLD is NULL in an INSERT's trigger and NEW in a DELETE's.
-        IF (OLD.scope_key, OLD.seq) IS DISTINCT FROM (NEW.scope_key, NEW.seq) THEN
+        IF moved THEN
             IF OLD.seq IS NOT NULL THEN
                 INSERT INTO memory_deleted (scope_key, seq, changed_xid)
                 VALUES (OLD.scope_key, OLD.seq, pg_current_xact_id())
@@ -92,7 +93,16 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
             RETURN OLD;
         END IF;
         NEW.changed_xid := pg_current_xact_id();
-        IF NEW.status = 'active' AND (TG_OP = 'INSERT' OR OLD.status <> 'active') THEN
+        IF TG_OP = 'UPDATE' AND moved AND OLD.status = 'active' THEN
+            -- Moved by hand: its usage row leaves the old key (no orphan for the eviction order) and,
+            -- while it stays active, follows it to the new one.
+            DELETE FROM memory_usage WHERE scope_key = OLD.scope_key AND seq = OLD.seq RETURNING * INTO kept;
+            IF FOUND THEN
+                NEW.last_used_at := kept.used_at;
+                NEW.use_count := kept.uses;
+            END IF;
+        END IF;
+        IF NEW.status = 'active' AND (TG_OP = 'INSERT' OR OLD.status <> 'active' OR moved) THEN
             INSERT INTO memory_usage (scope_key, seq, used_at, uses, created_at)
             VALUES (NEW.scope_key, NEW.seq, NEW.last_used_at, NEW.use_count, NEW.created_at)
             ON CONFLICT (scope_key, seq) DO UPDATE

@@ -160,6 +160,23 @@ async def test_a_record_deleted_by_hand_takes_its_usage_row_with_it(
     assert set(await usage_rows(schema)) == {2}  # no orphan for the eviction order to pick
 
 
+async def test_a_record_moved_by_hand_takes_its_usage_row_to_its_new_place(
+    store: PostgresMemoryStore, schema: TempSchema, clock: FakeClock
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays"), fact("billing runs nightly")])
+    clock.now = NOW + 30
+    await store.retrieve(SCOPE, "tuesdays", 5)
+    await store.list(SCOPE, 1)  # writes the held-back bump
+
+    await schema_rows(schema, "UPDATE memory_records SET seq = 9 WHERE seq = 1")
+
+    # No orphan at the old place for the eviction order to pick, and the use is kept at the new one.
+    assert await usage_rows(schema) == {2: (None, 0), 9: (NOW + 30, 1)}
+    await schema_rows(schema, "UPDATE memory_records SET seq = 10, status = 'evicted' WHERE seq = 9")
+    assert await usage_rows(schema) == {2: (None, 0)}
+    assert (await own_columns(schema))[10] == ("evicted", NOW + 30, 1)
+
+
 async def test_a_change_from_a_session_with_another_search_path_keeps_this_schemas_usage_rows(
     store: PostgresMemoryStore, schema: TempSchema
 ) -> None:
