@@ -114,9 +114,17 @@ def scrub_assignments(columns: Iterable[tuple[str, bool, str | None]]) -> str:
 
 
 def bumped(ranked: Iterable[Ranked], now: float) -> list[Ranked]:
-    """A read's results as its usage bump leaves them: used now, once more."""
+    """A read's results as its usage bump leaves them: used now, once more — unless a later use is
+    stored already (another replica's clock ahead of this one's), which the bump's write keeps too."""
     return [
-        Ranked(replace(r.record, last_used_at=now, use_count=r.record.use_count + 1), r.relevance)
+        Ranked(
+            replace(
+                r.record,
+                last_used_at=now if r.record.last_used_at is None else max(now, r.record.last_used_at),
+                use_count=r.record.use_count + 1,
+            ),
+            r.relevance,
+        )
         for r in ranked
     ]
 
