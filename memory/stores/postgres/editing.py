@@ -102,7 +102,7 @@ async def edit(
         else:  # never approved: its words go, the new version waits instead
             where = "scope_key = %s AND seq = %s"
             await erase_rows(conn, await scrub.of(conn), where, (scope_key, seq), "edited", now)
-        cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
+        cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, {"scope": scope_key})
         new_seq = int(one(await cursor.fetchone())) + 1
         new = edited_record(old, new_seq, candidate, now)
         await _insert(conn, new_seq, new)

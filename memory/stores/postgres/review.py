@@ -121,7 +121,7 @@ async def write_pending(
     entries: builtins.list[CurationEntry] = []
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK_SCOPE, (scope_key,))
-        cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
+        cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, {"scope": scope_key})
         seq = int(one(await cursor.fetchone()))
         now = clock()
         sets = await scrub.of(conn)

@@ -107,9 +107,9 @@ _LOCK_SCOPE: Final = f"SELECT pg_advisory_xact_lock({_LOCK_NAMESPACE}, hashtext(
 # next record never takes the id of a deleted one, which a citation or an audit entry may still name.
 _MAX_SEQ_OF_SCOPE: Final = """
     SELECT GREATEST(
-        (SELECT COALESCE(MAX(seq), 0) FROM memory_records WHERE scope_key = wanted.scope),
-        (SELECT COALESCE(MAX(seq), 0) FROM memory_deleted WHERE scope_key = wanted.scope)
-    ) FROM (SELECT %s::text AS scope) AS wanted
+        (SELECT COALESCE(MAX(seq), 0) FROM memory_records WHERE scope_key = %(scope)s),
+        (SELECT COALESCE(MAX(seq), 0) FROM memory_deleted WHERE scope_key = %(scope)s)
+    )
 """
 
 # The scope's active count as its document frequencies keep it (the term '' counts the active rows,

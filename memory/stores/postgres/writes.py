@@ -133,7 +133,7 @@ async def write_batch(
     async with pool.connection() as conn, conn.transaction():
         # The scope's single writer: held until COMMIT/ROLLBACK, so seq and lookups cannot race.
         await conn.execute(_LOCK_SCOPE, (scope_key,))
-        cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, (scope_key,))
+        cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, {"scope": scope_key})
         seq = int(one(await cursor.fetchone()))
         now = clock()
         cutoff = retention.cutoff(scope_key, now)

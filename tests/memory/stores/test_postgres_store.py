@@ -549,7 +549,7 @@ async def test_long_texts_are_deduped_without_hitting_the_btree_size_limit(
 # --- the write path reads only what plan_write needs (§18) ----------------------------------------
 
 # The btree indexes, each prefixed by scope_key.
-SCOPE_INDEXES = (INDEXES | {"memory_term_df_pkey"}) - {
+SCOPE_INDEXES = (INDEXES | {"memory_term_df_pkey", "memory_deleted_pkey"}) - {
     "memory_records_fts",
     "memory_records_stems",
 }
