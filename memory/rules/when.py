@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
+from typing import Final
 
 __all__ = ["TimeWindow", "time_window"]
 
@@ -54,9 +55,8 @@ _COUNT = r"\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True))
 _UNIT = "|".join(_UNITS)
 _YEAR = r"(?:19|20)\d{2}"
 _ORDINAL = r"(?:st|nd|rd|th)?"
-# "since March", "before 2025", "between March and June": right after an opening word a month or year
-# needs no "in".
-_AFTER_OPENING = r"(?:(?<=since\s)|(?<=after\s)|(?<=before\s)|(?<=until\s)|(?<=between\s))"
+# "since March", "before 2025": right after an opening word a month or year needs no "in".
+_AFTER_OPENING = r"(?:(?<=since\s)|(?<=after\s)|(?<=before\s)|(?<=until\s))"
 # A point or span of the calendar, each alternative its own named groups.
 _SPAN = "|".join(
     (
@@ -68,7 +68,7 @@ _SPAN = "|".join(
         r"(?P<day_word>today|tonight|this\s+morning|this\s+afternoon|the\s+day\s+before\s+yesterday|yesterday)",
         rf"(?:(?:in|during)\s+|{_AFTER_OPENING})(?:(?P<m_month>{_MONTH})(?:\s+(?P<m_year>{_YEAR}))?|(?P<year>{_YEAR}))",
         rf"on\s+(?P<weekday>{_WEEKDAY})",
-        r"(?:over|during)\s+the\s+(?P<the_weekend>weekend)",
+        r"over\s+the\s+(?P<the_weekend>weekend)",
         rf"(?P<ym_month>{_MONTH})\s+(?P<ym_year>{_YEAR})",
     )
 )
@@ -79,13 +79,17 @@ _LAST_N = (
 _PATTERN = re.compile(
     rf"\b(?:(?P<open>since|after|before|until)\s+(?:the\s+)?)?(?:{_LAST_N}|{_SPAN})\b", re.IGNORECASE
 )
-# A range: "between X and Y", "from X to Y" (X a phrase of `_PATTERN`; Y one too, or a bare month or
-# year, as in "between March and June").
+# A range: "between X and Y", "from X to Y", X and Y each a phrase of `_PATTERN`; or, with both ends bare
+# months, "between March and June" ("May" only with its year: alone it is a name or a verb more often).
 _RANGE_OPENING = re.compile(r"\b(?:between|from)\s+(?:the\s+)?$", re.IGNORECASE)
-_RANGE_LINK = re.compile(r"\s+(?:and|to|until|till|through|thru)\s+(?:the\s+)?|\s*[-–]\s*", re.IGNORECASE)
-_RANGE_END = re.compile(
-    rf"(?:(?P<m_month>{_MONTH})(?:\s+(?P<m_year>{_YEAR}))?|(?P<year>{_YEAR}))\b", re.IGNORECASE
+_LINK = r"\s+(?:and|to|until|till|through|thru)\s+|\s*[-–]\s*"
+_RANGE_LINK = re.compile(rf"(?:{_LINK})(?:the\s+)?", re.IGNORECASE)
+_BARE_MONTH = rf"(?:(?:{_DAY_MONTH})(?:\s+{_YEAR})?|may\s+{_YEAR})"
+_MONTH_RANGE = re.compile(
+    rf"\b(?:between|from)\s+(?P<first>{_BARE_MONTH})(?:{_LINK})(?P<last>{_BARE_MONTH})\b", re.IGNORECASE
 )
+# The groups of a day or month named without its year: a range's end read as such may need the next one.
+_YEARLESS: Final = (("md_month", "md_year"), ("dm_month", "dm_year"), ("m_month", "m_year"))
 
 
 def time_window(query: str, now: float) -> TimeWindow | None:
@@ -99,11 +103,17 @@ def time_window(query: str, now: float) -> TimeWindow | None:
     ("2026-02-30") is no phrase.
     """
     today = datetime.fromtimestamp(now, UTC).date()
+    months = _MONTH_RANGE.search(query)
     for match in _PATTERN.finditer(query):
+        if months is not None and months.start() < match.start():
+            found = _month_range(months, today)
+            if found is not None:
+                return found
+            months = None
         found = _window_of(match, today, now)
         if found is not None:
             return _range(query, match, found, today, now) or found
-    return None
+    return _month_range(months, today) if months is not None else None
 
 
 def _window_of(match: re.Match[str], today: date, now: float) -> TimeWindow | None:
@@ -119,19 +129,59 @@ def _range(
     query: str, first: re.Match[str], window: TimeWindow, today: date, now: float
 ) -> TimeWindow | None:
     """ "between X and Y", "from X to Y": from X's start to Y's end, when the phrase `first` is X, has
-    no opening word of its own, and Y follows; None otherwise (X alone then decides)."""
+    no opening word of its own, and a phrase Y follows; None otherwise (X alone then decides)."""
     if first.group("open") is not None or _RANGE_OPENING.search(query[: first.start()]) is None:
         return None
     link = _RANGE_LINK.match(query, first.end())
-    if link is None:
-        return None
-    second = _PATTERN.match(query, link.end()) or _RANGE_END.match(query, link.end())
-    if second is None or second.groupdict().get("open") is not None:
+    second = None if link is None else _PATTERN.match(query, link.end())
+    if second is None or second.group("open") is not None:
         return None
     last = _window_of(second, today, now)
+    if last is not None and last.end <= window.start and _yearless(second) and _wraps(window, last):
+        last = _window_of(second, _a_year_later(today), now)  # "from Dec 20 to Jan 5": the next Jan 5
     if last is None or last.end <= window.start:
         return None
     return TimeWindow(window.start, last.end)
+
+
+def _wraps(first: TimeWindow, last: TimeWindow) -> bool:
+    """Whether a range's end, named without its year, means the next one: in another month than the
+    start (December to January), or in the same month on a later day (the end still to come this
+    year); the same month on an earlier day is a range written backwards."""
+    start = datetime.fromtimestamp(first.start, UTC).date()
+    end = datetime.fromtimestamp(last.end - _DAY, UTC).date()
+    return start.month != end.month or end.day >= start.day
+
+
+def _yearless(match: re.Match[str]) -> bool:
+    return any(match.group(month) and not match.group(year) for month, year in _YEARLESS)
+
+
+def _month_range(match: re.Match[str], today: date) -> TimeWindow | None:
+    """ "between March and June": from the first month's first day to the last one's end (the next
+    one's, when the last month named without a year would come before the first)."""
+    try:
+        first = _month_span(match.group("first"), today)
+        last = _month_span(match.group("last"), today)
+        if last[1] < first[0] and len(match.group("last").split()) == 1:
+            last = _month_span(match.group("last"), _a_year_later(today))
+    except (ValueError, OverflowError):
+        return None
+    if last[1] < first[0]:
+        return None
+    return TimeWindow(_epoch(first[0]), _epoch(last[1] + timedelta(days=1)))
+
+
+def _month_span(text: str, today: date) -> tuple[date, date]:
+    """ "March" (the latest one not after today) or "March 2025": its first and last days."""
+    month, *year = text.lower().split()
+    number = _MONTH_NUMBER[month]
+    first = date(int(year[0]), number, 1) if year else _latest(today, number, 1)
+    return first, _month_end(first)
+
+
+def _a_year_later(today: date) -> date:
+    return today.replace(year=today.year + 1, day=min(today.day, 28) if today.month == 2 else today.day)
 
 
 def _window(groups: dict[str, str], today: date, now: float) -> TimeWindow | None:

@@ -71,7 +71,10 @@ def days(first: str, last: str) -> TimeWindow:
         ("from Nov 1 - Nov 3", days("2026-11-01", "2026-11-03")),
         ("between the 5th of March and the 9th of March", days("2026-03-05", "2026-03-09")),
         ("between March and June", days("2026-03-01", "2026-06-30")),
-        ("between 2024 and 2025", days("2024-01-01", "2025-12-31")),
+        ("from March to June", days("2026-03-01", "2026-06-30")),
+        ("between May 2025 and July 2025", days("2025-05-01", "2025-07-31")),
+        ("from Nov 20 to Jan 5", days("2026-11-20", "2027-01-05")),  # the Jan 5 after the start
+        ("between December and February", days("2026-12-01", "2027-02-28")),
         ("from last week to yesterday", days("2026-11-23", "2026-11-30")),
         ("between Nov 15 and Nov 1", days("2026-11-15", "2026-11-15")),  # no range backwards: X alone
         ("between Nov 1 and 2026-02-30", days("2026-11-01", "2026-11-01")),  # Y the calendar lacks
@@ -93,6 +96,12 @@ def test_a_time_phrase_names_its_window_relative_to_now(query: str, window: Time
         "the lastweek branch",  # whole words only
         "we never deploy on the weekend",  # a habit, not a weekend
         "a message from May",  # "May" after "from" is a name more often than a month
+        "the choice between May and me",
+        "between 2025 and may I ask",
+        "a budget between 2000 and 2500 dollars",  # numbers between numbers are no years
+        "latency between 2010 and 2020 ms",
+        "from 2 to 3 people",
+        "we never deploy during the weekend",
         "2026-02-30 is no date",  # the calendar lacks it
         "on 9999-12-31",  # its day's end is past the calendar's
         "since 9999-12-31",
@@ -122,3 +131,8 @@ def test_february_29th_without_a_year_is_the_latest_leap_years() -> None:
 def test_a_window_must_start_before_it_ends() -> None:
     with pytest.raises(ValueError, match="start before it ends"):
         TimeWindow(2.0, 1.0)
+
+
+def test_a_ranges_end_still_to_come_this_year_is_this_years() -> None:
+    assert time_window("between Nov 1 and Nov 15", at("2026-11-10T09:00")) == days("2026-11-01", "2026-11-15")
+    assert time_window("from Dec 20 to Jan 5", at("2026-12-25T09:00")) == days("2026-12-20", "2027-01-05")
