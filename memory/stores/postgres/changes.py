@@ -93,11 +93,12 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
             RETURN OLD;
         END IF;
         NEW.changed_xid := pg_current_xact_id();
-        IF TG_OP = 'UPDATE' AND moved AND OLD.status = 'active' THEN
-            -- Moved by hand: its usage row leaves the old key (no orphan for the eviction order) and,
-            -- while it stays active, follows it to the new one.
+        IF TG_OP = 'UPDATE' AND (moved OR (OLD.status = 'active' AND NEW.status <> 'active')) THEN
+            -- Leaving its key (moved by hand) or leaving active: no usage row stays at the old key, an
+            -- orphan for the eviction order; an active record's usage goes back into its own columns,
+            -- and follows it to a new key below while it stays active.
             DELETE FROM memory_usage WHERE scope_key = OLD.scope_key AND seq = OLD.seq RETURNING * INTO kept;
-            IF FOUND THEN
+            IF FOUND AND OLD.status = 'active' THEN
                 NEW.last_used_at := kept.used_at;
                 NEW.use_count := kept.uses;
             END IF;
@@ -107,12 +108,10 @@ CHANGE_SCHEMA: Final[tuple[str, ...]] = (
             VALUES (NEW.scope_key, NEW.seq, NEW.last_used_at, NEW.use_count, NEW.created_at)
             ON CONFLICT (scope_key, seq) DO UPDATE
             SET used_at = EXCLUDED.used_at, uses = EXCLUDED.uses, created_at = EXCLUDED.created_at;
-        ELSIF TG_OP = 'UPDATE' AND OLD.status = 'active' AND NEW.status <> 'active' THEN
-            DELETE FROM memory_usage WHERE scope_key = OLD.scope_key AND seq = OLD.seq RETURNING * INTO kept;
-            IF FOUND THEN
-                NEW.last_used_at := kept.used_at;
-                NEW.use_count := kept.uses;
-            END IF;
+        ELSIF NEW.status <> 'active' AND (TG_OP = 'INSERT' OR moved) THEN
+            -- A row taking a key that is not active: a stray usage row there (left while no trigger
+            -- ran) is no record's.
+            DELETE FROM memory_usage WHERE scope_key = NEW.scope_key AND seq = NEW.seq;
         END IF;
         RETURN NEW;
     END
@@ -191,24 +190,32 @@ _CHANGED_SINCE: Final = (
 # hundred rows for every unnest) was a fresh plan on every read. The function is STABLE, so it reads
 # with the calling statement's snapshot. Its columns are the scope, the tombstones, the record row
 # whole (`rec`, so a column added to the table needs no change here), its usage row's columns, and the
-# xmin. Changing what it returns needs a DROP FUNCTION first: CREATE OR REPLACE cannot.
+# xmin. The version in its name is its contract: CREATE OR REPLACE cannot change what a function takes
+# or returns, so a release that needs another makes `_v2` beside it, and the replicas of both releases
+# keep running through a rolling upgrade. Its parameters' names are no column's (a column wins a clash);
+# `array_agg` is named in pg_catalog, as a same-named function of an exact type in a schema on the path
+# would otherwise be chosen over the built-in. The result is gathered before it is returned, so a
+# catch-up of thousands of rows is given the memory to stay off temporary files.
 _CHANGED_FUNCTION: Final = f"""
-    CREATE OR REPLACE FUNCTION memory_changed_since(
-        scopes text[], since text[], seen text[], deleted integer, n integer
+    CREATE OR REPLACE FUNCTION memory_changed_since_v1(
+        wanted_scopes text[], wanted_since text[], wanted_seen text[],
+        deleted_limit integer, row_limit integer
     ) RETURNS TABLE (
         scope text, seqs bigint[], xids bigint[], rec memory_records,
         used_seq bigint, used_at double precision, uses integer, used_xid xid8, snapshot_xmin xid8
     ) LANGUAGE plpgsql STABLE
     SET plan_cache_mode = force_generic_plan
+    SET work_mem = '32MB'
     SET search_path FROM CURRENT AS $$
     #variable_conflict use_column
     BEGIN
         RETURN QUERY
         SELECT wanted.scope, gone.seqs, gone.xids, m.rec, m.used_seq, m.used_at, m.uses, m.used_xid, {_XMIN}
-        FROM unnest(scopes, since, seen) AS wanted (scope, since, seen)
+        FROM unnest(wanted_scopes, wanted_since, wanted_seen) AS wanted (scope, since, seen)
         CROSS JOIN LATERAL (
-            SELECT array_agg(seq) AS seqs, array_agg(changed_xid::text::bigint) AS xids FROM (
-                SELECT seq, changed_xid FROM memory_deleted WHERE {_CHANGED_SINCE} LIMIT deleted
+            SELECT pg_catalog.array_agg(seq) AS seqs, pg_catalog.array_agg(changed_xid::text::bigint) AS xids
+            FROM (
+                SELECT seq, changed_xid FROM memory_deleted WHERE {_CHANGED_SINCE} LIMIT deleted_limit
             ) AS tombstones
         ) AS gone
         LEFT JOIN LATERAL (
@@ -219,7 +226,7 @@ _CHANGED_FUNCTION: Final = f"""
                 UNION
                 SELECT seq FROM memory_usage WHERE {_CHANGED_SINCE}
             ))
-            LIMIT n
+            LIMIT row_limit
         ) AS m ON true;
     END
     $$
@@ -228,7 +235,7 @@ _CHANGED_FUNCTION: Final = f"""
 # The function's rows as a scope index reads them: the record row's columns spread out again.
 _SELECT_CHANGED: Final = f"""
     SELECT c.scope, c.seqs, c.xids, {_INDEX_COLUMNS}, c.snapshot_xmin
-    FROM memory_changed_since(
+    FROM memory_changed_since_v1(
         %(scopes)s::text[], %(since)s::text[], %(seen)s::text[], %(deleted)s, %(n)s
     ) AS c
     LEFT JOIN LATERAL (SELECT (c.rec).*) AS r ON true

@@ -36,7 +36,7 @@ async def catch_up_function(schema: TempSchema) -> list[tuple[object, ...]]:
     return await schema_rows(
         schema,
         "SELECT p.provolatile, p.proconfig FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace"
-        " WHERE p.proname = 'memory_changed_since' AND n.nspname = %s",
+        " WHERE p.proname = 'memory_changed_since_v1' AND n.nspname = %s",
         (schema.name,),
     )
 
@@ -60,7 +60,7 @@ async def test_a_database_without_the_catch_up_function_gets_it_when_a_replica_o
     older = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
     await older.write(SCOPE, [fact("deploys run nightly")])
     await older.aclose()
-    await schema_rows(schema, "DROP FUNCTION memory_changed_since")  # as an older release left it
+    await schema_rows(schema, "DROP FUNCTION memory_changed_since_v1")  # as an older release left it
 
     first, second = (
         PostgresMemoryStore(schema.dsn, application_name=unique_application_name()) for _ in range(2)
@@ -89,5 +89,25 @@ async def test_the_catch_up_follows_a_column_added_to_the_records_table(
 
     await first.write(SCOPE, [fact("deploys need a ticket")])
     await first.forget(SCOPE, f"mem:{SCOPE}:1")
+
+    assert texts(await second.retrieve(SCOPE, "deploys", 5)) == ["deploys need a ticket"]
+
+
+async def test_an_array_agg_of_an_exact_type_on_the_search_path_does_not_replace_the_built_in(
+    replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
+) -> None:
+    # What a role allowed to create objects in the store's schema could leave there: an aggregate that
+    # the catch-up's tombstone list would otherwise resolve to (an exact type beats the built-in's).
+    await schema_rows(
+        schema, "CREATE FUNCTION keep(s bigint[], v bigint) RETURNS bigint[] LANGUAGE sql AS 'SELECT s'"
+    )
+    await schema_rows(
+        schema, "CREATE AGGREGATE array_agg(bigint) (SFUNC = keep, STYPE = bigint[], INITCOND = '{}')"
+    )
+    first, second = replicas
+    await first.write(SCOPE, [fact("deploys run nightly"), fact("deploys need a ticket")])
+    assert len(await second.retrieve(SCOPE, "deploys", 5)) == 2  # warm
+
+    await schema_rows(schema, "DELETE FROM memory_records WHERE scope_key = %s AND seq = 1", (SCOPE,))
 
     assert texts(await second.retrieve(SCOPE, "deploys", 5)) == ["deploys need a ticket"]

@@ -177,6 +177,24 @@ async def test_a_record_moved_by_hand_takes_its_usage_row_to_its_new_place(
     assert (await own_columns(schema))[10] == ("evicted", NOW + 30, 1)
 
 
+async def test_a_stray_usage_row_goes_when_a_record_not_active_leaves_or_takes_its_key(
+    store: PostgresMemoryStore, schema: TempSchema
+) -> None:
+    await store.write(SCOPE, [fact("deploy on tuesdays"), fact("billing runs nightly")])
+    await store.forget(SCOPE, f"mem:{SCOPE}:1")
+    for seq in (1, 7):  # what a time without the trigger (an older release's start) may leave
+        await schema_rows(
+            schema,
+            "INSERT INTO memory_usage (scope_key, seq, used_at, uses, created_at)"
+            " VALUES (%s, %s, NULL, 0, 0)",
+            (SCOPE, seq),
+        )
+
+    await schema_rows(schema, "UPDATE memory_records SET seq = 7 WHERE seq = 1")
+
+    assert set(await usage_rows(schema)) == {2}  # only the active record's
+
+
 async def test_a_change_from_a_session_with_another_search_path_keeps_this_schemas_usage_rows(
     store: PostgresMemoryStore, schema: TempSchema
 ) -> None:
