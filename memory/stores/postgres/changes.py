@@ -34,6 +34,7 @@ from typing import Final
 
 from psycopg.rows import TupleRow
 
+from memory.stores.postgres import ddl
 from memory.stores.postgres.rows import Connection
 from memory.stores.postgres.sql import _COLUMNS, _USAGE_JOIN
 
@@ -262,7 +263,7 @@ async def make_trigger(conn: Connection) -> None:
     """Inside the schema transaction: the usage table, and the triggers, once (the usage rows of the
     rows already active filled when the records' trigger is made)."""
     for statement in (*CHANGE_SCHEMA, _CHANGED_FUNCTION):
-        await conn.execute(statement)
+        await ddl.apply(conn, statement)
     for name, table, create in _TRIGGERS:
         cursor = await conn.execute(_HAS_TRIGGER, (name, table))
         if await cursor.fetchone() is None:

@@ -8,6 +8,7 @@ from typing import Final
 from psycopg_pool import AsyncConnectionPool
 
 from memory.rules.claims import PURGE_BATCH
+from memory.stores.postgres import ddl
 from memory.stores.postgres.rows import Connection
 from memory.stores.postgres.schema import _LOCK_SCHEMA
 
@@ -44,7 +45,7 @@ class ClaimTable:
                 async with conn.transaction():
                     await conn.execute(_LOCK_SCHEMA)
                     for statement in _SCHEMA:
-                        await conn.execute(statement)
+                        await ddl.apply(conn, statement)
                 self._made = True
             async with conn.transaction():
                 cursor = await conn.execute(_CLAIM, (key, now + ttl_seconds, now))

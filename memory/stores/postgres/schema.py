@@ -1,5 +1,7 @@
 """The PostgreSQL store's schema and migrations: one path, re-applied by every replica on open under
-a schema lock, safe over live data. A later column is added with ALTER TABLE … ADD COLUMN IF NOT EXISTS."""
+a schema lock, safe over live data. A later column is added with ALTER TABLE … ADD COLUMN IF NOT EXISTS;
+each such statement runs only when its column, table or index is missing (ddl.py), so an open on a
+current schema takes no table lock that a write could deadlock with."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from psycopg import IsolationLevel
 from memory.ranking.lexical import stems_of
 from memory.rules.restate import meaning_key
 from memory.rules.visibility import legacy_origin
+from memory.stores.postgres import ddl
 from memory.stores.postgres.changes import make_trigger
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, one
 from memory.stores.postgres.sql import _LOCK_NAMESPACE
@@ -184,7 +187,7 @@ async def apply_schema(conn: Connection) -> None:
     async with conn.transaction():
         await conn.execute(_LOCK_SCHEMA)
         for statement in _SCHEMA:
-            await conn.execute(statement)
+            await ddl.apply(conn, statement)
         await make_trigger(conn)  # the change feed replicas' scope indexes follow (changes.py)
         await _migrate_origin(conn)
         await _migrate_observed(conn)
@@ -315,7 +318,7 @@ async def _migrate_curation(conn: Connection) -> None:
     """The curation log and its indexes, and the status check widened to admit `pending`, once: the
     check is replaced only while its definition lacks it (a later open is one catalogue lookup)."""
     for statement in _CURATION_SCHEMA:
-        await conn.execute(statement)
+        await ddl.apply(conn, statement)
     cursor = await conn.execute(_STATUS_CHECK)
     found = await cursor.fetchone()
     if found is None or "pending" not in str(found[0]):
