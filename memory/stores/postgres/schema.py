@@ -1,14 +1,17 @@
 """The PostgreSQL store's schema and migrations: one path, re-applied by every replica on open under
 a schema lock, safe over live data. A later column is added with ALTER TABLE … ADD COLUMN IF NOT EXISTS;
 each such statement runs only when its column, table or index is missing (ddl.py), so an open on a
-current schema takes no table lock that a write could deadlock with."""
+current schema takes no table lock that a write could deadlock with. The open of a release that does
+change the schema waits for no table lock longer than `_LOCK_WAIT`: it gives way to the writes and
+tries again."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Final
 
 import structlog
-from psycopg import IsolationLevel
+from psycopg import IsolationLevel, errors
 
 from memory.ranking.lexical import stems_of
 from memory.rules.restate import meaning_key
@@ -182,10 +185,34 @@ async def configure(conn: Connection) -> None:
     await conn.set_isolation_level(IsolationLevel.READ_COMMITTED)
 
 
+# While it changes the schema, a replica waits this long at most for a table's lock, then lets go of what
+# it holds and tries again: a write waiting on it while it waits on that write would be a deadlock, and
+# PostgreSQL would end one of the two, maybe the write. Shorter than the server's deadlock_timeout (1 s
+# by default), so the opening replica is the one that gives way.
+_LOCK_WAIT: Final = "SET LOCAL lock_timeout = '200ms'"
+_SCHEMA_TRIES: Final = 8
+_FIRST_PAUSE_SECONDS: Final = 0.1  # doubled after each try, at most `_LONGEST_PAUSE_SECONDS`
+_LONGEST_PAUSE_SECONDS: Final = 2.0
+
+
 async def apply_schema(conn: Connection) -> None:
-    """CREATE … IF NOT EXISTS under a lock, so replicas starting together do not race each other."""
+    """CREATE … IF NOT EXISTS under a lock, so replicas starting together do not race each other; tried
+    again (`_SCHEMA_TRIES` times in all) when it gave way to the writes for a table's lock."""
+    for attempt in range(1, _SCHEMA_TRIES + 1):
+        try:
+            await _apply_schema_once(conn)
+            return
+        except (errors.LockNotAvailable, errors.DeadlockDetected):
+            if attempt == _SCHEMA_TRIES:
+                raise
+            log.info("memory.store.schema_waited", store="postgres", attempt=attempt)
+            await asyncio.sleep(min(_FIRST_PAUSE_SECONDS * 2 ** (attempt - 1), _LONGEST_PAUSE_SECONDS))
+
+
+async def _apply_schema_once(conn: Connection) -> None:
     async with conn.transaction():
         await conn.execute(_LOCK_SCHEMA)
+        await conn.execute(_LOCK_WAIT)  # after the schema lock: another replica's open may hold that long
         for statement in _SCHEMA:
             await ddl.apply(conn, statement)
         await make_trigger(conn)  # the change feed replicas' scope indexes follow (changes.py)
