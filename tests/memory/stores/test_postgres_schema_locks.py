@@ -54,7 +54,8 @@ async def test_a_replica_adding_indexes_gives_way_to_a_write_it_would_deadlock_w
         try:
             opening = asyncio.create_task(second.open())
             await asyncio.sleep(0.5)  # the open has the usage table's lock and waits for the records'
-            # The write goes on to the usage row: the open gives way (within its lock wait), the write never fails.
+            # The write goes on to the usage row: the open gives way within its lock wait, so the
+            # write never fails.
             await writer.execute("UPDATE memory_usage SET uses = uses WHERE seq = 1")
             await writer.commit()
             await opening
