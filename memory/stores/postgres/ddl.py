@@ -15,10 +15,13 @@ from typing import Final
 
 from memory.stores.postgres.rows import Connection
 
-_ADD_COLUMN: Final = re.compile(r"^\s*ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)\b", re.IGNORECASE)
+_ADD_COLUMN: Final = re.compile(r"\s*ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS (\w+)\b", re.IGNORECASE)
 _CREATE_RELATION: Final = re.compile(
-    r"^\s*CREATE (?:UNIQUE )?(?:TABLE|INDEX) IF NOT EXISTS (\w+)\b", re.IGNORECASE
+    r"\s*CREATE (?:UNIQUE )?(?:TABLE|INDEX) IF NOT EXISTS (\w+)\b", re.IGNORECASE
 )
+# More than one change in a statement ("ADD COLUMN a …, ADD COLUMN b …"): the first one's being there
+# says nothing of the others, so such a statement always runs.
+_MORE_THAN_ONE: Final = re.compile(r";|,\s*(?:ADD|ALTER|DROP)\b", re.IGNORECASE)
 
 # Looked up in the schema the statement would make it in: the first one on the search path.
 _HAS_COLUMN: Final = """
@@ -32,19 +35,28 @@ _HAS_RELATION: Final = """
 """
 
 
-async def apply(conn: Connection, statement: str) -> bool:
-    """Run `statement` unless it adds a column, or creates a table or index, that is there already;
-    True when it ran. Any other statement always runs."""
+def made_by(statement: str) -> tuple[str, str | None] | None:
+    """What a guarded statement makes: (table, column) for an added column, (table or index, None) for
+    a created one; None for a statement that always runs."""
+    if _MORE_THAN_ONE.search(statement) is not None:
+        return None
     column = _ADD_COLUMN.match(statement)
     if column is not None:
-        cursor = await conn.execute(_HAS_COLUMN, (column[1], column[2]))
-    else:
-        relation = _CREATE_RELATION.match(statement)
-        if relation is None:
-            await conn.execute(statement)
-            return True
-        cursor = await conn.execute(_HAS_RELATION, (relation[1],))
-    if await cursor.fetchone() is not None:
-        return False
+        return column[1], column[2]
+    relation = _CREATE_RELATION.match(statement)
+    return None if relation is None else (relation[1], None)
+
+
+async def apply(conn: Connection, statement: str) -> bool:
+    """Run `statement` unless what it makes (`made_by`) is there already; True when it ran."""
+    made = made_by(statement)
+    if made is not None:
+        name, column = made
+        if column is None:
+            cursor = await conn.execute(_HAS_RELATION, (name,))
+        else:
+            cursor = await conn.execute(_HAS_COLUMN, (name, column))
+        if await cursor.fetchone() is not None:
+            return False
     await conn.execute(statement)
     return True
