@@ -4,12 +4,15 @@ Every replica re-applies the schema when it opens. `ALTER TABLE … ADD COLUMN I
 table's strongest lock, and `CREATE INDEX IF NOT EXISTS` a lock that stops writes, before either finds
 that there is nothing to do; a write that had already read the table then waits on the opening replica
 while it waits on the write, and PostgreSQL ends one of them (deadlock detected). So each such statement
-is run only when the catalogue lacks the column, index or table it names: on a database of the current
-schema an open only reads the catalogue.
+is run only when the catalogue lacks the column, index or table it names. A function is replaced only
+when its body lacks the mark of this exact definition (a replaced function makes every session compile
+it, and drop the plans it keeps, again). So on a database of the current schema an open only reads the
+catalogue.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
 from typing import Final
 
@@ -19,6 +22,11 @@ _ADD_COLUMN: Final = re.compile(r"\s*ALTER TABLE (\w+) ADD COLUMN IF NOT EXISTS 
 _CREATE_RELATION: Final = re.compile(
     r"\s*CREATE (?:UNIQUE )?(?:TABLE|INDEX) IF NOT EXISTS (\w+)\b", re.IGNORECASE
 )
+_FUNCTION: Final = re.compile(r"\s*CREATE OR REPLACE FUNCTION (\w+)\(", re.IGNORECASE)
+_HAS_FUNCTION: Final = """
+    SELECT 1 FROM pg_proc AS p JOIN pg_namespace AS n ON n.oid = p.pronamespace
+    WHERE n.nspname = current_schema() AND p.proname = %s AND strpos(p.prosrc, %s) > 0
+"""
 # More than one change in a statement ("ADD COLUMN a …, ADD COLUMN b …"): the first one's being there
 # says nothing of the others, so such a statement always runs.
 _MORE_THAN_ONE: Final = re.compile(r";|,\s*(?:ADD|ALTER|DROP)\b", re.IGNORECASE)
@@ -47,8 +55,28 @@ def made_by(statement: str) -> tuple[str, str | None] | None:
     return None if relation is None else (relation[1], None)
 
 
+def marked(statement: str) -> tuple[str, str, str] | None:
+    """A function's name, its definition with its mark (a digest of the whole statement, settings
+    included) as the body's last line, and the mark; None for a statement that defines no function."""
+    function = _FUNCTION.match(statement)
+    head, quote, tail = statement.rpartition("$$")
+    if function is None or not quote or _MORE_THAN_ONE.search(tail):
+        return None
+    mark = f"-- switchboard {hashlib.sha256(statement.encode()).hexdigest()[:16]}"
+    return function[1], f"{head}{mark}\n{quote}{tail}", mark
+
+
 async def apply(conn: Connection, statement: str) -> bool:
-    """Run `statement` unless what it makes (`made_by`) is there already; True when it ran."""
+    """Run `statement` unless what it makes (`made_by`, or a function's `marked` definition) is there
+    already; True when it ran."""
+    function = marked(statement)
+    if function is not None:
+        proname, definition, mark = function
+        cursor = await conn.execute(_HAS_FUNCTION, (proname, mark))
+        if await cursor.fetchone() is not None:
+            return False
+        await conn.execute(definition)
+        return True
     made = made_by(statement)
     if made is not None:
         name, column = made

@@ -10,7 +10,7 @@ import re
 import pytest
 
 from memory.stores.postgres import changes, claims, schema
-from memory.stores.postgres.ddl import made_by
+from memory.stores.postgres.ddl import made_by, marked
 
 STATEMENTS = (*schema._SCHEMA, *changes.CHANGE_SCHEMA, *schema._CURATION_SCHEMA, *claims._SCHEMA)
 _IF_NOT_EXISTS = re.compile(r"(?:ADD COLUMN|TABLE|INDEX) IF NOT EXISTS (\w+)", re.IGNORECASE)
@@ -43,3 +43,26 @@ def test_an_added_column_names_its_table_and_column() -> None:
 )
 def test_a_statement_the_guard_cannot_judge_always_runs(statement: str) -> None:
     assert made_by(statement) is None
+
+
+FUNCTIONS = [s for s in (*STATEMENTS, changes._CHANGED_FUNCTION) if "CREATE OR REPLACE FUNCTION" in s]
+
+
+@pytest.mark.parametrize("statement", FUNCTIONS)
+def test_every_function_is_defined_with_the_mark_of_its_whole_statement(statement: str) -> None:
+    function = marked(statement)
+
+    assert function is not None, statement
+    name, definition, mark = function
+    assert f"FUNCTION {name}(" in statement
+    assert definition.replace(f"{mark}\n", "", 1) == statement
+    assert definition.rstrip().endswith(f"{mark}\n$$")
+
+
+def test_a_function_whose_statement_changes_gets_another_mark() -> None:
+    [track] = [s for s in FUNCTIONS if "memory_records_track()" in s]
+    original = marked(track)
+    changed = marked(track.replace("RETURN NEW;", "RETURN NEW; -- changed", 1))
+
+    assert original is not None and changed is not None
+    assert changed[2] != original[2]

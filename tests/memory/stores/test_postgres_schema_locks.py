@@ -68,3 +68,57 @@ async def test_a_replica_adding_indexes_gives_way_to_a_write_it_would_deadlock_w
         (schema.name,),
     )
     assert indexes == [("memory_records_pending",), ("memory_usage_eviction",)]
+
+
+async def functions(schema: TempSchema) -> dict[str, tuple[str, str]]:
+    """Each of the store's functions in the schema: its row version (xmin) and its body."""
+    rows = await schema_rows(
+        schema,
+        "SELECT p.proname, p.xmin::text, p.prosrc FROM pg_proc AS p"
+        " JOIN pg_namespace AS n ON n.oid = p.pronamespace WHERE n.nspname = %s",
+        (schema.name,),
+    )
+    return {str(name): (str(version), str(body)) for name, version, body in rows}
+
+
+async def test_a_replica_opening_on_the_current_schema_leaves_the_functions_as_they_are(
+    schema: TempSchema,
+) -> None:
+    first = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
+    try:
+        await first.write(SCOPE, [fact("deploys run nightly")])
+    finally:
+        await first.aclose()
+    before = await functions(schema)
+    assert set(before) >= {"memory_records_track", "memory_records_stamp", "memory_changed_since_v1"}
+
+    second = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
+    try:
+        await second.write(SCOPE, [fact("deploys need a ticket")])
+    finally:
+        await second.aclose()
+
+    assert await functions(schema) == before  # not written again: every session keeps its plans
+
+
+async def test_a_function_changed_since_is_defined_again_when_a_replica_opens(schema: TempSchema) -> None:
+    store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
+    try:
+        await store.write(SCOPE, [fact("deploys run nightly")])
+    finally:
+        await store.aclose()
+    ours = (await functions(schema))["memory_records_stamp"][1]
+    # As an older release's replica starting during a rolling upgrade would leave it.
+    await schema_rows(
+        schema,
+        "CREATE OR REPLACE FUNCTION memory_records_stamp() RETURNS trigger LANGUAGE plpgsql"
+        " AS $$ BEGIN RETURN NEW; END $$",
+    )
+
+    store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
+    try:
+        await store.open()
+    finally:
+        await store.aclose()
+
+    assert (await functions(schema))["memory_records_stamp"][1] == ours
