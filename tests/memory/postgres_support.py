@@ -90,7 +90,8 @@ class TcpForwarder:
     """127.0.0.1:<port> → the PostgreSQL server; `stop()` is the server vanishing, `start()` its return.
 
     Stopping closes the listener (new connections are refused) and drops every open connection, as a
-    crashed or unreachable server would; restarting listens on the same port again.
+    crashed or unreachable server would; restarting listens on the same port again. `silence()` is a
+    link lost without a word: the connections stay open, and nothing goes through them either way.
     """
 
     def __init__(self, target_host: str = PG_HOST, target_port: int = PG_PORT) -> None:
@@ -98,7 +99,11 @@ class TcpForwarder:
         self._server: asyncio.Server | None = None
         self._writers: set[asyncio.StreamWriter] = set()
         self._tasks: set[asyncio.Task[None]] = set()
+        self._silent = False
         self.port = 0
+
+    def silence(self) -> None:
+        self._silent = True
 
     async def start(self) -> int:
         self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port, reuse_address=True)
@@ -135,6 +140,8 @@ class TcpForwarder:
     async def _pipe(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
         try:
             while data := await source.read(65536):
+                if self._silent:
+                    continue
                 sink.write(data)
                 await sink.drain()
         except (ConnectionError, OSError):
