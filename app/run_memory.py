@@ -4,7 +4,6 @@ its audit line, never its answer."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 import structlog
@@ -30,27 +29,25 @@ async def read_for_run(
     at: float,
     metrics: Metrics | None = None,
 ) -> MemoryRead | None:
-    """The run's memory block, dated against the run's time `at`; a read that fails, or takes longer
-    than `memory.timeout`, leaves the run without one. `metrics` (the bot's /metrics) counts the read
-    and its records, or its failure."""
+    """The run's memory block, dated against the run's time `at`; a read that fails leaves the run
+    without one, and a store that takes longer than `memory.timeout` adds nothing to it. `metrics`
+    (the bot's /metrics) counts the read and its records, or its failure."""
     organization = settings.organization
     assert organization is not None
     with span("memory.read") as read_span:
         try:
-            read = await _within(
-                settings.memory.timeout,
-                read_memory(
-                    store,
-                    query,
-                    reader=reader_for(message),
-                    organization=organization,
-                    user_id=message.user_id,
-                    channel_id=message.channel_id,
-                    repo=repo,
-                    limit=settings.memory.limit,
-                    max_tokens=settings.memory.max_tokens,
-                    clock=lambda: at,
-                ),
+            read = await read_memory(
+                store,
+                query,
+                reader=reader_for(message),
+                organization=organization,
+                user_id=message.user_id,
+                channel_id=message.channel_id,
+                repo=repo,
+                limit=settings.memory.limit,
+                max_tokens=settings.memory.max_tokens,
+                clock=lambda: at,
+                store_wait=settings.memory.timeout,
             )
         except Exception as error:
             log.warning("memory.read_failed", error=type(error).__name__)
@@ -65,29 +62,6 @@ async def read_for_run(
             {"memory.scopes": len(list_scope_keys(read.scopes)), "memory.records": len(read.records)}
         )
         return read
-
-
-async def _within(seconds: float, read: Awaitable[MemoryRead]) -> MemoryRead:
-    """`read`'s result, or TimeoutError after `seconds`. The read is then cancelled but not waited
-    for: a store whose server went silent (a link lost without a word) may take longer to let go of
-    its query than the run may wait for memory."""
-    task = asyncio.ensure_future(read)
-    done: set[asyncio.Future[MemoryRead]] = set()
-    try:
-        done, _ = await asyncio.wait({task}, timeout=seconds)
-    finally:  # timed out, or the run itself cancelled
-        if not done:
-            task.cancel()
-            task.add_done_callback(_settled)
-    if not done:
-        raise TimeoutError(f"the memory read took longer than {seconds:g} s (memory.timeout)")
-    return task.result()
-
-
-def _settled(task: asyncio.Future[MemoryRead]) -> None:
-    """Take a cancelled read's outcome, so an error it ended with is no 'never retrieved' warning."""
-    if not task.cancelled():
-        task.exception()
 
 
 async def audit_read(

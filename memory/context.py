@@ -29,6 +29,7 @@ DEFAULT_BLOCK_RECORDS = 8
 DEFAULT_BLOCK_TOKENS = 800
 
 RepoSource = Awaitable[str | None] | str | None
+_Found = dict[str, list[Ranked]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +53,7 @@ async def read_memory(
     limit: int = DEFAULT_BLOCK_RECORDS,
     max_tokens: int = DEFAULT_BLOCK_TOKENS,
     clock: Callable[[], float] = time.time,
+    store_wait: float | None = None,
 ) -> MemoryRead:
     """Every scope in one hop to the store (`retrieve_many`: one query embedding); when the repo is
     still resolving, org, channel and user go at once and the repo follows in a second hop.
@@ -63,6 +65,10 @@ async def read_memory(
 
     Only records the reply's `reader` may see (memory/rules/visibility.py) enter the pool: what the read rule
     refuses never takes a slot of the limit or the budget.
+
+    A hop whose store takes longer than `store_wait` seconds reads as nothing, as a failing one does
+    (only the store's call is given up: the repo's resolution, which the run awaits too, is waited for
+    as long as it takes).
     """
     try:
         scopes = request_scope_keys(organization, user_id=user_id, channel_id=channel_id)
@@ -74,14 +80,14 @@ async def read_memory(
     if isinstance(repo, str | None):  # known already: every scope in one hop
         repo_key = await _resolve_repo(repo)
         scopes = _with_repo(scopes, repo_key)
-        found = await _retrieve_many(store, list_scope_keys(scopes), query, limit)
+        found = await _retrieve_many(store, list_scope_keys(scopes), query, limit, store_wait)
     else:
-        first = asyncio.create_task(_retrieve_many(store, list_scope_keys(scopes), query, limit))
+        first = asyncio.create_task(_retrieve_many(store, list_scope_keys(scopes), query, limit, store_wait))
         try:
             repo_key = await _resolve_repo(repo)
             if repo_key is not None:
                 scopes = _with_repo(scopes, repo_key)
-                found.update(await _retrieve_many(store, [repo_key], query, limit))
+                found.update(await _retrieve_many(store, [repo_key], query, limit, store_wait))
             found.update(await first)
         finally:  # a cancelled read leaves no retrieve running behind it
             first.cancel()
@@ -119,16 +125,40 @@ def _with_repo(scopes: RequestScopes, repo_key: str | None) -> RequestScopes:
 
 
 async def _retrieve_many(
-    store: MemoryStore, scope_keys: list[str], query: str, limit: int
+    store: MemoryStore, scope_keys: list[str], query: str, limit: int, store_wait: float | None
 ) -> dict[str, list[Ranked]]:
-    """Retrieval is advisory: a failing store reads as nothing, with one warning."""
+    """Retrieval is advisory: a failing store, or one slower than `store_wait` seconds, reads as
+    nothing, with one warning."""
     kinds = [scope_kind(key) for key in scope_keys]
     with span("memory.retrieve", {"memory.scope_kinds": ",".join(kinds)}) as retrieve_span:
         try:
-            found = await store.retrieve_many(scope_keys, query, limit)
+            found = await _within(store_wait, store.retrieve_many(scope_keys, query, limit))
         except Exception as error:
             log.warning("memory.retrieve_failed", scope_keys=scope_keys, error=type(error).__name__)
             retrieve_span.set_attribute("error.type", type(error).__name__)
             return {}
         retrieve_span.set_attribute("memory.records", sum(len(ranked) for ranked in found.values()))
         return found
+
+
+async def _within(seconds: float | None, retrieve: Awaitable[_Found]) -> _Found:
+    """`retrieve`'s result, or TimeoutError after `seconds` (None: no limit). The retrieve is then
+    cancelled but not waited for: a store whose server went silent (a link lost without a word) may
+    take longer to let go of its query than the run may wait for memory."""
+    task = asyncio.ensure_future(retrieve)
+    done: set[asyncio.Future[_Found]] = set()
+    try:
+        done, _ = await asyncio.wait({task}, timeout=seconds)
+    finally:  # timed out, or the read itself cancelled
+        if not done:
+            task.cancel()
+            task.add_done_callback(_settled)
+    if not done:
+        raise TimeoutError(f"the store took longer than {seconds:g} s")
+    return task.result()
+
+
+def _settled(task: asyncio.Future[_Found]) -> None:
+    """Take a cancelled retrieve's outcome, so an error it ended with is no 'never retrieved' warning."""
+    if not task.cancelled():
+        task.exception()

@@ -1,6 +1,6 @@
-"""The run's memory read (app/run_memory.py): advisory, and bounded by `memory.timeout` whatever the
-store does — here a PostgreSQL server whose link went silent (no FIN, no error: every byte lost), which
-would otherwise hold the run until TCP gave up, many minutes later."""
+"""The run's memory read (app/run_memory.py, memory/context.py): advisory, and each store call bounded
+by `memory.timeout` whatever the store does — here a PostgreSQL server whose link went silent (no FIN,
+no error: every byte lost), which would otherwise hold the run until TCP gave up, minutes later."""
 
 from __future__ import annotations
 
@@ -55,12 +55,11 @@ async def test_a_read_from_a_server_gone_silent_leaves_the_run_without_memory_wi
             )
         waited = time.monotonic() - started
 
-        assert read is None
+        assert read is not None and read.block is None  # the run goes on without memory
         assert TIMEOUT <= waited < TIMEOUT + 1.0
         assert [(e["event"], e["error"]) for e in logs if e["log_level"] == "warning"] == [
-            ("memory.read_failed", "TimeoutError")
+            ("memory.retrieve_failed", "TimeoutError")
         ]
-        assert metrics.registry.get_sample_value("switchboard_memory_read_failures_total") == 1
     finally:
         await forwarder.stop()
         await asyncio.wait_for(store.aclose(), 15)
