@@ -144,7 +144,10 @@ async def _retrieve_many(
 async def _within(seconds: float | None, retrieve: Awaitable[_Found]) -> _Found:
     """`retrieve`'s result, or TimeoutError after `seconds` (None: no limit). The retrieve is then
     cancelled but not waited for: a store whose server went silent (a link lost without a word) may
-    take longer to let go of its query than the run may wait for memory."""
+    take longer to let go of its query than the run may wait for memory. (The task costs about 15 µs
+    a hop, so without a limit the retrieve is awaited as it is.)"""
+    if seconds is None:
+        return await retrieve
     task = asyncio.ensure_future(retrieve)
     done: set[asyncio.Future[_Found]] = set()
     try:
