@@ -173,10 +173,15 @@ def _month_range(match: re.Match[str], today: date) -> TimeWindow | None:
 
 
 def _month_span(text: str, today: date) -> tuple[date, date]:
-    """ "March" (the latest one not after today) or "March 2025": its first and last days."""
+    """ "March" or "March 2025" as `_month_days` reads it."""
     month, *year = text.lower().split()
+    return _month_days(month, year[0] if year else None, today)
+
+
+def _month_days(month: str, year: str | None, today: date) -> tuple[date, date]:
+    """A month's first and last days: of `year`, else the latest such month not after today."""
     number = _MONTH_NUMBER[month]
-    first = date(int(year[0]), number, 1) if year else _latest(today, number, 1)
+    first = date(int(year), number, 1) if year else _latest(today, number, 1)
     return first, _month_end(first)
 
 
@@ -223,10 +228,7 @@ def _span(groups: dict[str, str], today: date) -> tuple[date, date] | None:
         return day, day
     for key_month, key_year in (("m_month", "m_year"), ("ym_month", "ym_year")):
         if key_month in groups:
-            month = _MONTH_NUMBER[groups[key_month]]
-            year = groups.get(key_year)
-            first = date(int(year), month, 1) if year else _latest(today, month, 1)
-            return first, _month_end(first)
+            return _month_days(groups[key_month], groups.get(key_year), today)
     if "year" in groups:
         return date(int(groups["year"]), 1, 1), date(int(groups["year"]), 12, 31)
     if "the_weekend" in groups:  # the latest one: this one on a Saturday or Sunday

@@ -69,22 +69,26 @@ def marked(statement: str) -> tuple[str, str, str] | None:
 async def apply(conn: Connection, statement: str) -> bool:
     """Run `statement` unless what it makes (`made_by`, or a function's `marked` definition) is there
     already; True when it ran."""
+    lookup, definition = _lookup(statement)
+    if lookup is not None:
+        cursor = await conn.execute(*lookup)
+        if await cursor.fetchone() is not None:
+            return False
+    await conn.execute(definition)
+    return True
+
+
+def _lookup(statement: str) -> tuple[tuple[str, tuple[str, ...]] | None, str]:
+    """The catalogue query that finds what `statement` makes (None: nothing to find, it always runs),
+    and the statement to run when nothing is found (a function's with its mark)."""
     function = marked(statement)
     if function is not None:
         proname, definition, mark = function
-        cursor = await conn.execute(_HAS_FUNCTION, (proname, mark))
-        if await cursor.fetchone() is not None:
-            return False
-        await conn.execute(definition)
-        return True
+        return (_HAS_FUNCTION, (proname, mark)), definition
     made = made_by(statement)
-    if made is not None:
-        name, column = made
-        if column is None:
-            cursor = await conn.execute(_HAS_RELATION, (name,))
-        else:
-            cursor = await conn.execute(_HAS_COLUMN, (name, column))
-        if await cursor.fetchone() is not None:
-            return False
-    await conn.execute(statement)
-    return True
+    if made is None:
+        return None, statement
+    name, column = made
+    if column is None:
+        return (_HAS_RELATION, (name,)), statement
+    return (_HAS_COLUMN, (name, column)), statement

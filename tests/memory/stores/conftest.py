@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.memory.postgres_support import TempSchema, temp_schema
+from memory.stores.postgres.store import PostgresMemoryStore
+from tests.memory.postgres_support import TempSchema, temp_schema, unique_application_name
 
 
 @pytest.fixture
@@ -14,3 +15,16 @@ def schema() -> Iterator[TempSchema]:
     """A throwaway schema on the local test server, dropped after the test."""
     with temp_schema() as created:
         yield created
+
+
+@pytest.fixture
+async def replicas(schema: TempSchema) -> AsyncIterator[tuple[PostgresMemoryStore, PostgresMemoryStore]]:
+    """Two PostgreSQL replicas on the schema, each with its own pool (a module may define its own)."""
+    first, second = (
+        PostgresMemoryStore(schema.dsn, application_name=unique_application_name()) for _ in range(2)
+    )
+    try:
+        yield first, second
+    finally:
+        await first.aclose()
+        await second.aclose()

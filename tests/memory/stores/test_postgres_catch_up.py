@@ -4,28 +4,12 @@ follows the record table's columns as they are added."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
-import pytest
-
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryRecord
 from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name
 from tests.memory.records import fact
 
 SCOPE = "org:acme"
-
-
-@pytest.fixture
-async def replicas(schema: TempSchema) -> AsyncIterator[tuple[PostgresMemoryStore, PostgresMemoryStore]]:
-    first, second = (
-        PostgresMemoryStore(schema.dsn, application_name=unique_application_name()) for _ in range(2)
-    )
-    try:
-        yield first, second
-    finally:
-        await first.aclose()
-        await second.aclose()
 
 
 def texts(records: list[MemoryRecord]) -> list[str]:

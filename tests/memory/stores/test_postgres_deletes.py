@@ -5,10 +5,7 @@ as it lets a forgotten one go (memory/stores/postgres/changes.py, the tombstones
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import psycopg
-import pytest
 
 from memory.stores.postgres.changes import CATCH_UP_DELETED, read_many
 from memory.stores.postgres.store import PostgresMemoryStore
@@ -17,18 +14,6 @@ from tests.memory.postgres_support import TempSchema, schema_rows, unique_applic
 from tests.memory.records import fact
 
 SCOPE = "org:acme"
-
-
-@pytest.fixture
-async def replicas(schema: TempSchema) -> AsyncIterator[tuple[PostgresMemoryStore, PostgresMemoryStore]]:
-    first, second = (
-        PostgresMemoryStore(schema.dsn, application_name=unique_application_name()) for _ in range(2)
-    )
-    try:
-        yield first, second
-    finally:
-        await first.aclose()
-        await second.aclose()
 
 
 def ids(records: list[MemoryRecord]) -> list[str]:

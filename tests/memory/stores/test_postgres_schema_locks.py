@@ -17,12 +17,19 @@ from tests.memory.records import fact
 SCOPE = "org:acme"
 
 
-async def test_a_replica_opens_beside_an_open_write_without_waiting_for_it(schema: TempSchema) -> None:
-    first = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
+async def written_by_a_replica(schema: TempSchema, text: str | None = None) -> None:
+    """A replica opens on the schema (making or updating it), writes `text` if given, and closes."""
+    store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
     try:
-        await first.write(SCOPE, [fact("deploys run nightly")])
+        await store.open()
+        if text is not None:
+            await store.write(SCOPE, [fact(text)])
     finally:
-        await first.aclose()
+        await store.aclose()
+
+
+async def test_a_replica_opens_beside_an_open_write_without_waiting_for_it(schema: TempSchema) -> None:
+    await written_by_a_replica(schema, "deploys run nightly")
     # A second's wait for any lock fails the open instead of hanging the test.
     impatient = make_conninfo(BASE_DSN, options=f"-csearch_path={schema.name} -clock_timeout=2000")
     async with await psycopg.AsyncConnection.connect(schema.dsn) as writer:
@@ -41,11 +48,7 @@ async def test_a_replica_opens_beside_an_open_write_without_waiting_for_it(schem
 async def test_a_replica_adding_indexes_gives_way_to_a_write_it_would_deadlock_with(
     schema: TempSchema,
 ) -> None:
-    first = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
-    try:
-        await first.write(SCOPE, [fact("deploys run nightly")])
-    finally:
-        await first.aclose()
+    await written_by_a_replica(schema, "deploys run nightly")
     await schema_rows(schema, "DROP INDEX memory_usage_eviction")  # as a release before them left it
     await schema_rows(schema, "DROP INDEX memory_records_pending")
     async with await psycopg.AsyncConnection.connect(schema.dsn) as writer:
@@ -84,29 +87,17 @@ async def functions(schema: TempSchema) -> dict[str, tuple[str, str]]:
 async def test_a_replica_opening_on_the_current_schema_leaves_the_functions_as_they_are(
     schema: TempSchema,
 ) -> None:
-    first = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
-    try:
-        await first.write(SCOPE, [fact("deploys run nightly")])
-    finally:
-        await first.aclose()
+    await written_by_a_replica(schema, "deploys run nightly")
     before = await functions(schema)
     assert set(before) >= {"memory_records_track", "memory_records_stamp", "memory_changed_since_v1"}
 
-    second = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
-    try:
-        await second.write(SCOPE, [fact("deploys need a ticket")])
-    finally:
-        await second.aclose()
+    await written_by_a_replica(schema, "deploys need a ticket")
 
     assert await functions(schema) == before  # not written again: every session keeps its plans
 
 
 async def test_a_function_changed_since_is_defined_again_when_a_replica_opens(schema: TempSchema) -> None:
-    store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
-    try:
-        await store.write(SCOPE, [fact("deploys run nightly")])
-    finally:
-        await store.aclose()
+    await written_by_a_replica(schema, "deploys run nightly")
     ours = (await functions(schema))["memory_records_stamp"][1]
     # As an older release's replica starting during a rolling upgrade would leave it.
     await schema_rows(
@@ -115,10 +106,6 @@ async def test_a_function_changed_since_is_defined_again_when_a_replica_opens(sc
         " AS $$ BEGIN RETURN NEW; END $$",
     )
 
-    store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
-    try:
-        await store.open()
-    finally:
-        await store.aclose()
+    await written_by_a_replica(schema)
 
     assert (await functions(schema))["memory_records_stamp"][1] == ours
