@@ -1,0 +1,154 @@
+"""Random-looking runs whose own structure proves them public: an encoding that carries a checksum or
+a self-description a random credential cannot satisfy by chance, and whose version or type field
+says it names something public.
+
+- base58check (Bitcoin's BIP-13 addresses): version byte + 20-byte hash + the first 4 bytes of a
+  double SHA-256. Version 0x00 (P2PKH, `1…`), 0x05 (P2SH, `3…`) and their testnet twins 0x6F, 0xC4
+  are addresses; a WIF private key (0x80) is base58check too and stays a secret.
+- bech32 / bech32m segwit addresses (BIP-173, BIP-350): the BCH checksum over the human-readable part
+  and the data, and a standard witness program (version 0 with 20 or 32 bytes, version 1 with 32). A
+  bech32 secret (a Nostr `nsec`, an age key) holds a bare key, never a witness program.
+- IPFS CIDs (multiformats): CIDv0 is base58btc of a sha2-256 multihash (0x12 0x20 + 32 bytes);
+  CIDv1 is multibase base32 (`b…`) of version 1, a codec varint and a multihash whose length byte
+  matches the digest that follows, to the byte.
+- Base64 of a file whose leading bytes are its format's signature (PNG, JPEG, GIF, WebP, PDF): an
+  inline image, not a key.
+
+A random string passes one of these checks about once in 2³² (the checksums) or needs a fixed run of
+leading bytes (the CID and file headers), so no credential's shape is opened by them.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+
+_B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
+_B58_INDEX = {c: i for i, c in enumerate(_B58)}
+_BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
+_BECH32_INDEX = {c: i for i, c in enumerate(_BECH32)}
+_BECH32_CONSTANTS = {1: 0, 0x2BC830A3: 1}  # the checksum constant → the witness versions it serves
+_ADDRESS_VERSIONS = (0x00, 0x05, 0x6F, 0xC4)
+_FILE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"%PDF-")
+
+
+def is_public_id(run: str) -> bool:
+    """`run` is an address, a content id or an inline file by its own checksum or header."""
+    if len(run) > 128:
+        return _file_base64(run)
+    return _base58check_address(run) or _segwit_address(run) or _cid(run) or _file_base64(run)
+
+
+def _b58decode(text: str) -> bytes | None:
+    number = 0
+    for char in text:
+        digit = _B58_INDEX.get(char)
+        if digit is None:
+            return None
+        number = number * 58 + digit
+    body = number.to_bytes((number.bit_length() + 7) // 8, "big")
+    return b"\0" * (len(text) - len(text.lstrip("1"))) + body
+
+
+def _base58check_address(run: str) -> bool:
+    raw = _b58decode(run) if 25 <= len(run) <= 35 else None
+    if raw is None or len(raw) != 25 or raw[0] not in _ADDRESS_VERSIONS:
+        return False
+    return hashlib.sha256(hashlib.sha256(raw[:-4]).digest()).digest()[:4] == raw[-4:]
+
+
+def _polymod(values: list[int]) -> int:
+    generator = (0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3)
+    check = 1
+    for value in values:
+        top = check >> 25
+        check = (check & 0x1FFFFFF) << 5 ^ value
+        for i in range(5):
+            if (top >> i) & 1:
+                check ^= generator[i]
+    return check
+
+
+def _segwit_address(run: str) -> bool:
+    """A BIP-173/350 address (one case throughout, as the BIPs require) with a standard program."""
+    if not 14 <= len(run) <= 90 or (run != run.lower() and run != run.upper()):
+        return False
+    hrp, sep, data_part = run.lower().rpartition("1")
+    if not sep or not hrp or len(data_part) < 7 or any(c not in _BECH32_INDEX for c in data_part):
+        return False
+    data = [_BECH32_INDEX[c] for c in data_part]
+    expanded = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
+    constant = _polymod(expanded + data)
+    if constant not in _BECH32_CONSTANTS:
+        return False
+    version, program = data[0], _from_5bit(data[1:-6])
+    if program is None or (version == 0) != (_BECH32_CONSTANTS[constant] == 0):
+        return False
+    return (version, len(program)) in ((0, 20), (0, 32), (1, 32))
+
+
+def _from_5bit(groups: list[int]) -> bytes | None:
+    """The bytes of 5-bit groups, or None when the padding is not zero bits of fewer than 5."""
+    acc = bits = 0
+    out = bytearray()
+    for group in groups:
+        acc = acc << 5 | group
+        bits += 5
+        if bits >= 8:
+            bits -= 8
+            out.append(acc >> bits & 0xFF)
+    if bits >= 5 or acc & ((1 << bits) - 1):
+        return None
+    return bytes(out)
+
+
+def _cid(run: str) -> bool:
+    if len(run) == 46 and run.startswith("Qm"):
+        raw = _b58decode(run)
+        return raw is not None and len(raw) == 34 and raw[:2] == b"\x12\x20"
+    if len(run) < 10 or not run.startswith("b") or run != run.lower():
+        return False
+    body = run[1:].upper()
+    try:
+        raw = base64.b32decode(body + "=" * (-len(body) % 8))
+    except binascii.Error:
+        return False
+    return _cid_v1_bytes(raw)
+
+
+def _cid_v1_bytes(raw: bytes) -> bool:
+    """Version 1, a codec, then a multihash whose declared length is exactly what remains."""
+    at = 0
+    fields: list[int] = []
+    for _ in range(3):  # version, codec, hash function
+        value, at = _varint(raw, at)
+        if value is None:
+            return False
+        fields.append(value)
+    length, at = _varint(raw, at)
+    return fields[0] == 1 and length is not None and length >= 16 and len(raw) - at == length
+
+
+def _varint(raw: bytes, at: int) -> tuple[int | None, int]:
+    value = shift = 0
+    while at < len(raw) and shift < 63:
+        byte = raw[at]
+        at += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, at
+        shift += 7
+    return None, at
+
+
+def _file_base64(run: str) -> bool:
+    """Standard base64 (padded) whose first bytes are a media file's signature."""
+    head = run[:24]
+    if len(run) < 24 or len(run) % 4:
+        return False
+    try:
+        raw = base64.b64decode(head, validate=True)
+    except binascii.Error:
+        return False
+    return raw.startswith(_FILE_SIGNATURES) or (raw[:4] == b"RIFF" and raw[8:12] == b"WEBP")
