@@ -30,6 +30,10 @@ _BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 _BECH32_INDEX = {c: i for i, c in enumerate(_BECH32)}
 _BECH32_CONSTANTS = {1: 0, 0x2BC830A3: 1}  # the checksum constant → the witness versions it serves
 _ADDRESS_VERSIONS = (0x00, 0x05, 0x6F, 0xC4)
+# Private keys in the same encodings: WIF (0x80 / testnet 0xEF + 32 bytes, + 0x01 when compressed)
+# and BIP-32 extended private keys (xprv 0x0488ADE4, tprv 0x04358394; 78 bytes).
+_WIF_VERSIONS = (0x80, 0xEF)
+_XPRV_VERSIONS = (bytes.fromhex("0488ade4"), bytes.fromhex("04358394"))
 _FILE_SIGNATURES = (b"\x89PNG\r\n\x1a\n", b"\xff\xd8\xff", b"GIF87a", b"GIF89a", b"%PDF-")
 
 
@@ -38,6 +42,24 @@ def is_public_id(run: str) -> bool:
     if len(run) > 128:
         return _file_base64(run)
     return _base58check_address(run) or _segwit_address(run) or _cid(run) or _file_base64(run)
+
+
+def is_secret_encoding(run: str) -> bool:
+    """`run` is a private key by its own checksum and version (a WIF key, an xprv) or a bech32 string
+    whose human-readable part names a secret (Nostr's `nsec`, age's `AGE-SECRET-KEY-`): a secret
+    whatever the words around it call it."""
+    if 50 <= len(run) <= 112:
+        raw = _b58decode(run)
+        if raw is not None and _checksum_ok(raw):
+            wif = raw[0] in _WIF_VERSIONS and len(raw) in (37, 38)
+            if wif or (len(raw) == 82 and raw[:4] in _XPRV_VERSIONS):
+                return True
+    hrp, sep, _ = run.lower().rpartition("1")
+    return bool(sep) and (hrp.endswith("sec") or "secret" in hrp) and _bech32_constant(run) is not None
+
+
+def _checksum_ok(raw: bytes) -> bool:
+    return len(raw) > 4 and hashlib.sha256(hashlib.sha256(raw[:-4]).digest()).digest()[:4] == raw[-4:]
 
 
 def _b58decode(text: str) -> bytes | None:
@@ -53,9 +75,7 @@ def _b58decode(text: str) -> bytes | None:
 
 def _base58check_address(run: str) -> bool:
     raw = _b58decode(run) if 25 <= len(run) <= 35 else None
-    if raw is None or len(raw) != 25 or raw[0] not in _ADDRESS_VERSIONS:
-        return False
-    return hashlib.sha256(hashlib.sha256(raw[:-4]).digest()).digest()[:4] == raw[-4:]
+    return raw is not None and len(raw) == 25 and raw[0] in _ADDRESS_VERSIONS and _checksum_ok(raw)
 
 
 def _polymod(values: list[int]) -> int:
@@ -70,18 +90,25 @@ def _polymod(values: list[int]) -> int:
     return check
 
 
-def _segwit_address(run: str) -> bool:
-    """A BIP-173/350 address (one case throughout, as the BIPs require) with a standard program."""
-    if not 14 <= len(run) <= 90 or (run != run.lower() and run != run.upper()):
-        return False
+def _bech32_constant(run: str) -> int | None:
+    """The checksum constant of a well-formed bech32/bech32m string (one case throughout), or None."""
+    if not 8 <= len(run) <= 90 or (run != run.lower() and run != run.upper()):
+        return None
     hrp, sep, data_part = run.lower().rpartition("1")
     if not sep or not hrp or len(data_part) < 7 or any(c not in _BECH32_INDEX for c in data_part):
-        return False
+        return None
     data = [_BECH32_INDEX[c] for c in data_part]
     expanded = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
     constant = _polymod(expanded + data)
-    if constant not in _BECH32_CONSTANTS:
+    return constant if constant in _BECH32_CONSTANTS else None
+
+
+def _segwit_address(run: str) -> bool:
+    """A BIP-173/350 address with a standard witness program (its version matching the checksum)."""
+    constant = _bech32_constant(run) if len(run) >= 14 else None
+    if constant is None:
         return False
+    data = [_BECH32_INDEX[c] for c in run.lower().rpartition("1")[2]]
     version, program = data[0], _from_5bit(data[1:-6])
     if program is None or (version == 0) != (_BECH32_CONSTANTS[constant] == 0):
         return False

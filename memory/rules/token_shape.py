@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable
 from itertools import pairwise
 
-from memory.rules.public_ids import is_public_id
+from memory.rules.public_ids import is_public_id, is_secret_encoding
 
 REDACTED = "[REDACTED]"
 
@@ -243,7 +243,10 @@ def _resource_segments(match: re.Match[str], parts: list[str], random: list[bool
     candidates = [
         at
         for at in range(1, len(parts) - 1)
-        if random[at] and parts[at + 1] and not _CREDENTIAL_SEGMENT.search(parts[at - 1])
+        if random[at]
+        and parts[at + 1]
+        and not _CREDENTIAL_SEGMENT.search(parts[at - 1])
+        and not is_secret_encoding(parts[at])
     ]
     if candidates and _in_url(match):
         for at in candidates:
@@ -272,7 +275,9 @@ _CREDENTIAL_WORD = re.compile(r"(?i)key|token|secret|pass|pwd|auth|cred|session|
 
 def _named_id(match: re.Match[str]) -> bool:
     named = _ID_NOUN.search(match.string, max(match.start() - 64, 0), match.start())
-    return named is not None and not _CREDENTIAL_WORD.search(named.group("words"))
+    if named is None or _CREDENTIAL_WORD.search(named.group("words")):
+        return False
+    return not is_secret_encoding(match.group(0).strip(_EDGE))
 
 
 def path_of_names(value: str) -> bool:

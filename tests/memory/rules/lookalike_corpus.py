@@ -22,9 +22,7 @@ in. None may be altered by redaction.
   32-byte programs) and BIP-350 bech32m v1 taproot (`bc1p…`, 32 bytes).
 
 And look-alikes of our own from the same chats: git SHAs, UUIDs, Docker image digests, Go module
-checksums (`h1:` + base64 SHA-256, go.sum), inline PNG data URIs, Nix store paths, Ethereum
-addresses in EIP-55 mixed case are left to the next pass (their checksum needs Keccak-256, which the
-standard library lacks).
+checksums (`h1:` + base64 SHA-256, go.sum), inline PNG data URIs, Nix store paths.
 """
 
 from __future__ import annotations
@@ -110,7 +108,7 @@ def _polymod(values: list[int]) -> int:
     return check
 
 
-def _convertbits(data: bytes, to: int) -> list[int]:
+def convertbits(data: bytes, to: int) -> list[int]:
     acc = bits = 0
     out: list[int] = []
     for byte in data:
@@ -124,14 +122,17 @@ def _convertbits(data: bytes, to: int) -> list[int]:
     return out
 
 
-def segwit_address(hrp: str, version: int, program: bytes) -> str:
-    """BIP-173 (version 0, bech32) / BIP-350 (version ≥ 1, bech32m) address."""
-    data = [version, *_convertbits(program, 5)]
-    constant = 1 if version == 0 else 0x2BC830A3
+def bech32(hrp: str, data: list[int], constant: int = 1) -> str:
+    """BIP-173 bech32 (constant 1) or BIP-350 bech32m (0x2BC830A3) of 5-bit groups."""
     expanded = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
     check = _polymod([*expanded, *data, 0, 0, 0, 0, 0, 0]) ^ constant
     checksum = [check >> 5 * (5 - i) & 31 for i in range(6)]
     return hrp + "1" + "".join(_BECH32[d] for d in data + checksum)
+
+
+def segwit_address(hrp: str, version: int, program: bytes) -> str:
+    """BIP-173 (version 0, bech32) / BIP-350 (version ≥ 1, bech32m) address."""
+    return bech32(hrp, [version, *convertbits(program, 5)], 1 if version == 0 else 0x2BC830A3)
 
 
 # IPFS ----------------------------------------------------------------------------------------------
