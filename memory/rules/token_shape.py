@@ -185,23 +185,29 @@ def _named(run: str) -> bool:
 def _replace_run(match: re.Match[str]) -> str:
     """A random run → the marker; a run with `/` in it is judged by its parts first (a URL or path
     keeps its words, only a random part of it goes), then whole (base64 holds `/` too). A run that
-    names itself (a digest, an address, a content id) or is named by the words before it stays."""
+    names itself (a digest, an address, a content id, an inline file) or is named by the words
+    before it stays; those are asked only of a run that looks random."""
     run = match.group(0)
-    if _ssh_public_key(match) or _named_digest(match) or is_public_id(run.strip(_EDGE)) or _named_id(match):
-        return run
     if "/" not in run:
-        return _marked(run) if is_random_token(run) else run
+        random = is_random_token(run) and not _vouched(match)
+        return _marked(run) if random else run
     parts = run.split("/")
     random = [is_random_token(part) for part in parts]
     if any(random):
+        if _vouched(match) or is_public_id(run.strip(_EDGE)):
+            return run
         kept = _resource_segments(match, parts, random)
         return "/".join(
             _marked(part) if flag and not keep else part for part, flag, keep in zip(parts, random, kept)
         )
     whole = "." not in run and not run.startswith(("/", "~")) and not any(map(_named, parts))
-    if whole and is_random_token(run):
+    if whole and is_random_token(run) and not _vouched(match):
         return _marked(run)
     return run
+
+
+def _vouched(match: re.Match[str]) -> bool:
+    return _ssh_public_key(match) or _named_digest(match) or _named_id(match)
 
 
 def _named_digest(match: re.Match[str]) -> bool:
