@@ -78,7 +78,8 @@ def _base58check_address(run: str) -> bool:
     return raw is not None and len(raw) == 25 and raw[0] in _ADDRESS_VERSIONS and _checksum_ok(raw)
 
 
-def _polymod(values: list[int]) -> int:
+def bech32_polymod(values: list[int]) -> int:
+    """BIP-173's checksum function over 5-bit values (the encoder in the tests shares it)."""
     generator = (0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3)
     check = 1
     for value in values:
@@ -99,7 +100,7 @@ def _bech32_constant(run: str) -> int | None:
         return None
     data = [_BECH32_INDEX[c] for c in data_part]
     expanded = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
-    constant = _polymod(expanded + data)
+    constant = bech32_polymod(expanded + data)
     return constant if constant in _BECH32_CONSTANTS else None
 
 

@@ -189,17 +189,15 @@ def _replace_run(match: re.Match[str]) -> str:
     before it stays; those are asked only of a run that looks random."""
     run = match.group(0)
     if "/" not in run:
-        random = is_random_token(run) and not _vouched(match)
-        return _marked(run) if random else run
+        return _marked(run) if is_random_token(run) and not _vouched(match) else run
     parts = run.split("/")
-    random = [is_random_token(part) for part in parts]
-    if any(random):
+    randoms = [is_random_token(part) for part in parts]
+    if any(randoms):
         if _vouched(match) or is_public_id(run.strip(_EDGE)):
             return run
-        kept = _resource_segments(match, parts, random)
-        return "/".join(
-            _marked(part) if flag and not keep else part for part, flag, keep in zip(parts, random, kept)
-        )
+        kept = _resource_segments(match, parts, randoms)
+        marked = (flag and not keep for flag, keep in zip(randoms, kept, strict=True))
+        return "/".join(_marked(part) if mark else part for part, mark in zip(parts, marked, strict=True))
     whole = "." not in run and not run.startswith(("/", "~")) and not any(map(_named, parts))
     if whole and is_random_token(run) and not _vouched(match):
         return _marked(run)

@@ -34,6 +34,8 @@ import struct
 import zlib
 from dataclasses import dataclass
 
+from memory.rules.public_ids import bech32_polymod
+
 _B58 = "123456789ABCDEFGHJKLMNPQRSTUVWXYZabcdefghijkmnopqrstuvwxyz"
 _BECH32 = "qpzry9x8gf2tvdw0s3jn54khce6mua7l"
 _B64URL = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
@@ -97,17 +99,6 @@ def hash160(data: bytes) -> bytes:
     return hashlib.new("ripemd160", hashlib.sha256(data).digest()).digest()
 
 
-def _polymod(values: list[int]) -> int:
-    generator = (0x3B6A57B2, 0x26508E6D, 0x1EA119FA, 0x3D4233DD, 0x2A1462B3)
-    check = 1
-    for value in values:
-        top = check >> 25
-        check = (check & 0x1FFFFFF) << 5 ^ value
-        for i in range(5):
-            check ^= generator[i] if (top >> i) & 1 else 0
-    return check
-
-
 def convertbits(data: bytes, to: int) -> list[int]:
     acc = bits = 0
     out: list[int] = []
@@ -125,7 +116,7 @@ def convertbits(data: bytes, to: int) -> list[int]:
 def bech32(hrp: str, data: list[int], constant: int = 1) -> str:
     """BIP-173 bech32 (constant 1) or BIP-350 bech32m (0x2BC830A3) of 5-bit groups."""
     expanded = [ord(c) >> 5 for c in hrp] + [0] + [ord(c) & 31 for c in hrp]
-    check = _polymod([*expanded, *data, 0, 0, 0, 0, 0, 0]) ^ constant
+    check = bech32_polymod([*expanded, *data, 0, 0, 0, 0, 0, 0]) ^ constant
     checksum = [check >> 5 * (5 - i) & 31 for i in range(6)]
     return hrp + "1" + "".join(_BECH32[d] for d in data + checksum)
 
