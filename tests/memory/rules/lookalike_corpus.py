@@ -231,6 +231,7 @@ def _build() -> tuple[LookAlike, ...]:
             f"https://{product}/d/{doc}/{tail}",
             f"the design doc is at https://{product}/d/{doc}/{tail} (comment there)",
             f"<https://{product}/d/{doc}/{tail}|RFC: memory scopes>",
+            f"the file id is {doc}",
         )
 
     # IPFS
