@@ -5,8 +5,10 @@ Random means several character classes, many switches between them and high entr
 character. Not random: hex alone (commit SHAs, digests; a vendor prefix in front makes it a token),
 UUIDs, version strings, Kubernetes pod names, branches named after an issue key, OpenSSH public
 keys, words joined by `-`, `_`, `.` or `/` or in camelCase (identifiers, paths, module names,
-URLs), digests named by their algorithm (`sha512-…`), and base64 that decodes to plain text (a
-badge's inline SVG). A vendor prefix (`glpat-`, `hvs.`, `NRAK-`) lowers the bar for
+URLs), digests named by their algorithm (`sha512-…`, `/` and all), base64 that decodes to plain text
+(a badge's inline SVG), ids that prove themselves by checksum or header (`public_ids`: addresses,
+CIDs, inline images), a path of names after a key word, a resource id inside a URL's path, and a
+value a noun before it names as an id. A vendor prefix (`glpat-`, `hvs.`, `NRAK-`) lowers the bar for
 the rest: two character classes are enough.
 
 Every judgment here costs the run's length, and runs never overlap, so a text costs its length.
