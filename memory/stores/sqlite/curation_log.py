@@ -28,6 +28,13 @@ def append(connection: sqlite3.Connection, entries: Sequence[CurationEntry], cut
     )
 
 
+def rename_actor(connection: sqlite3.Connection, person_key: str, pseudonym_key: str) -> int:
+    """Inside the caller's transaction: the person's entries name the pseudonym instead; how many."""
+    return connection.execute(
+        "UPDATE curation_log SET actor = ? WHERE actor = ?", (pseudonym_key, person_key)
+    ).rowcount
+
+
 def naming(
     connection: sqlite3.Connection, record_id: str, limit: int, cutoff: float | None
 ) -> builtins.list[CurationEntry]:
