@@ -25,8 +25,8 @@ _PSEUDONYM = re.compile(r"^erased:[0-9a-f]{32}$")
 _PSEUDONYM_BYTES = 16
 
 _QUOTES = "`'\"“”‘’"
-_SLACK_ID = r"[UW][A-Z0-9]{2,30}"
-_TEAM_ID = r"[TE][A-Z0-9]{2,30}"
+_SLACK_ID = r"[UW][A-Z0-9]{1,30}"
+_TEAM_ID = r"[TE][A-Z0-9]{1,30}"
 _MENTION = re.compile(rf"^<@({_SLACK_ID})(?:\|[^<>]*)?>$")
 _BARE = re.compile(rf"^(?:(?:user:)?slack:)?({_SLACK_ID})$")
 _TEAMED = re.compile(rf"^(?:user:)?slack:({_TEAM_ID}):({_SLACK_ID})$")

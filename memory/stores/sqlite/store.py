@@ -42,7 +42,7 @@ from memory.stores.sqlite.curating import SqliteCuration
 from memory.stores.sqlite.index_sync import OpenScopes, SyncedIndex
 from memory.stores.sqlite.retrieve import Retriever
 from memory.stores.sqlite.schema import database_filename, scope_keys_in
-from memory.stores.sqlite.sql import fts_match_query, placeholders, transaction
+from memory.stores.sqlite.sql import fts_match_query, placeholders
 from memory.stores.sqlite.writes import reindex_batch, write_batch
 from memory.stores.usage_bumps import FlushTimers
 from memory.types import (
@@ -248,17 +248,12 @@ class SqliteMemoryStore(SqliteCuration):
     async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
         """Every scope's curation log, then the ledger's read audit (memory/rules/person.py)."""
         rename = PersonRename(person_key, pseudonym)
-
-        def in_scope(connection: sqlite3.Connection) -> int:
-            with transaction(connection):
-                renamed = curation_log.rename_actor(connection, rename.person_key, rename.pseudonym_key)
-            if renamed:
-                erasure.scrub_files(connection)  # the old actor leaves the WAL too
-            return renamed
-
+        rename_actor = functools.partial(
+            curation_log.rename_actor, person_key=person_key, pseudonym_key=rename.pseudonym_key
+        )
         renamed = 0
         for scope_key in await self.scope_keys():
-            renamed += await self._run(scope_key, in_scope, 0)
+            renamed += await self._run(scope_key, rename_actor, 0)
         if await self._ledger_exists():
             renamed += await self._run_ledger(lambda c: ledger.rename_person(c, rename))
         log.info("memory.store.pseudonymized", renamed=renamed)
