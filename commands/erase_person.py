@@ -60,43 +60,34 @@ class PersonErased:
 
 async def erase_person(store: MemoryStore, transcripts: Transcripts | None, person_key: str) -> PersonErased:
     """Records first (the words themselves), then the logs, then the transcripts; a failing step stops
-    the rest and says which it was."""
+    the rest and says which it was (the steps before it stand; running it again finishes the job)."""
+    step = "records"
+    records = renamed = deleted = 0
     try:
         records = await store.erase_scope(person_key, "user_request")
-    except Exception as error:
-        log.warning(
-            "memory.forget_user_failed", scope_key=person_key, step="records", error=type(error).__name__
-        )
-        return PersonErased(problem=f"couldn't erase the records: {failure(error)}")
-    renamed = 0
-    if isinstance(store, PseudonymizingStore):
-        try:
+        step = "logs"
+        if isinstance(store, PseudonymizingStore):
             renamed = await store.pseudonymize_person(person_key, draw_pseudonym())
-        except Exception as error:
-            log.warning(
-                "memory.forget_user_failed", scope_key=person_key, step="logs", error=type(error).__name__
-            )
-            return PersonErased(records, problem=f"couldn't rename them in the logs: {failure(error)}")
-    erased = 0
-    if transcripts is not None:
-        try:
-            erased = await transcripts.erase(person_key)
-        except OSError as error:
-            log.warning(
-                "memory.forget_user_failed",
-                scope_key=person_key,
-                step="transcripts",
-                error=type(error).__name__,
-            )
-            return PersonErased(
-                records, renamed, problem=f"couldn't delete the chat transcripts: {error.strerror}"
-            )
-    return PersonErased(records, renamed, erased)
+        step = "transcripts"
+        if transcripts is not None:
+            deleted = await transcripts.erase(person_key)
+    except Exception as error:
+        log.warning("memory.forget_user_failed", scope_key=person_key, step=step, error=type(error).__name__)
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else failure(error)
+        return PersonErased(records, renamed, deleted, problem=f"the {_STEPS[step]}: {reason}")
+    return PersonErased(records, renamed, deleted)
+
+
+_STEPS = {
+    "records": "records could not be erased",
+    "logs": "logs could not be renamed",
+    "transcripts": "chat transcripts could not be deleted",
+}
 
 
 def render_person_erased(person_key: str, erased: PersonErased) -> str:
     key = code_span(person_key)
-    done = f"Erased {_count(erased.records, 'record')} of {key}"
+    counts = f"{_count(erased.records, 'record')} of {key}"
     more = []
     if erased.renamed:
         more.append(f"{_count(erased.renamed, 'log entry', 'log entries')} now name a pseudonym instead")
@@ -104,8 +95,8 @@ def render_person_erased(person_key: str, erased: PersonErased) -> str:
         more.append(f"{_count(erased.transcripts, 'chat transcript')} deleted")
     tail = f" ({'; '.join(more)})" if more else ""
     if erased.problem is not None:
-        return f"⚠️ {done}{tail}, but {erased.problem}. Run it again to finish."
-    return f"🧹 {done}{tail}."
+        return f"⚠️ Erasing {key} stopped: {erased.problem}. So far erased {counts}{tail}; run it again."
+    return f"🧹 Erased {counts}{tail}."
 
 
 def render_nobody(person_key: str) -> str:
