@@ -20,24 +20,20 @@ from app.runtime import build_commands, build_runtime
 from app.slack.bot import registry_caller
 from app.slack.options import SlackOptions
 from config.settings import load_settings
-from memory.stores.build import memory_dir
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import AuditQuery, ReadAudit
 from tests.app.slack.harness import RunningBot, running_bot
+from tests.app.slack.test_dm_scope import files_holding
 from tests.app.slack.test_e2e import MODEL
+from tests.app.slack.test_memory_safety import store
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import TEAM_ID, FakeSlackApi
+
+__all__ = ["store"]  # the fixture (a SQLite store under the data directory), used by name
 
 BOB_WORD = "Tamarillocrest"
 BOB_TEXT = f"I keep the {BOB_WORD} allotment keys under the blue pot"
 BOB = f"user:slack:{TEAM_ID}:UBOB"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteMemoryStore]:
-    durable = SqliteMemoryStore(memory_dir(tmp_path / "data"))
-    yield durable
-    await durable.aclose()
 
 
 @pytest.fixture
@@ -87,16 +83,6 @@ async def slash(bot: RunningBot, slack_api: FakeSlackApi, user: str, channel: st
     responses: list[dict[str, Any]] = slack_api.responses[before:]
     assert len(responses) == 1, responses
     return str(responses[0]["text"])
-
-
-def files_holding(data_dir: Path, word: str) -> list[str]:
-    """Every file under the data directory whose raw bytes hold `word`, case-blind (-wal, -shm too)."""
-    needle = word.lower().encode()
-    return sorted(
-        str(path.relative_to(data_dir))
-        for path in data_dir.rglob("*")
-        if path.is_file() and needle in path.read_bytes().lower()
-    )
 
 
 async def test_an_admin_erases_bob_by_his_mention_and_no_byte_of_his_record_is_left(
