@@ -346,17 +346,17 @@ class MemoryCommands:
             raw = parse_person_arg(args)
         except UsageError as error:
             return done(f"{error}\nUsage: `{FORGET_USAGE}`", "invalid_input", None, usage=True)
+        try:
+            person = resolve_person(raw, caller_id=caller.user_id)
+        except PersonError as error:
+            return done(f"🚫 {error}", "invalid_input", None)
         if not self.is_admin(caller):
             return done(
                 "🚫 Only admins can erase another person's records. Your own: `memory list me`, "
                 "then `memory forget <id>`.",
                 "refused",
-                None,
+                person,
             )
-        try:
-            person = resolve_person(raw, caller_id=caller.user_id)
-        except PersonError as error:
-            return done(f"🚫 {error}", "invalid_input", None)
         erased = await erase_person(self._store, self._transcripts, person)
         if erased.nothing:
             return done(render_nobody(person), "unknown_person", person)
