@@ -139,6 +139,7 @@ def build_commands(
     from app.policy import write_gate
     from commands.memory import build_registry
     from commands.registry import Caller
+    from commands.transcripts import ChatTranscripts
 
     registry = build_registry(
         store=store,
@@ -147,6 +148,7 @@ def build_commands(
         admins=settings.admins,
         permalinks=permalinks,
         write_gate=write_gate,
+        transcripts=ChatTranscripts(settings.data_dir),
     )
     return registry, Caller
 

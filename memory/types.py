@@ -329,6 +329,17 @@ class CuratingStore(Protocol):
 
 
 @runtime_checkable
+class PseudonymizingStore(Protocol):
+    """A store whose logs name people: a person's erasure renames them there (memory/rules/person.py)."""
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        """In every curation log and read-audit entry, the person's key (as actor, asker, a scope read
+        and the ids of their records) becomes the pseudonym's, same for all; the shape stays. How many
+        entries were renamed (0 the second time)."""
+        ...
+
+
+@runtime_checkable
 class ReindexableStore(Protocol):
     """A store that keeps vectors: `switchboard memory reindex` gives older records theirs."""
 

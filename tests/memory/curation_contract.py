@@ -25,6 +25,7 @@ from memory.types import (
     WriteResult,
 )
 from tests.memory.embedders import ConceptEmbedder
+from tests.memory.person_contract import PersonErasureContract
 from tests.memory.store_contract import (
     DAY,
     ORG,
@@ -583,5 +584,5 @@ class MergeAndLogContract:
         assert (await store.history(ORG, rid(ORG, 1)))[0].entries == ()
 
 
-class CurationContract(ReviewContract, EditContract, MergeAndLogContract):
+class CurationContract(ReviewContract, EditContract, MergeAndLogContract, PersonErasureContract):
     """Mix into a `Test…` class that provides `make_store`: every curation behaviour."""
