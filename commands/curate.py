@@ -33,7 +33,7 @@ from commands.remember import NARROW_WHERE, check_text, dashed
 from commands.render import code_span, is_machine_caller, store_failure
 from memory.rules.redact import REDACTED
 from memory.rules.scope import scope_kind
-from memory.rules.visibility import may_show, origin_from_visibility
+from memory.rules.visibility import may_show, origin_from_visibility, shown_to_anyone
 from memory.types import MAX_LIMIT, CuratingStore, MemoryRecord, MemoryStore, RecordVersion
 
 log = structlog.get_logger("memory")
@@ -325,8 +325,11 @@ class CurateCommands:
         checked = check_text(request.text)
         if isinstance(checked, str):
             return act.reply(f"Nothing changed: {checked}.", "invalid_input", request.id)
+        typed_in = (origin_from_visibility(caller.channel_visibility), caller.channel_id)
         try:
-            new = await store.edit(request.scope, request.id, checked.text, actor_of(caller))
+            new = await store.edit(
+                request.scope, request.id, checked.text, actor_of(caller), typed_in=typed_in
+            )
         except Exception as error:
             return _failed(act, "edit", request.scope, request.id, error)
         if new is None:
@@ -342,6 +345,8 @@ class CurateCommands:
         ]
         if new.status == "pending":
             lines.append(f"It still waits for review (`memory approve {new.id}`).")
+        if not shown_to_anyone(new) and typed_in[0] not in ("public", "machine"):
+            lines.append(_kept_where(new))
         if checked.redacted:
             lines.append(f"A secret in it was stored as `{REDACTED}`.")
         return act.reply(
@@ -399,6 +404,22 @@ def said_for_scope(scope: str, caller: Caller) -> bool:
     if origin in ("public", "machine"):
         return True
     return origin == "private" and scope == scope_key_of("channel", caller.channel_id)
+
+
+def _kept_where(record: MemoryRecord) -> str:
+    """Where an edit's narrowed origin lets the new version show: the words typed in a DM or a private
+    conversation never reach a wider audience than that one."""
+    mine = scope_kind(record.scope_key) == "user"
+    if record.origin in ("private", "mpim"):
+        where = NARROW_WHERE[record.origin]
+        return f"🔒 Now kept as from {where}: it shows only there" + (
+            " and to you, privately." if mine else "."
+        )
+    return (
+        "🔒 Now kept as from a DM: it shows only to you, privately."
+        if mine
+        else ("🔒 Now kept as from a DM: it shows to no one until it is edited from where it may be shown.")
+    )
 
 
 def _failed(act: _Act, verb: str, scope: str, target: str, error: Exception) -> CommandReply:
