@@ -14,12 +14,13 @@ import asyncio
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 import structlog
 
 from commands.access import actor_of, curation_refusal, require_id, scope_key_of, thread_repo
 from commands.curate_render import (
+    HIDDEN,
     NOT_CURATING,
     PendingSection,
     render_history,
@@ -30,7 +31,8 @@ from commands.options import parse_limit, parse_repo, split_options
 from commands.provenance import reader_for
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.remember import NARROW_WHERE, check_text, dashed
-from commands.render import code_span, is_machine_caller, store_failure
+from commands.render import code_span, is_machine_caller, quoted_text, store_failure
+from commands.replaced import Curating, as_shown, replaced_record, replaced_records
 from memory.rules.redact import REDACTED
 from memory.rules.scope import scope_kind
 from memory.rules.visibility import may_show, origin_from_visibility, shown_to_anyone
@@ -55,10 +57,6 @@ _OPTION = re.compile(r"^-{1,2}[A-Za-z]")
 _PENDING_OPTIONS = ("scope", "repo", "channel", "limit")
 _OFF = "🔕 Memory is off (`memory.enabled` is false): "
 IsAdmin = Callable[[Caller], bool]
-
-
-class Curating(MemoryStore, CuratingStore, Protocol):
-    """A store with the review queue (every durable store is one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,9 +204,15 @@ class CurateCommands:
                 log.warning("memory.pending_failed", scope_key=key, error=type(result).__name__)
                 return act.reply(f"⚠️ Couldn't list what waits for review: {store_failure(result)}.", "failed")
             shown = tuple(r for r in result if may_show(r, reader))
-            sections.append(
-                PendingSection(key, shown, len(result) - len(shown), len(result) >= request.limit)
-            )
+            try:
+                replaces = as_shown(await replaced_records(store, key, shown), reader)
+            except Exception as error:
+                log.warning("memory.pending_failed", scope_key=key, error=type(error).__name__)
+                return act.reply(
+                    f"⚠️ Couldn't read what the waiting records replace: {store_failure(error)}.", "failed"
+                )
+            full = len(result) >= request.limit
+            sections.append(PendingSection(key, shown, len(result) - len(shown), full, replaces))
         text = render_pending(sections, request.limit, machine=is_machine_caller(caller))
         counts = [len(s.records) for s in sections]
         return act.reply(
@@ -245,7 +249,8 @@ class CurateCommands:
         if isinstance(decision, CommandReply):
             return decision
         act, store, scope, target = decision
-        try:
+        try:  # read first: the receipt names what the approval retires
+            replaced = await replaced_record(store, scope, target)
             approved = await store.approve(scope, target, actor_of(caller))
         except Exception as error:
             return _failed(act, "approve", scope, target, error)
@@ -260,8 +265,15 @@ class CurateCommands:
                 ok=True,
                 folded_into=approved.id,
             )
+        lines = [f"✅ Approved {code_span(target)}: active in {code_span(scope)} now."]
+        if replaced is not None:
+            lines.append(await _retired(store, scope, replaced, caller))
         return act.reply(
-            f"✅ Approved {code_span(target)}: active in {code_span(scope)} now.", "approved", target, ok=True
+            "\n".join(lines),
+            "approved",
+            target,
+            ok=True,
+            superseded=None if replaced is None else replaced.id,
         )
 
     async def handle_reject(self, args: Sequence[str], caller: Caller) -> CommandReply:
@@ -412,14 +424,34 @@ def _kept_where(record: MemoryRecord) -> str:
     mine = scope_kind(record.scope_key) == "user"
     if record.origin in ("private", "mpim"):
         where = NARROW_WHERE[record.origin]
-        return f"🔒 Now kept as from {where}: it shows only there" + (
+        return f"🔒 Kept as from {where}: it shows only there" + (
             " and to you, privately." if mine else "."
         )
-    return (
-        "🔒 Now kept as from a DM: it shows only to you, privately."
-        if mine
-        else ("🔒 Now kept as from a DM: it shows to no one until it is edited from where it may be shown.")
+    if mine:
+        return "🔒 Kept as from a DM: it shows only to you, privately."
+    return "🔒 Kept as from a DM: a shared record from a DM shows to no one."
+
+
+async def _retired(store: Curating, scope: str, replaced: MemoryRecord, caller: Caller) -> str:
+    """The receipt's line on the record an approval superseded: its id, its text where the caller may
+    see it, and its status now (read again: the approval decided it, not this command)."""
+    shown = as_shown({replaced.id: replaced}, reader_for(caller))[replaced.id]
+    text = (
+        f" ({HIDDEN})"
+        if shown.record is None
+        else f" ({quoted_text(replaced.text, machine=is_machine_caller(caller))})"
     )
+    try:
+        now = [r.status for r in await store.fetch(scope, [replaced.id])]
+    except Exception as error:
+        log.warning(
+            "memory.approve_read_back_failed", scope_key=scope, id=replaced.id, error=type(error).__name__
+        )
+        failure = store_failure(error)
+        return f"It was to supersede {code_span(replaced.id)}{text}: ⚠️ couldn't read it back ({failure})."
+    if now == ["superseded"]:
+        return f"It supersedes {code_span(replaced.id)}{text}, which is now superseded (`memory history`)."
+    return f"{code_span(replaced.id)}{text} is still {now[0] if now else 'gone'}: it was not superseded."
 
 
 def _failed(act: _Act, verb: str, scope: str, target: str, error: Exception) -> CommandReply:

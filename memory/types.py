@@ -184,6 +184,9 @@ class RecordVersion:
     source_run_id: str | None
     erased_reason: EraseReason | None
     entries: tuple[CurationEntry, ...]
+    # The id its row names: an older version of the chain, or the active record a pending one asks
+    # to supersede (`pending_target_id`).
+    supersedes: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -404,6 +404,8 @@ def version_to_wire(version: RecordVersion) -> JsonObject:
         out["sourceRunId"] = version.source_run_id
     if version.erased_reason is not None:
         out["erasedReason"] = version.erased_reason
+    if version.supersedes is not None:
+        out["supersedes"] = version.supersedes
     return out
 
 
@@ -427,6 +429,7 @@ def version_from_wire(value: object, field: str = "version") -> RecordVersion:
         source_run_id=_optional_str(obj.get("sourceRunId"), f"{field}.sourceRunId"),
         erased_reason=reason,
         entries=tuple(entry_from_wire(item, f"{field}.entries[{i}]") for i, item in enumerate(raw)),
+        supersedes=_ref(obj.get("supersedes"), f"{field}.supersedes"),
     )
 
 

@@ -301,6 +301,15 @@ class ChainWalk:
         return None
 
 
+def pending_target_id(history: Sequence[RecordVersion]) -> str | None:
+    """The id a pending record's chain asks to supersede: the newest `supersedes` naming a row
+    outside the chain (an edit of a pending correction still corrects what its first version named,
+    as `ChainWalk.target` reads it). None when no version names one."""
+    own = {v.id for v in history}
+    named = [v.supersedes for v in history if v.supersedes is not None and v.supersedes not in own]
+    return named[-1] if named else None
+
+
 def history_of(
     versions: Sequence[MemoryRecord],
     erased: Mapping[str, EraseReason | None],
@@ -321,6 +330,7 @@ def history_of(
             source_run_id=v.source_run_id,
             erased_reason=erased.get(v.id),
             entries=tuple(by_record.get(v.id, ())),
+            supersedes=v.supersedes,
         )
         for v in versions
     ]

@@ -15,6 +15,7 @@ from typing import Protocol, cast
 import pytest
 
 from memory.ranking.fusion import SPEC
+from memory.rules.curation import pending_target_id
 from memory.rules.retention import Retention
 from memory.types import (
     CuratingStore,
@@ -468,6 +469,20 @@ class EditContract:
             (rid(ORG, 2), "superseded"),
             (rid(ORG, 3), "active"),
         ]
+
+    async def test_a_pending_corrections_history_names_the_record_it_would_supersede_even_once_edited(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = curating(make_store)
+        await store.write(ORG, [fact("deploys go out on mondays")])
+        await store.write_pending(ORG, [fact("deploys go out on tusedays", supersedes=rid(ORG, 1))])
+        assert pending_target_id(await store.history(ORG, rid(ORG, 2))) == rid(ORG, 1)
+        await store.edit(ORG, rid(ORG, 2), "deploys go out on tuesdays", ADMIN)
+        history = await store.history(ORG, rid(ORG, 3))
+        assert [v.supersedes for v in history] == [rid(ORG, 1), rid(ORG, 2)]
+        assert pending_target_id(history) == rid(ORG, 1)
+        await store.write_pending(ORG, [fact("an unrelated pending rule")])
+        assert pending_target_id(await store.history(ORG, rid(ORG, 4))) is None
 
     async def test_forget_erases_the_text_of_every_version(self, make_store: StoreFactory) -> None:
         store = curating(make_store)

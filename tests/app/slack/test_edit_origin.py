@@ -48,7 +48,7 @@ async def test_an_edit_typed_in_a_dm_keeps_the_new_version_as_from_that_dm(
 ) -> None:
     (edited,) = await holding(store, "user:slack:UA", EDITED_FACT)
     assert (edited.origin, edited.origin_conversation) == ("dm", "slack:D1")
-    assert "Now kept as from a DM: it shows only to you, privately." in edited_in_dm, edited_in_dm
+    assert "Kept as from a DM: it shows only to you, privately." in edited_in_dm, edited_in_dm
 
 
 async def test_a_public_record_edited_from_a_dm_never_reaches_a_public_channels_prompt(

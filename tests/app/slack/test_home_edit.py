@@ -30,7 +30,7 @@ async def test_an_edit_of_ones_own_public_record_from_the_tab_is_kept_as_from_a_
     assert (now.supersedes, now.origin, now.origin_conversation) == (mine.id, "dm", None)
     assert not may_show(now, Reader("public", "slack:U1", "slack:C1"))
     assert may_show(now, Reader("self", "slack:U1", None))
-    assert "Now kept as from a DM" in notice(slack_api.home_views["U1"][-1])
+    assert "Kept as from a DM" in notice(slack_api.home_views["U1"][-1])
 
 
 async def test_an_admins_edit_of_a_waiting_org_record_keeps_it_for_the_org_as_the_add_modal_does(
@@ -48,4 +48,4 @@ async def test_an_admins_edit_of_a_waiting_org_record_keeps_it_for_the_org_as_th
     [new] = await store.pending(ORG, 10)
     assert (new.supersedes, new.status) == (waiting.id, "pending")
     assert (new.origin, new.origin_conversation) == ("public", "slack:C1")
-    assert "Now kept" not in notice(slack_api.home_views[ADMIN][-1])
+    assert "Kept as from" not in notice(slack_api.home_views[ADMIN][-1])
