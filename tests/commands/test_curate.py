@@ -381,7 +381,8 @@ async def test_the_owner_edits_their_own_record_and_its_history_shows_both_versi
     new = next(r for r in store.records("user:slack:U1") if r.status == "active")
     assert (
         reply.ok
-        and reply.text == f"✏️ Edited `{old.id}`: its new version is `{new.id}` in `user:slack:U1`.\n"
+        and reply.text
+        == f"✏️ Edited `{old.id}`: its new version is `{new.id}` in `user:slack:U1`.\n"
         "🔒 Kept as from a DM: it shows only to you, privately."
     )
     assert reply.receipt is not None and (reply.receipt.command, reply.receipt.id) == ("memory.edit", new.id)
