@@ -462,6 +462,23 @@ async def test_editing_a_pending_record_leaves_a_new_pending_version() -> None:
     assert f"It still waits for review (`memory approve {waiting.id}`)." in reply.text
 
 
+async def test_a_waiting_record_edited_in_its_private_channel_waits_as_from_that_channel() -> None:
+    store = InMemoryMemoryStore()
+    await store.write_pending(
+        "channel:slack:G1",
+        [MemoryCandidate("fact", FACT, "slack:G1:1.0", origin="public", origin_conversation="slack:G1")],
+    )
+    [waiting] = await store.pending("channel:slack:G1", 10)
+    reply = await ask(store, f"memory edit {waiting.id} -- {FACT} at noon", slack(ADMIN, "G1", "private"))
+    [edited] = await store.pending("channel:slack:G1", 10)
+    assert (edited.supersedes, edited.origin, edited.origin_conversation) == (
+        waiting.id,
+        "private",
+        "slack:G1",
+    )
+    assert "🔒 Kept as from a private channel: it shows only there." in reply.text, reply.text
+
+
 async def test_edit_of_an_unknown_record_is_nothing_to_edit() -> None:
     reply = await ask(InMemoryMemoryStore(), "memory edit mem:org:acme:9 new words")
     assert not reply.ok and reply.text.startswith(

@@ -3,8 +3,10 @@ waiting record, `memory approve` says it is now superseded — its text only whe
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from memory.stores.in_process import InMemoryMemoryStore
-from memory.types import MemoryCandidate, Origin
+from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, Origin, RecordVersion
 from tests.commands.test_curate import ADMIN, ORG, ask, slack
 
 OLD = "Deploys go out on Mondays"
@@ -88,3 +90,30 @@ async def test_the_approve_receipt_names_a_superseded_record_it_may_not_show_wit
     reply = await ask(store, f"memory approve {waiting}", slack(ADMIN, "C1", "public"))
     assert f"It supersedes `{active}` (text not shown here" in reply.text, reply.text
     assert OLD not in reply.text
+
+
+class UnreadableChains(InMemoryMemoryStore):
+    """A store whose histories and fetches fail (as a memory service that is down answers them)."""
+
+    async def history(self, scope_key: str, record_id: str) -> list[RecordVersion]:
+        raise MemoryStoreError("memory service /records/history: 503", status=503)
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> list[MemoryRecord]:
+        raise MemoryStoreError("memory service /fetch: 503", status=503)
+
+
+async def test_an_approval_whose_superseded_record_cannot_be_read_is_a_warning_and_changes_nothing() -> None:
+    store = UnreadableChains()
+    _, waiting = await correction(store)
+    reply = await ask(store, f"memory approve {waiting}")
+    assert not reply.ok and reply.text.startswith(f"⚠️ Couldn't approve `{waiting}`"), reply.text
+    assert [r.id for r in await store.pending(ORG, 10)] == [waiting]
+
+
+async def test_a_queue_whose_superseded_records_cannot_be_read_is_a_warning_not_a_silent_list() -> None:
+    store = UnreadableChains()
+    await correction(store)
+    reply = await ask(store, "memory pending org")
+    assert not reply.ok and reply.text.startswith("⚠️ Couldn't read what the waiting records replace"), (
+        reply.text
+    )
