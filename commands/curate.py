@@ -273,7 +273,7 @@ class CurateCommands:
             "approved",
             target,
             ok=True,
-            superseded=None if replaced is None else replaced.id,
+            replaces=None if replaced is None else replaced.id,
         )
 
     async def handle_reject(self, args: Sequence[str], caller: Caller) -> CommandReply:
