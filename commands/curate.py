@@ -424,9 +424,7 @@ def _kept_where(record: MemoryRecord) -> str:
     mine = scope_kind(record.scope_key) == "user"
     if record.origin in ("private", "mpim"):
         where = NARROW_WHERE[record.origin]
-        return f"🔒 Kept as from {where}: it shows only there" + (
-            " and to you, privately." if mine else "."
-        )
+        return f"🔒 Kept as from {where}: it shows only there" + (" and to you, privately." if mine else ".")
     if mine:
         return "🔒 Kept as from a DM: it shows only to you, privately."
     return "🔒 Kept as from a DM: a shared record from a DM shows to no one."
