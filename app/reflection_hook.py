@@ -136,7 +136,7 @@ class ReflectionHook:
             run_id=completed.run_id,
             origin_visibility=message.channel_visibility,
             origin_conversation=message.channel_id,
-            reader=reader_for(message),
+            reader=completed.reader or reader_for(message),
             source_messages=message.source_messages,
             shown_labels=completed.memory_labels,
             observed_at=completed.observed_at,
