@@ -112,7 +112,8 @@ class ReflectionHook:
         if completed.scopes is None:
             log.warning("memory.reflection_skipped", reason="no_scopes", run_id=completed.run_id)
             return False
-        # memory.model when set, else the run's own resolved ref — never a literal (invariant 7).
+        # memory.model when set, else the run's own resolved ref — never a literal (docs/architecture.md,
+        # invariant 5).
         ref = self.memory_model or completed.model_ref
         try:
             provider, model = self.providers.resolve(ref)
