@@ -134,7 +134,7 @@ class MemorySettings(_Section):
     service_url: str | None = None
     token_env: str = Field(default="MEMORY_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     timeout: float = Field(default=5.0, gt=0, le=300)
-    # Retrieval (issue 15): `spec` = the seed's exact scorer; `v2` = stems + IDF (+ the embedder's cosine).
+    # Retrieval: `spec` = the seed's exact scorer; `v2` = stems + IDF (+ the embedder's cosine).
     ranking: Literal["v2", "spec"] = "v2"
     # The local semantic signal (v2 only): `none` ranks lexically; `minilm` needs `switchboard[minilm]`.
     embedder: Literal["wordllama", "minilm", "none"] = "wordllama"
