@@ -217,7 +217,8 @@ class MemoryStoreError(RuntimeError):
 
 @runtime_checkable
 class MemoryStore(Protocol):
-    """The seam: the core depends on this and never on a concrete store (invariant 1)."""
+    """The seam: the core depends on this and never on a concrete store (docs/architecture.md,
+    invariant 1)."""
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
         """Relevant active records, ranked by the engine, usage bumped on the ones returned."""

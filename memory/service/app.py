@@ -69,7 +69,7 @@ NO_TOKEN = "no data token is set: every data request is refused"
 
 
 class JsonReply(JSONResponse):
-    """Every reply's JSON, encoded by orjson: encoding eight records is on every /retrieve (BENCHMARKS.md)."""
+    """Every reply's JSON, encoded by orjson: encoding eight records is on every /retrieve's path."""
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)

@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.slack.home_blocks import MAX_BLOCKS, button, day, plain, record_context, record_text
-from app.slack.home_edit import EDIT_ACTION
+from app.slack.home.blocks import MAX_BLOCKS, button, day, plain, record_context, record_text
+from app.slack.home.edit import EDIT_ACTION
 from commands.browse import ReviewQueue
 from commands.replaced import Replaced
 from memory.types import MemoryRecord, Origin

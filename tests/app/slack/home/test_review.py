@@ -14,16 +14,16 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from app.slack.bot import registry_caller
-from app.slack.home_edit import EDIT_ACTION, EDIT_TEXT, EDIT_TEXT_BLOCK, EDIT_VIEW
-from app.slack.home_review import APPROVE_ACTION, PENDING_BLOCK, REJECT_ACTION, REVIEW_TITLE
-from app.slack.home_view import FORGET_ACTION
+from app.slack.home.edit import EDIT_ACTION, EDIT_TEXT, EDIT_TEXT_BLOCK, EDIT_VIEW
+from app.slack.home.review import APPROVE_ACTION, PENDING_BLOCK, REJECT_ACTION, REVIEW_TITLE
+from app.slack.home.view import FORGET_ACTION
 from commands.memory import build_registry
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryRecord, Origin
 from tests.app.slack.harness import RunningBot
-from tests.app.slack.home_support import (
+from tests.app.slack.home.support import (
     ADMIN,
     all_text,
     buttons,
