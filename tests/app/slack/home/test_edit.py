@@ -4,11 +4,11 @@ shared record is written for the scope's audience (a machine surface, like an Ad
 
 from __future__ import annotations
 
-from app.slack.home_edit import EDIT_ACTION
+from app.slack.home.edit import EDIT_ACTION
 from memory.rules.visibility import Reader, may_show
 from memory.stores.in_process import InMemoryMemoryStore
-from tests.app.slack.home_support import ADMIN, candidate, click, home_bot, seed, submit
-from tests.app.slack.test_home_review import ORG, button, edit_values, notice, opened_by
+from tests.app.slack.home.support import ADMIN, candidate, click, home_bot, seed, submit
+from tests.app.slack.home.test_review import ORG, button, edit_values, notice, opened_by
 from tests.fakes.slack_api import FakeSlackApi
 
 MINE = "user:slack:U1"
