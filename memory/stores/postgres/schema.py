@@ -327,6 +327,10 @@ _CURATION_SCHEMA: Final[tuple[str, ...]] = (
     # The review queue's expiry, across every scope.
     "CREATE INDEX IF NOT EXISTS memory_records_pending"
     " ON memory_records (created_at) WHERE status = 'pending'",
+    # The erased rows only, by the transaction that last wrote them: what compaction.py has yet to
+    # rewrite is one lookup.
+    "CREATE INDEX IF NOT EXISTS memory_records_erased"
+    " ON memory_records (changed_xid) WHERE erased_at IS NOT NULL",
 )
 
 _STATUS_CHECK: Final = """
