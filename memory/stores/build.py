@@ -323,7 +323,9 @@ def _postgres_store(
             embedder=embedder,
             retention=retention,
             compact_after_seconds=(
-                DEFAULT_COMPACT_AFTER_SECONDS if compact_after_seconds is None else float(compact_after_seconds)
+                DEFAULT_COMPACT_AFTER_SECONDS
+                if compact_after_seconds is None
+                else float(compact_after_seconds)
             ),
         )
     except ValueError as error:
