@@ -106,7 +106,7 @@ async def test_compact_leaves_no_erased_word_in_any_memory_table_file(
     assert result.returncode == 0, result.stderr
     assert "memory_records:" in result.stdout and "memory_term_df:" in result.stdout
     assert "locked" in result.stdout and "CHECKPOINT" in result.stdout
-    assert {word: relations_holding(schema.name, word) for word in ERASED} == dict.fromkeys(ERASED, set())
+    assert {word: relations_holding(schema.name, word) for word in ERASED} == {word: set() for word in ERASED}
     for word in KEPT:
         assert {"memory_records", "memory_records_fts", "memory_records_stems"} <= relations_holding(
             schema.name, word
