@@ -1,0 +1,123 @@
+"""PostgreSQL compaction by itself: an erasure by any replica leaves the database's files within
+`compact_after_seconds`, and only one replica rewrites the tables at a time (an advisory lock)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import psycopg
+import pytest
+
+from memory.stores.postgres.store import PostgresMemoryStore
+from tests.memory.postgres_support import TempSchema, relations_holding, unique_application_name
+from tests.memory.records import fact
+
+ORG = "org:acme"
+ERASED = "quorvexil"
+KEPT = "marzipank"
+
+
+def replica(schema: TempSchema, compact_after_seconds: float) -> PostgresMemoryStore:
+    return PostgresMemoryStore(
+        schema.dsn, application_name=unique_application_name(), compact_after_seconds=compact_after_seconds
+    )
+
+
+async def written_and_forgotten(store: PostgresMemoryStore) -> None:
+    await store.write(ORG, [fact(f"the {KEPT} runbook lives in the wiki")])
+    await store.write(ORG, [fact(f"the {ERASED} vault opens at noon")])
+    assert await store.forget(ORG, "mem:org:acme:2") is True
+
+
+async def test_an_erasure_by_another_replica_leaves_the_files_within_compact_after_seconds(
+    schema: TempSchema,
+) -> None:
+    watching = replica(schema, compact_after_seconds=1)
+    erasing = replica(schema, compact_after_seconds=3600)  # it will not compact in this test's time
+    try:
+        await watching.open()
+        await written_and_forgotten(erasing)
+        forgotten_at = time.monotonic()
+        assert "memory_records" in relations_holding(schema.name, ERASED)
+        await _compacted(schema)
+        # Within the setting, with room for the rewrite and this test's own CHECKPOINTs (each one a
+        # second or two on a shared server); never, without the store's own look.
+        assert time.monotonic() - forgotten_at < 1 + 6
+        assert "memory_records" in relations_holding(schema.name, KEPT)
+    finally:
+        await watching.aclose()
+        await erasing.aclose()
+
+
+async def test_a_compaction_with_nothing_erased_since_the_last_rewrites_nothing(
+    schema: TempSchema,
+) -> None:
+    store = replica(schema, compact_after_seconds=1)
+    try:
+        await written_and_forgotten(store)
+        await _compacted(schema)  # its one compaction
+        before = await _relfilenodes(schema)
+        await asyncio.sleep(2.5)  # looks four times more
+        assert await _relfilenodes(schema) == before
+    finally:
+        await store.aclose()
+
+
+async def test_only_one_replica_rewrites_the_tables_at_a_time(schema: TempSchema) -> None:
+    first, second = replica(schema, 3600), replica(schema, 3600)
+    try:
+        await written_and_forgotten(first)
+        await second.open()
+        async with await psycopg.AsyncConnection.connect(schema.dsn) as reader:
+            await reader.execute("SELECT count(*) FROM memory_term_df")  # holds the table in its transaction
+            compactions = [asyncio.create_task(store.compact()) for store in (first, second)]
+            await asyncio.sleep(1.5)  # one rewrite now waits for the reader's lock; the other for it
+            vacuuming, waiting = await _compaction_sessions(first, second)
+            await reader.rollback()
+        reports = await asyncio.gather(*compactions)
+        assert (vacuuming, waiting) == (1, 1)
+        assert max(report.waited_seconds for report in reports) >= 1.0
+        assert relations_holding(schema.name, ERASED) == set()
+    finally:
+        await first.aclose()
+        await second.aclose()
+
+
+async def _compacted(schema: TempSchema, within: float = 10) -> None:
+    """Once the erased word has left the files (else fails after `within` seconds)."""
+    started = time.monotonic()
+    while relations_holding(schema.name, ERASED) and time.monotonic() - started < within:
+        await asyncio.sleep(0.2)
+    assert relations_holding(schema.name, ERASED) == set()
+
+
+async def _compaction_sessions(*stores: PostgresMemoryStore) -> tuple[int, int]:
+    """How many of the stores' compaction sessions run a VACUUM, and how many wait for the
+    compaction's advisory lock."""
+    names = [f"{store.application_name}-compact" for store in stores]
+    async with await psycopg.AsyncConnection.connect(stores[0]._dsn, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT count(*) FILTER (WHERE query ILIKE 'VACUUM%%'),"
+            " count(*) FILTER (WHERE wait_event = 'advisory')"
+            " FROM pg_stat_activity WHERE application_name = ANY(%s)",
+            (names,),
+        )
+        row = await cursor.fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+async def _relfilenodes(schema: TempSchema) -> list[tuple[str, int]]:
+    async with await psycopg.AsyncConnection.connect(schema.dsn, autocommit=True) as conn:
+        cursor = await conn.execute(
+            "SELECT relname, relfilenode FROM pg_class"
+            " WHERE relnamespace = current_schema()::regnamespace AND relkind = 'r' ORDER BY relname"
+        )
+        return [(str(name), int(node)) for name, node in await cursor.fetchall()]
+
+
+@pytest.mark.parametrize("value", [0, -1, float("nan")])
+def test_a_compact_after_seconds_that_is_not_above_zero_is_refused(schema: TempSchema, value: float) -> None:
+    with pytest.raises(ValueError, match="compact_after_seconds"):
+        replica(schema, value)
