@@ -355,3 +355,21 @@ def test_a_review_mode_that_is_neither_off_nor_shared_names_both_and_the_default
     assert str(caught.value) == (
         f"config error: memory.review = 'all' (from {config}): expected 'off' or 'shared' (default 'off')"
     )
+
+
+def test_compact_after_seconds_is_three_hundred_unless_set() -> None:
+    assert load_settings(env={}).memory.compact_after_seconds == 300
+    chosen = load_settings(env={"SWITCHBOARD_MEMORY__COMPACT_AFTER_SECONDS": "60"})
+    assert chosen.memory.compact_after_seconds == 60
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "0.5", "86401", "nan", "soon", "true"])
+def test_a_bad_compact_after_seconds_names_the_key_and_the_default(value: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings(env={"SWITCHBOARD_MEMORY__COMPACT_AFTER_SECONDS": value})
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith(
+        f"config error: memory.compact_after_seconds = {value!r} (from SWITCHBOARD_MEMORY__COMPACT_AFTER_SECONDS)"
+    )
+    assert "(default 300)" in message
