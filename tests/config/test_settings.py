@@ -370,6 +370,7 @@ def test_a_bad_compact_after_seconds_names_the_key_and_the_default(value: str) -
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(
-        f"config error: memory.compact_after_seconds = {value!r} (from SWITCHBOARD_MEMORY__COMPACT_AFTER_SECONDS)"
+        f"config error: memory.compact_after_seconds = {value!r}"
+        " (from SWITCHBOARD_MEMORY__COMPACT_AFTER_SECONDS)"
     )
     assert "(default 300)" in message
