@@ -20,6 +20,7 @@ from memory.stores.postgres import ddl
 from memory.stores.postgres.changes import make_trigger
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, one
 from memory.stores.postgres.sql import _LOCK_NAMESPACE
+from memory.stores.postgres.word_stats import unsample_words
 
 log = structlog.get_logger("memory")
 
@@ -226,6 +227,8 @@ async def _apply_schema_once(conn: Connection) -> None:
                 await conn.execute(statement)
             log.info("memory.store.term_df_rebuilt", store="postgres", stemmed=stemmed)
         await _migrate_curation(conn)
+        if await unsample_words(conn):
+            log.info("memory.store.word_statistics_off", store="postgres")
 
 
 async def _migrate_observed(conn: Connection) -> None:
