@@ -79,7 +79,8 @@ def summary(reports: Sequence[CompactionReport]) -> list[str]:
     longest = statistics.median(max(t.locked_seconds for t in r.tables) for r in reports)
     total = statistics.median(sum(t.locked_seconds for t in r.tables) for r in reports)
     lines.append(
-        f"longest single-table lock, median of {len(reports)} runs: {longest:.3f} s; all tables: {total:.3f} s"
+        f"longest single-table lock, median of {len(reports)} runs: {longest:.3f} s;"
+        f" all tables: {total:.3f} s"
     )
     return lines
 
