@@ -14,9 +14,9 @@ table waits. It waits at most `LOCK_WAIT` for the lock itself (every later state
 it, stalling every replica behind some long transaction), then gives up and is tried again.
 
 Which erasures are still to be compacted: an erased row (`erased_at` set) whose version was written by a
-transaction at or after the mark kept in `memory_meta` — the xmin of a snapshot the last compaction took
-before it rewrote: every transaction older than that had finished, so the versions it left were dead to
-the rewrite. One replica compacts at a time: a session advisory lock, keyed by the schema.
+transaction at or after the mark kept in `memory_meta` — the oldest transaction any snapshot could still
+see when the last compaction began (`_SNAPSHOT_XMIN`): every version an older transaction left was dead
+to the rewrite. One replica compacts at a time: a session advisory lock, keyed by the schema.
 """
 
 from __future__ import annotations
@@ -57,7 +57,28 @@ _ERASED_SINCE: Final = f"""
         )
     )
 """
-_SNAPSHOT_XMIN: Final = "SELECT pg_snapshot_xmin(pg_current_snapshot())::text"
+# The mark: the oldest transaction whose view a rewrite now must keep. A row version some snapshot
+# may still see survives VACUUM FULL, so that is the older of this snapshot's xmin (every transaction
+# before it has ended) and the xmin any session, replication slot or prepared transaction holds (a
+# long report, a pg_dump, a standby's feedback). Those are 32-bit xids: each is placed in the epoch
+# that puts it at or below this snapshot's xmax. (A role without pg_read_all_stats sees no other
+# role's sessions' xmin: then only its own sessions and the slots count.)
+_SNAPSHOT_XMIN: Final = """
+    WITH snap AS (
+        SELECT pg_snapshot_xmin(s)::text::bigint AS own, pg_snapshot_xmax(s)::text::bigint AS top
+        FROM pg_current_snapshot() AS s
+    ), held AS (
+        SELECT backend_xmin AS x FROM pg_stat_activity WHERE backend_xmin IS NOT NULL
+        UNION ALL SELECT xmin FROM pg_replication_slots WHERE xmin IS NOT NULL
+        UNION ALL SELECT transaction FROM pg_prepared_xacts
+    ), placed AS (
+        SELECT (top >> 32 << 32) + x::text::bigint AS full_xid, top FROM held, snap
+    )
+    SELECT LEAST(
+        (SELECT own FROM snap),
+        (SELECT min(CASE WHEN full_xid > top THEN full_xid - 4294967296 ELSE full_xid END) FROM placed)
+    )::text
+"""
 _SET_MARK: Final = (
     f"INSERT INTO memory_meta (key, value) VALUES ('{_MARK_KEY}', %s)"
     " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
