@@ -343,6 +343,11 @@ class ReindexableStore(Protocol):
         ...
 
 
+# How soon after an erasure a store whose files keep erased bytes (PostgreSQL) rewrites them, when
+# nothing is configured (memory.compact_after_seconds; config/settings.py states the same default).
+DEFAULT_COMPACT_AFTER_SECONDS = 300.0
+
+
 @dataclass(frozen=True, slots=True)
 class RewrittenTable:
     """One table a compaction wrote afresh: its size (heap, indexes, TOAST) before and after, and how

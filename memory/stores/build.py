@@ -27,7 +27,7 @@ from memory.ranking.fusion import RANKING_MODES, Ranking, RankingMode
 from memory.rules.engine import is_valid_cap
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, Retention
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
-from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP, MemoryStore
+from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP, MemoryStore
 
 log = structlog.get_logger("memory.build")
 
@@ -306,7 +306,6 @@ def _postgres_store(
 ) -> MemoryStore:
     """The PostgreSQL backend, DSN from DATABASE_URL. Built unopened (this function is synchronous):
     start-up awaits `open_memory_store` to verify the server."""
-    from memory.stores.postgres.compaction import DEFAULT_COMPACT_AFTER_SECONDS
     from memory.stores.postgres.store import PostgresMemoryStore
 
     dsn = env.get(DATABASE_URL_ENV, "").strip()

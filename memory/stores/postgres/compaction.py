@@ -31,11 +31,11 @@ import structlog
 
 from memory.stores.postgres.connection import error_kind, first_line
 from memory.stores.postgres.rows import Connection, one
-from memory.types import CompactionReport, RewrittenTable
+from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, CompactionReport, RewrittenTable
 
 log = structlog.get_logger("memory")
 
-DEFAULT_COMPACT_AFTER_SECONDS: Final = 300.0
+__all__ = ["DEFAULT_COMPACT_AFTER_SECONDS", "CompactionTarget", "Compactor", "compact_now"]
 
 # Every table that holds a record's words (the records, their full-text and stem indexes, TOAST, the
 # term counts) or a person's key (the curation log and the read audit, which a person's erasure rewrites).
