@@ -8,9 +8,16 @@ import time
 
 import psycopg
 import pytest
+from structlog.testing import capture_logs
 
 from memory.stores.postgres.store import PostgresMemoryStore
-from tests.memory.postgres_support import TempSchema, relations_holding, schema_rows, unique_application_name
+from tests.memory.postgres_support import (
+    TcpForwarder,
+    TempSchema,
+    relations_holding,
+    schema_rows,
+    unique_application_name,
+)
 from tests.memory.records import fact
 
 ORG = "org:acme"
@@ -95,7 +102,7 @@ async def _marked(schema: TempSchema, by: float) -> None:
     raise AssertionError("no compaction in time")
 
 
-async def _compacted(schema: TempSchema, within: float = 10) -> None:
+async def _compacted(schema: TempSchema, within: float = 30) -> None:
     """Once the erased word has left the files (else fails after `within` seconds)."""
     deadline = time.monotonic() + within
     for _ in range(1000):  # each look is a CHECKPOINT and a read of the files: a fraction of a second
@@ -153,3 +160,27 @@ async def test_a_version_an_older_snapshot_kept_through_a_rewrite_is_rewritten_o
         await _compacted(schema)  # the store's next look finds it still to compact
     finally:
         await store.aclose()
+
+
+async def test_a_failed_look_is_a_warning_and_the_next_one_compacts(schema: TempSchema) -> None:
+    forwarder = TcpForwarder()
+    await forwarder.start()
+    watching = PostgresMemoryStore(
+        forwarder.dsn(schema.name), application_name=unique_application_name(), compact_after_seconds=1
+    )
+    erasing = replica(schema, compact_after_seconds=3600)
+    try:
+        await watching.open()
+        with capture_logs() as logs:
+            await forwarder.stop()  # the server is gone for this replica
+            await written_and_forgotten(erasing)
+            await asyncio.sleep(1.5)  # three looks at least
+        failed = [e for e in logs if e["event"] == "memory.compact_failed"]
+        assert failed and {e["log_level"] for e in failed} == {"warning"}
+        assert ERASED not in str(failed)
+        await forwarder.start()
+        await _compacted(schema)
+    finally:
+        await watching.aclose()
+        await erasing.aclose()
+        await forwarder.stop()
