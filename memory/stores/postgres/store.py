@@ -42,7 +42,7 @@ from memory.stores.postgres.compaction import (
 from memory.stores.postgres.connection import DSN_SETTING, ServerPool, error_kind, failure, first_line
 from memory.stores.postgres.curating import PostgresCuration
 from memory.stores.postgres.curation import forget_chain
-from memory.stores.postgres.erasure import ScrubList, erase
+from memory.stores.postgres.erasure import ScrubList, erase, expiry_filters
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import Connection, match_query, own_seq, tsquery_of
 from memory.stores.postgres.sql import _SCOPES
@@ -287,21 +287,11 @@ class PostgresMemoryStore(PostgresCuration):
 
     async def erase_expired(self) -> int:
         """Every scope: the configured ttl for all but the scopes with their own, then each of those."""
-        retention = self._retention
-        if not retention.expires:
+        if not self._retention.expires:
             return 0
-        now = self._clock()
-        own = builtins.list(retention.scope_ttl_days)
         total = 0
-        if retention.ttl_days is not None:
-            default_cutoff = now - retention.ttl_days * 86_400.0
-            where = "created_at < %s AND NOT (scope_key = ANY(%s::text[]))"
-            total += await self._erase("erase", where, (default_cutoff, own), "expired")
-        for scope_key in own:
-            cutoff = retention.cutoff(scope_key, now)
-            if cutoff is not None:
-                where = "scope_key = %s AND created_at < %s"
-                total += await self._erase("erase", where, (scope_key, cutoff), "expired")
+        for where, params in expiry_filters(self._retention, self._clock()):
+            total += await self._erase("erase", where, params, "expired")
         if total:
             log.info("memory.store.expired", store="postgres", erased=total)
         return total
