@@ -29,6 +29,7 @@ from app.agent.tools import ToolContext
 from app.incoming import IncomingMessage, message_time
 from app.run_context import RequestContext, RunContext, request_context, start_run
 from app.run_memory import audit_read, read_for_run
+from app.steps import recall_step, show_plan, show_step, step_observer
 from app.surface import Surface
 from commands.registry import Caller, CommandHandler
 from config.settings import ConfigError, Settings
@@ -317,10 +318,13 @@ class Dispatcher:
             if refusal is not None:
                 return await _refuse(surface, run.run_id, agent, refusal)
             await context.scopes  # resolved with the repo: done once here, for the read and the run's record
+            if self._tool_loop_in_repo(agent, repo):  # its steps gather in one plan, before the first
+                show_plan(surface, f"Working in {repo}")
             read = await memory_task if memory_task is not None else None
             if read is not None:
                 self.track(audit_read(self.memory_store, run.run_id, context, read, self._clock))
-            result = await self._agent_loop(run, repo, read)
+                show_step(surface, recall_step(read.records))
+            result = await self._agent_loop(run, repo, read, surface)
         except ProviderError as error:
             log.warning(
                 "dispatch.model_failed", run_id=run.run_id, status=error.status, provider=error.provider
@@ -335,8 +339,11 @@ class Dispatcher:
             await _settle(memory_task, *context.tasks())
         return await self._deliver(run, surface, context, read, result, started)
 
-    async def _agent_loop(self, run: _Run, repo: str | None, read: MemoryRead | None) -> RunResult:
-        """The agent's own runner when it has one (e.g. `review`), else the tool loop."""
+    async def _agent_loop(
+        self, run: _Run, repo: str | None, read: MemoryRead | None, surface: Surface
+    ) -> RunResult:
+        """The agent's own runner when it has one (e.g. `review`), else the tool loop, whose tool calls
+        the surface shows as steps."""
         agent = run.agent
         system = fold_memory_block(read.block if read is not None else None, agent.instructions)
         if repo is not None and agent.repo_bound:
@@ -356,7 +363,13 @@ class Dispatcher:
             tools=tools,
             max_tokens=agent.max_tokens,
             max_turns=agent.max_turns,
+            on_event=step_observer(surface),
         )
+
+    def _tool_loop_in_repo(self, agent: Agent, repo: str | None) -> bool:
+        """A repo-bound agent's multi-step run: the tool loop (not its own runner) with tools on a repo."""
+        has_tools = bool(agent.tools) or agent.toolset is not None
+        return repo is not None and agent.repo_bound and has_tools and agent.name not in self._agent_runners
 
     async def _deliver(
         self,
