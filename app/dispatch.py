@@ -1,7 +1,8 @@
 """The dispatcher: the one path from "a message arrived" to "the answer was sent".
 
-    command fast path ─► agent selection ─► repo resolution (task) ─┐
-                                          └► memory read (starts now, takes the repo task) ─►
+    request context (reader, scopes) ─► command fast path ─► agent selection ─►
+    run context: repo resolution (task) ─► the scopes with the repo's (task) ─┐
+                 └► memory read (starts now, takes the run context) ─────────┴►
     block folded onto the front of the system prompt ─► agent loop ─► surface.send_reply ─►
     post-run steps ─► active-run slot released (outer finally)
 
@@ -337,7 +338,7 @@ class Dispatcher:
             )
         finally:
             await _settle(memory_task, *context.tasks())
-        return await self._deliver(run, surface, context, read, result, started)
+        return await self._deliver(run, surface, context, repo, read, result, started)
 
     async def _agent_loop(
         self, run: _Run, repo: str | None, read: MemoryRead | None, surface: Surface
@@ -376,6 +377,7 @@ class Dispatcher:
         run: _Run,
         surface: Surface,
         context: RunContext,
+        repo: str | None,
         read: MemoryRead | None,
         result: RunResult,
         started: float,
@@ -386,8 +388,8 @@ class Dispatcher:
             message=message,
             agent=agent.name,
             model_ref=run.model_ref,
-            repo=context.repo.result(),
-            scopes=context.scopes.result(),
+            repo=repo,
+            scopes=context.scopes.result(),  # awaited before the agent ran
             run_id=run_id,
             tool_calls=result.tool_call_count,
             history_turns=len(message.history),

@@ -53,9 +53,7 @@ async def read_for_run(
         if metrics is not None:
             metrics.memory_reads.inc()
             metrics.memory_records_read.inc(len(read.records))
-        read_span.set_attributes(
-            {"memory.scopes": len(read.scope_keys), "memory.records": len(read.records)}
-        )
+        read_span.set_attributes({"memory.scopes": len(read.scope_keys), "memory.records": len(read.records)})
         return read
 
 

@@ -72,12 +72,25 @@ async def read_memory(
     if isinstance(repo, str | None):  # known already: every scope in one hop
         scopes = await scopes_with_repo(scopes, repo)
         return await read_scopes(
-            store, query, reader=reader, scopes=scopes, limit=limit, max_tokens=max_tokens, clock=clock,
+            store,
+            query,
+            reader=reader,
+            scopes=scopes,
+            limit=limit,
+            max_tokens=max_tokens,
+            clock=clock,
             store_wait=store_wait,
         )
     return await read_scopes(
-        store, query, reader=reader, scopes=scopes, later=scopes_with_repo(scopes, repo), limit=limit,
-        max_tokens=max_tokens, clock=clock, store_wait=store_wait,
+        store,
+        query,
+        reader=reader,
+        scopes=scopes,
+        later=scopes_with_repo(scopes, repo),
+        limit=limit,
+        max_tokens=max_tokens,
+        clock=clock,
+        store_wait=store_wait,
     )
 
 

@@ -40,7 +40,7 @@ PROG = "switchboard serve"
 DEFAULT_PORT = 3000
 MANIFEST_HINT = (
     "create the Slack app from manifest.yml (api.slack.com/apps → Create New App → From an app "
-    'manifest) and install it to your workspace; README.md, section "Slack", walks through it'
+    'manifest) and install it to your workspace; README.md, "Slack in five steps", walks through it'
 )
 
 
