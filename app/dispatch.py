@@ -30,7 +30,7 @@ from app.agent.tools import ToolContext
 from app.incoming import IncomingMessage, message_time
 from app.run_context import RequestContext, RunContext, request_context, start_run
 from app.run_memory import audit_read, read_for_run
-from app.steps import recall_step, show_plan, show_step, step_observer
+from app.steps import plan_title, recall_step, show_plan, show_step, step_observer
 from app.surface import Surface
 from commands.registry import Caller, CommandHandler
 from config.settings import ConfigError, Settings
@@ -319,8 +319,7 @@ class Dispatcher:
             if refusal is not None:
                 return await _refuse(surface, run.run_id, agent, refusal)
             await context.scopes  # resolved with the repo: done once here, for the read and the run's record
-            if self._tool_loop_in_repo(agent, repo):  # its steps gather in one plan, before the first
-                show_plan(surface, f"Working in {repo}")
+            show_plan(surface, plan_title(agent, repo, own_runner=agent.name in self._agent_runners))
             read = await memory_task if memory_task is not None else None
             if read is not None:
                 self.track(audit_read(self.memory_store, run.run_id, context, read, self._clock))
@@ -366,11 +365,6 @@ class Dispatcher:
             max_turns=agent.max_turns,
             on_event=step_observer(surface),
         )
-
-    def _tool_loop_in_repo(self, agent: Agent, repo: str | None) -> bool:
-        """A repo-bound agent's multi-step run: the tool loop (not its own runner) with tools on a repo."""
-        has_tools = bool(agent.tools) or agent.toolset is not None
-        return repo is not None and agent.repo_bound and has_tools and agent.name not in self._agent_runners
 
     async def _deliver(
         self,

@@ -18,6 +18,7 @@ from typing import Literal, Protocol
 
 import structlog
 
+from app.agent.agents import Agent
 from app.agent.runner import RunEvent, ToolCalled, ToolReturned
 from memory.types import MemoryRecord
 
@@ -132,9 +133,19 @@ def show_step(surface: object, step: Step | None) -> None:
         log.info("dispatch.step_failed", error=type(error).__name__)
 
 
-def show_plan(surface: object, title: str) -> None:
+def plan_title(agent: Agent, repo: str | None, *, own_runner: bool) -> str | None:
+    """A repo-bound agent's multi-step run (the tool loop, not its own runner, with tools on a repo)
+    shows its steps together in a plan with this title; any other run, a timeline (None)."""
+    has_tools = bool(agent.tools) or agent.toolset is not None
+    if repo is None or not agent.repo_bound or not has_tools or own_runner:
+        return None
+    return f"Working in {repo}"
+
+
+def show_plan(surface: object, title: str | None) -> None:
+    """Before the first step: the steps show together as a plan titled `title` (None: no plan)."""
     plan = getattr(surface, "show_plan", None)
-    if callable(plan):
+    if title is not None and callable(plan):
         try:
             plan(title)
         except Exception as error:
