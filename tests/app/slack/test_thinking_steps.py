@@ -96,7 +96,7 @@ async def seed_deploy_notes(store: SqliteMemoryStore) -> None:
                 origin="public", origin_conversation="slack:C2",
             ),
             MemoryCandidate(
-                "fact", "Deploys run from the hotfix branch during the incident", "slack:C9:1700000000.000900",
+                "fact", "Deploys run from the hotfix branch in incidents", "slack:C9:1700000000.000900",
                 origin="private", origin_conversation="slack:C9",
             ),
         ],
@@ -195,7 +195,7 @@ async def test_a_tool_call_is_a_task_going_from_in_progress_to_complete(
 ) -> None:
     github_api.add_repo("acme/widgets")
     github_api.add_file("acme/widgets", "src/deploy.py", "def deploy():\n    return blue_green()\n")
-    fake_anthropic.script(tool_reply("read_file", {"path": "src/deploy.py"}), "Blue-green: see src/deploy.py.")
+    fake_anthropic.script(tool_reply("read_file", {"path": "src/deploy.py"}), "Blue-green: src/deploy.py.")
     await ask(coding, slack_api, "C0REPO", "code how do deploys work? --repo acme/widgets")
 
     message = answer_message(slack_api, "C0REPO")
@@ -203,7 +203,7 @@ async def test_a_tool_call_is_a_task_going_from_in_progress_to_complete(
     assert [update["status"] for update in updates] == ["in_progress", "complete"]
     assert {update["title"] for update in updates} == {"read_file src/deploy.py"}
     assert updates[-1]["output"] == "3 lines"  # its header line and the two of the file
-    assert chunk_types(message)[-1] == "markdown_text" and message.text == "Blue-green: see src/deploy.py."
+    assert chunk_types(message)[-1] == "markdown_text" and message.text == "Blue-green: src/deploy.py."
 
 
 async def test_a_failing_tool_call_ends_its_task_in_error_with_a_short_output(
