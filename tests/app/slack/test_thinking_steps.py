@@ -27,7 +27,6 @@ from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
 from tests.app.github.harness import Bot, build_bot, make_settings
 from tests.app.slack.harness import RunningBot, running_bot
-from tests.app.slack.test_e2e import full_runtime
 from tests.fakes.github_api import FakeGitHub
 from tests.fakes.model_server import FakeModelServer, Reply, ScriptedToolCall, tool_reply
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, Message, as_app_mention
@@ -40,30 +39,14 @@ def link(channel: str, ts: str) -> str:
 
 
 @pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteMemoryStore]:
-    store = SqliteMemoryStore(tmp_path / "memory")
-    yield store
-    await store.aclose()
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_anthropic: FakeModelServer, store: SqliteMemoryStore
-) -> AsyncIterator[Runtime]:
-    built, _ = full_runtime(tmp_path, fake_anthropic, memory=True, store=store)
-    yield built
-    await built.lifecycle.drain()
-    await built.aclose()
-
-
-@pytest.fixture
 async def bot(
-    slack_api: FakeSlackApi, runtime: Runtime, store: SqliteMemoryStore
+    slack_api: FakeSlackApi, runtime: tuple[Runtime, Any], store: SqliteMemoryStore
 ) -> AsyncIterator[RunningBot]:
+    """Memory on (SQLite), as `switchboard serve` wires it; C1 and C2 public, C9 private."""
     for channel, kind in (("C1", "public"), ("C2", "public"), ("C9", "private")):
         slack_api.add_conversation(channel, kind)
     async with running_bot(
-        slack_api, runtime.dispatcher, caller_factory=registry_caller, memory_store=store
+        slack_api, runtime[0].dispatcher, caller_factory=registry_caller, memory_store=store
     ) as running:
         yield running
 
@@ -80,6 +63,12 @@ async def coding(
             yield running
     finally:
         await built.aclose()
+
+
+def add_widgets(github: FakeGitHub) -> None:
+    """The repo the coding agent reads, with one two-line file."""
+    github.add_repo("acme/widgets")
+    github.add_file("acme/widgets", "src/deploy.py", "def deploy():\n    return blue_green()\n")
 
 
 async def seed_deploy_notes(store: SqliteMemoryStore) -> None:
@@ -101,6 +90,16 @@ async def seed_deploy_notes(store: SqliteMemoryStore) -> None:
             ),
         ],
     )  # fmt: skip
+
+
+async def ask_about_deploys(
+    bot: RunningBot, slack_api: FakeSlackApi, fake: FakeModelServer, store: SqliteMemoryStore
+) -> Message:
+    """The deploy notes in memory, a question in C1 that recalls them: the answer's message."""
+    await seed_deploy_notes(store)
+    fake.script(ANSWER)
+    await ask(bot, slack_api, "C1", "where do deploys run from?")
+    return answer_message(slack_api, "C1")
 
 
 async def ask(running: RunningBot, slack_api: FakeSlackApi, channel: str, text: str) -> None:
@@ -139,11 +138,7 @@ def no_warning(slack_api: FakeSlackApi, channel: str) -> bool:
 async def test_the_memory_read_is_a_complete_task_linking_the_threads_of_the_notes_shown(
     bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, store: SqliteMemoryStore
 ) -> None:
-    await seed_deploy_notes(store)
-    fake_anthropic.script(ANSWER)
-    await ask(bot, slack_api, "C1", "where do deploys run from?")
-
-    message = answer_message(slack_api, "C1")
+    message = await ask_about_deploys(bot, slack_api, fake_anthropic, store)
     [recall] = message.task_updates(RECALL_STEP)
     assert (recall["title"], recall["status"]) == ("Recalled 2 notes", "complete")
     assert [source["url"] for source in recall["sources"]] == [
@@ -157,11 +152,8 @@ async def test_the_memory_read_is_a_complete_task_linking_the_threads_of_the_not
 async def test_a_note_the_reader_may_not_see_is_not_among_the_task_sources(
     bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, store: SqliteMemoryStore
 ) -> None:
-    await seed_deploy_notes(store)
-    fake_anthropic.script(ANSWER)
-    await ask(bot, slack_api, "C1", "where do deploys run from?")
-
-    [recall] = answer_message(slack_api, "C1").task_updates(RECALL_STEP)
+    message = await ask_about_deploys(bot, slack_api, fake_anthropic, store)
+    [recall] = message.task_updates(RECALL_STEP)
     urls = json.dumps(recall["sources"])
     assert "C9" not in urls and "hotfix" not in json.dumps(recall)
     assert "hotfix" not in fake_anthropic.bodies()[0]["system"]  # the block left it out too
@@ -170,11 +162,7 @@ async def test_a_note_the_reader_may_not_see_is_not_among_the_task_sources(
 async def test_the_answer_follows_its_steps_as_markdown_with_the_feedback_and_why_buttons(
     bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, store: SqliteMemoryStore
 ) -> None:
-    await seed_deploy_notes(store)
-    fake_anthropic.script(ANSWER)
-    await ask(bot, slack_api, "C1", "where do deploys run from?")
-
-    message = answer_message(slack_api, "C1")
+    message = await ask_about_deploys(bot, slack_api, fake_anthropic, store)
     assert chunk_types(message) == ["task_update", "markdown_text"]
     assert message.text == ANSWER
     assert block_kinds(slack_api) == ["citation", "feedback"]  # the Why? button and 👍 / 👎
@@ -193,8 +181,7 @@ async def test_no_memory_recalled_means_no_step_and_the_answer_streams_as_before
 async def test_a_tool_call_is_a_task_going_from_in_progress_to_complete(
     coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
 ) -> None:
-    github_api.add_repo("acme/widgets")
-    github_api.add_file("acme/widgets", "src/deploy.py", "def deploy():\n    return blue_green()\n")
+    add_widgets(github_api)
     fake_anthropic.script(tool_reply("read_file", {"path": "src/deploy.py"}), "Blue-green: src/deploy.py.")
     await ask(coding, slack_api, "C0REPO", "code how do deploys work? --repo acme/widgets")
 
@@ -222,8 +209,7 @@ async def test_a_failing_tool_call_ends_its_task_in_error_with_a_short_output(
 async def test_the_coding_agent_shows_its_steps_as_a_plan(
     coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
 ) -> None:
-    github_api.add_repo("acme/widgets")
-    github_api.add_file("acme/widgets", "src/deploy.py", "def deploy():\n    return blue_green()\n")
+    add_widgets(github_api)
     both = Reply(
         tool_calls=(
             ScriptedToolCall("search_code", {"query": "deploy"}),
@@ -248,12 +234,8 @@ async def test_a_workspace_that_refuses_chunks_gets_the_answer_as_before_without
     store: SqliteMemoryStore,
     error: str,
 ) -> None:
-    await seed_deploy_notes(store)
     slack_api.refuse_chunks(error)
-    fake_anthropic.script(ANSWER)
-    await ask(bot, slack_api, "C1", "where do deploys run from?")
-
-    message = answer_message(slack_api, "C1")
+    message = await ask_about_deploys(bot, slack_api, fake_anthropic, store)
     assert message.text == ANSWER and message.task_updates() == []
     assert no_warning(slack_api, "C1")
     assert slack_api.calls_to("assistant.threads.setStatus")  # the status line, then the text
@@ -263,8 +245,7 @@ async def test_a_workspace_that_refuses_chunks_gets_the_answer_as_before_without
 async def test_a_refusal_after_the_first_step_keeps_the_answer_in_the_same_message(
     coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
 ) -> None:
-    github_api.add_repo("acme/widgets")
-    github_api.add_file("acme/widgets", "src/deploy.py", "def deploy():\n    return blue_green()\n")
+    add_widgets(github_api)
     fake_anthropic.script(tool_reply("read_file", {"path": "src/deploy.py"}), "Blue-green.")
     slack_api.fail_next("chat.appendStream", "invalid_chunks")  # the tool's second update
     await ask(coding, slack_api, "C0REPO", "code how do deploys work? --repo acme/widgets")
@@ -283,10 +264,6 @@ async def test_an_sdk_without_chunk_models_sends_no_steps_and_the_answer_as_befo
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     monkeypatch.setitem(sys.modules, CHUNK_MODULE, None)  # `import` now fails, as on slack_sdk < 3.40
-    await seed_deploy_notes(store)
-    fake_anthropic.script(ANSWER)
-    await ask(bot, slack_api, "C1", "where do deploys run from?")
-
-    message = answer_message(slack_api, "C1")
+    message = await ask_about_deploys(bot, slack_api, fake_anthropic, store)
     assert message.text == ANSWER and message.task_updates() == []
     assert no_warning(slack_api, "C1")
