@@ -596,16 +596,17 @@ def _valid_chunk(chunk: dict[str, Any]) -> bool:
     if kind == "blocks":
         return isinstance(chunk.get("blocks"), list)
     texts_fit = all(
-        chunk.get(name) is None or (isinstance(chunk[name], str) and len(chunk[name]) <= TASK_TEXT_LIMIT)
+        name not in chunk or (isinstance(chunk[name], str) and len(chunk[name]) <= TASK_TEXT_LIMIT)
         for name in ("details", "output")
     )
-    sources = chunk.get("sources")
+    sources = chunk.get("sources", [])
     return (
         _text(chunk.get("id"))
         and _text(chunk.get("title"))
         and chunk.get("status") in TASK_STATUSES
         and texts_fit
-        and (sources is None or (isinstance(sources, list) and all(map(_valid_source, sources))))
+        and isinstance(sources, list)
+        and all(map(_valid_source, sources))
     )
 
 
