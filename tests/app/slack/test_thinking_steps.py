@@ -22,7 +22,7 @@ from app.github.client import GitHubClient
 from app.runtime import Runtime
 from app.slack.bot import registry_caller
 from app.slack.steps import CHUNK_MODULE
-from app.steps import RECALL_STEP
+from app.steps import RECALL_STEP, Step
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
 from tests.app.github.harness import Bot, build_bot, make_settings
@@ -267,3 +267,23 @@ async def test_an_sdk_without_chunk_models_sends_no_steps_and_the_answer_as_befo
     message = await ask_about_deploys(bot, slack_api, fake_anthropic, store)
     assert message.text == ANSWER and message.task_updates() == []
     assert no_warning(slack_api, "C1")
+
+
+class FailsAfterAStep:
+    """A dispatcher whose run shows a step, then breaks (the surface's caller posts the ⚠️)."""
+
+    async def dispatch(self, message: object, surface: Any) -> None:
+        await surface.set_status("Thinking…")
+        surface.show_step(Step("tool-1", "read_file a.py", "in_progress"))
+        raise RuntimeError("boom")
+
+
+async def test_a_run_that_breaks_after_a_step_leaves_no_message_streaming(slack_api: FakeSlackApi) -> None:
+    slack_api.add_conversation("C1", "public")
+    async with running_bot(slack_api, FailsAfterAStep()) as running:
+        await ask(running, slack_api, "C1", "read a.py")
+
+    bot_messages = [m for m in slack_api.messages["C1"] if m.bot_id]
+    assert [m.task_updates()[0]["status"] for m in bot_messages if m.chunks] == ["in_progress"]
+    assert not any(m.streaming for m in bot_messages)
+    assert any("⚠️" in m.text for m in bot_messages)  # the failure is said, as before
