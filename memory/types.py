@@ -365,3 +365,39 @@ class ReindexableStore(Protocol):
     ) -> int:
         """Vectors for a scope's records that have none of the store's embedder; resumable."""
         ...
+
+
+# How soon after an erasure a store whose files keep erased bytes (PostgreSQL) rewrites them, when
+# nothing is configured (memory.compact_after_seconds; config/settings.py states the same default).
+DEFAULT_COMPACT_AFTER_SECONDS = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class RewrittenTable:
+    """One table a compaction wrote afresh: its size (heap, indexes, TOAST) before and after, and how
+    long it was locked against every read and write while it was rewritten."""
+
+    table: str
+    bytes_before: int
+    bytes_after: int
+    locked_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What a compaction rewrote, how long it waited for another replica's, and whether the server
+    wrote the new pages out at once (`checkpointed`; else its next checkpoint does)."""
+
+    tables: tuple[RewrittenTable, ...]
+    waited_seconds: float
+    checkpointed: bool
+
+
+@runtime_checkable
+class CompactingStore(Protocol):
+    """A store whose files keep erased bytes until rewritten: `switchboard memory compact` rewrites
+    them at once (the store does so by itself after its erasures, too)."""
+
+    async def compact(self) -> CompactionReport:
+        """Every table that held erased text rewritten now; waits for another replica's compaction."""
+        ...
