@@ -56,6 +56,10 @@ _AGENT_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 DEFAULT_REVIEW: Literal["off", "shared"] = "off"
 DEFAULT_REVIEW_DAYS = 14.0
 MAX_REVIEW_DAYS = 365
+# Admins hear of what waits at most once per this many hours; 0 turns the digest off. The ceiling is the
+# longest a shared claim lives (memory/rules/claims.py), which is what keeps the window across replicas.
+DEFAULT_REVIEW_DIGEST_HOURS = 24.0
+MAX_REVIEW_DIGEST_HOURS = 168
 
 
 class ConfigError(ValueError):
@@ -121,6 +125,18 @@ class ChannelSettings(_Section):
         return value
 
 
+def _number(value: Any) -> float | None:
+    """A number, or text (the environment's) that is one; None for anything else (a boolean too)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
 class MemorySettings(_Section):
     enabled: bool = False
     limit: int = Field(default=8, ge=1, le=50)
@@ -151,6 +167,8 @@ class MemorySettings(_Section):
     # channel writes as pending until an admin approves; a pending record expires after review_days.
     review: Literal["off", "shared"] = DEFAULT_REVIEW
     review_days: float = DEFAULT_REVIEW_DAYS
+    # Under review, each admin gets a Slack DM saying what waits, at most once per this many hours.
+    review_digest_hours: float = DEFAULT_REVIEW_DIGEST_HOURS
 
     _url = field_validator("service_url")(_check_url)
 
@@ -165,18 +183,23 @@ class MemorySettings(_Section):
     @classmethod
     def _review_days(cls, value: Any) -> float:
         """Days as a number (the environment's text too), above 0 and at most MAX_REVIEW_DAYS."""
-        number: float | None = None
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            number = float(value)
-        elif isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                number = None
+        number = _number(value)
         if number is None or not 0 < number <= MAX_REVIEW_DAYS:  # NaN fails both comparisons
             raise ValueError(
                 f"expected a number of days above 0 and at most {MAX_REVIEW_DAYS} "
                 f"(default {DEFAULT_REVIEW_DAYS:g})"
+            )
+        return number
+
+    @field_validator("review_digest_hours", mode="before")
+    @classmethod
+    def _review_digest_hours(cls, value: Any) -> float:
+        """Hours as a number (the environment's text too), 0 (off) to MAX_REVIEW_DIGEST_HOURS."""
+        number = _number(value)
+        if number is None or not 0 <= number <= MAX_REVIEW_DIGEST_HOURS:  # NaN fails both comparisons
+            raise ValueError(
+                f"expected a number of hours from 0 (no digest) to {MAX_REVIEW_DIGEST_HOURS} "
+                f"(default {DEFAULT_REVIEW_DIGEST_HOURS:g})"
             )
         return number
 
