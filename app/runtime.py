@@ -28,6 +28,7 @@ from ops.metrics import Metrics
 
 if TYPE_CHECKING:
     from app.github.setup import GitHubSetup
+    from app.reflection_hook import ReflectionHook
     from app.review_digest import DigestSender, ReviewDigest
     from commands.registry import CommandRegistry
 
@@ -47,6 +48,7 @@ class Runtime:
     dispatcher: Dispatcher
     lifecycle: Lifecycle
     github: GitHubSetup | None = None
+    reflection: ReflectionHook | None = None  # memory on: the post-run step (its `drain` waits for it)
 
     async def start(self) -> None:
         """Verify what can be verified before taking messages; raises ConfigError with one clear line."""
@@ -205,10 +207,11 @@ def build_runtime(
         metrics=metrics,
     )
     lifecycle = Lifecycle(dispatcher, deadline_seconds=settings.shutdown_deadline_seconds)
+    reflection = None
     if settings.memory.enabled:  # the write path: reflection after the reply, drained on shutdown
         from app.reflection_hook import install_reflection
 
-        install_reflection(
+        reflection = install_reflection(
             dispatcher,
             lifecycle,
             store=store,
@@ -218,7 +221,7 @@ def build_runtime(
             review=PendingSweep(store, settings.memory.review_days) if review_shared(settings) else None,
             digest=build_review_digest(settings, store, review_digest),
         )
-    return Runtime(settings, providers, agents, store, dispatcher, lifecycle, github_setup)
+    return Runtime(settings, providers, agents, store, dispatcher, lifecycle, github_setup, reflection)
 
 
 def build_review_digest(
