@@ -160,9 +160,10 @@ async def test_the_digest_says_how_many_wait_where_how_old_when_the_oldest_expir
     assert lines[0] == ":inbox_tray: 3 records wait for your review in shared memory:"
     assert lines[1:3] == ["• `org:acme`: 2", "• <#C1>: 1"]
     expires = int(seeded.created_at + 14 * DAY)  # review_days: 14 by default
+    in_utc = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime(expires))
     assert lines[3] == (
         "The oldest has waited 3 days; unless someone reviews it, it expires in 11 days "
-        f"(<!date^{expires}^{{date_short_pretty}} {{time}}|{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))}>)."
+        f"(<!date^{expires}^{{date_short_pretty}} {{time}}|{in_utc}>)."
     )
     assert lines[4] == (
         f"Approve, edit or reject them in the review section of my "
