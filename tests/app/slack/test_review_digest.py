@@ -184,9 +184,11 @@ async def test_a_digest_window_of_zero_hours_sends_no_dm(
     async with replica(
         stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), review_digest_hours=0
     ) as bot:
-        await bot.ask(slack_api, fake_anthropic, org())
+        with capture_logs() as logs:
+            await bot.ask(slack_api, fake_anthropic, org())
         assert len(await bot.store.pending("org:acme", 10)) == 1  # the record waits; nobody is told
 
+    assert not [e for e in logs if str(e["event"]).startswith("memory.review_digest")]  # not even tried
     assert slack_api.calls_to("conversations.open") == []
     assert slack_api.calls_to("chat.postMessage") == []
 
@@ -207,6 +209,19 @@ async def test_two_replicas_sharing_a_store_send_each_admin_one_dm_between_them(
     assert [len(dms(slack_api, admin)) for admin in ADMINS] == [1, 1]
     told = [e for e in logs if e["event"] == "memory.review_digest"]
     assert [(e["sent"], e["claimed_elsewhere"]) for e in told] == [(2, 0), (0, 2)]
+
+
+async def test_a_restart_within_the_window_sends_no_second_dm(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    clock = Clock()
+    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", clock) as before:
+        await before.ask(slack_api, fake_anthropic, org())
+    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", clock) as after:
+        await after.ask(slack_api, fake_anthropic, org("Deploys are frozen on Fridays"))
+
+    assert [len(dms(slack_api, admin)) for admin in ADMINS] == [1, 1]
 
 
 async def test_a_dm_slack_refuses_is_one_warning_and_the_record_still_waits(
