@@ -81,7 +81,9 @@ async def replica(
     clock: Clock,
     **memory: Any,
 ) -> AsyncIterator[Replica]:
-    """One bot process: its own runtime, Bolt app and store, over a data directory others may share."""
+    """One bot process: its own runtime, Bolt app and store, over a data directory others may share;
+    the mentions come from the public channel C1."""
+    slack_api.add_conversation("C1", "public")
     settings = settings_for(
         fake,
         organization="acme",
@@ -124,7 +126,6 @@ def channel(text: str = CHANNEL_FACT) -> dict[str, Any]:
 async def test_two_records_queued_in_one_window_send_each_admin_one_dm_and_the_next_window_another(
     slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
 ) -> None:
-    slack_api.add_conversation("C1", "public")
     clock = Clock()
     async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", clock) as bot:
         await bot.ask(slack_api, fake_anthropic, org())
@@ -142,7 +143,6 @@ async def test_two_records_queued_in_one_window_send_each_admin_one_dm_and_the_n
 async def test_the_digest_says_how_many_wait_where_how_old_when_the_oldest_expires_and_links_the_home_tab(
     slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
 ) -> None:
-    slack_api.add_conversation("C1", "public")
     clock = Clock()
     clock.offset = -3 * DAY  # a record queued three days ago, before this process started
     seed = SqliteMemoryStore(tmp_path / "memory", clock=clock)
@@ -180,7 +180,6 @@ async def test_the_digest_says_how_many_wait_where_how_old_when_the_oldest_expir
 async def test_a_digest_window_of_zero_hours_sends_no_dm(
     slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
 ) -> None:
-    slack_api.add_conversation("C1", "public")
     async with replica(
         stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), review_digest_hours=0
     ) as bot:
@@ -196,7 +195,6 @@ async def test_a_digest_window_of_zero_hours_sends_no_dm(
 async def test_two_replicas_sharing_a_store_send_each_admin_one_dm_between_them(
     slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
 ) -> None:
-    slack_api.add_conversation("C1", "public")
     clock = Clock()
     async with (
         replica(stack, slack_api, fake_anthropic, tmp_path / "memory", clock) as first,
@@ -214,11 +212,11 @@ async def test_two_replicas_sharing_a_store_send_each_admin_one_dm_between_them(
 async def test_a_restart_within_the_window_sends_no_second_dm(
     slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
 ) -> None:
-    slack_api.add_conversation("C1", "public")
-    clock = Clock()
-    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", clock) as before:
+    data_dir = tmp_path / "memory"
+    async with replica(stack, slack_api, fake_anthropic, data_dir, Clock()) as before:
         await before.ask(slack_api, fake_anthropic, org())
-    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", clock) as after:
+    # A new process over the same data directory (its store, runtime and Bolt app all new).
+    async with replica(stack, slack_api, fake_anthropic, data_dir, Clock()) as after:
         await after.ask(slack_api, fake_anthropic, org("Deploys are frozen on Fridays"))
 
     assert [len(dms(slack_api, admin)) for admin in ADMINS] == [1, 1]
@@ -227,7 +225,6 @@ async def test_a_restart_within_the_window_sends_no_second_dm(
 async def test_a_dm_slack_refuses_is_one_warning_and_the_record_still_waits(
     slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
 ) -> None:
-    slack_api.add_conversation("C1", "public")
     slack_api.refuse("conversations.open", "missing_scope")
     async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", Clock()) as bot:
         with capture_logs() as logs:
