@@ -337,17 +337,24 @@ def test_review_is_off_with_fourteen_days_unless_set() -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value", "default"),
+    ("key", "value", "says"),
     [
-        *(("review_days", value, "14") for value in ["0", "-1", "366", "nan", "soon", "true"]),
         *(
-            ("compact_after_seconds", value, "300")
+            ("review_days", value, "above 0 and at most 365 (default 14)")
+            for value in ["0", "-1", "366", "nan", "soon", "true"]
+        ),
+        *(
+            ("compact_after_seconds", value, "from 1 to 86400 (default 300)")
             for value in ["0", "-1", "0.5", "86401", "nan", "soon", "true"]
+        ),
+        *(
+            ("review_digest_hours", value, "from 0 (no digest) to 168 (default 24)")
+            for value in ("-1", "169", "nan", "daily", "true")
         ),
     ],
 )
-def test_a_bad_number_of_days_or_seconds_names_the_key_and_the_default(
-    key: str, value: str, default: str
+def test_a_bad_number_of_days_seconds_or_hours_names_the_key_the_range_and_the_default(
+    key: str, value: str, says: str
 ) -> None:
     variable = f"SWITCHBOARD_MEMORY__{key.upper()}"
     with pytest.raises(ConfigError) as caught:
@@ -355,7 +362,13 @@ def test_a_bad_number_of_days_or_seconds_names_the_key_and_the_default(
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith(f"config error: memory.{key} = {value!r} (from {variable})")
-    assert f"(default {default})" in message
+    assert says in message
+
+
+def test_the_review_digest_comes_every_24_hours_unless_set_and_zero_turns_it_off() -> None:
+    assert load_settings(env={}).memory.review_digest_hours == 24
+    assert load_settings(env={"SWITCHBOARD_MEMORY__REVIEW_DIGEST_HOURS": "0"}).memory.review_digest_hours == 0
+    assert load_settings(env={"SWITCHBOARD_MEMORY__REVIEW_DIGEST_HOURS": "6"}).memory.review_digest_hours == 6
 
 
 def test_a_review_mode_that_is_neither_off_nor_shared_names_both_and_the_default(tmp_path: Path) -> None:

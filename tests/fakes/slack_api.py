@@ -338,6 +338,24 @@ class FakeSlackApi:
             is_enterprise_install=False,
         )
 
+    def _m_bots_info(self, args: Mapping[str, Any]) -> web.Response:
+        if str(args.get("bot") or "") != self.bot_id:
+            return _error("bot_not_found")
+        return _ok(bot={"id": self.bot_id, "deleted": False, "name": "switchboard", "app_id": APP_ID})
+
+    def _m_conversations_open(self, args: Mapping[str, Any]) -> web.Response:
+        """A DM with one user (`users`): the same D… id every time, as Slack gives."""
+        users = str(args.get("users") or "")
+        if not users or "," in users:
+            return _error("users_list_not_supplied" if not users else "not_allowed")
+        channel = "D" + users
+        self.conversations.setdefault(channel, "im")
+        return _ok(channel={"id": channel, "is_im": True, "user": users})
+
+    def dm_messages(self, user: str) -> list[Message]:
+        """What the bot posted in its DM with `user` (opened by `conversations.open`)."""
+        return list(self.messages.get("D" + user, []))
+
     def _m_conversations_info(self, args: Mapping[str, Any]) -> web.Response:
         channel = str(args.get("channel") or "")
         kind = self.conversations.get(channel)
