@@ -278,16 +278,19 @@ def _in_url(match: re.Match[str]) -> bool:
 
 
 # The noun right before a value says what it is, as a credential word does the other way round
-# (`secret_names`): "playlist PL…", "the doc id 1Bx…", "commit …", "CID …". Not after a word that
-# makes the id a credential ("session id", "key id"), nor where the clause the noun ends calls the
-# value one ("the password for the file: …", "zip password, see video …").
+# (`secret_names`): "playlist PL…", "the doc id 1Bx…", "CID …". Not "commit": commit ids are hex,
+# never random here, so the word (a verb as often: "don't commit …") would vouch only for others.
+# Not after a word that makes the id a credential ("session id", "key id"), nor where the clause the
+# noun ends calls the value one ("the password for the file: …", "zip password, see video …").
 _ID_NOUN = re.compile(
     r"(?i)(?<![A-Za-z0-9_-])(?P<words>(?:[A-Za-z0-9_-]+[ \t]+){0,2}"
     r"(?:playlists?|videos?|channels?|documents?|docs?|sheets?|spreadsheets?|slides|files?|folders?"
-    r"|cids?|commits?|address(?:es)?|objects?|ids?|identifiers?))"
+    r"|cids?|address(?:es)?|objects?|ids?|identifiers?))"
     r"(?:[ \t]+(?:id|ids|is|was|are))?[ \t]*[:#]?[ \t]*$"
 )
-_CREDENTIAL_WORD = re.compile(r"(?i)key|token|secret|pass|pwd|auth|cred|session|cookie|sig|private|api")
+_CREDENTIAL_WORD = re.compile(
+    r"(?i)key|token|secret|pass|pwd|auth|cred|session|cookie|sig|private|api|bearer|login|jwt|hmac"
+)
 
 
 _SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")

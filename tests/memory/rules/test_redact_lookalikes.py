@@ -170,3 +170,18 @@ def test_an_id_noun_does_not_vouch_for_a_value_its_clause_calls_a_credential(tex
     only in the two words right before it."""
     out = redact_secrets(text)
     assert REDACTED in out and "Zk3pQ9rT2vX7" not in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "don't commit Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA to git",  # a verb, and commit ids are hex
+        "the commit is Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "the bearer for CI, id Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "login for the shared docs: Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "the JWT for staging, file: Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+    ],
+)
+def test_a_random_run_after_commit_or_in_a_bearer_or_login_clause_still_goes(text: str) -> None:
+    out = redact_secrets(text)
+    assert REDACTED in out and "Zk3pQ9rT2vX7" not in out, out
