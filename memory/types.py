@@ -341,3 +341,8 @@ class ReindexableStore(Protocol):
     ) -> int:
         """Vectors for a scope's records that have none of the store's embedder; resumable."""
         ...
+
+    async def foreign_vectors(self) -> int:
+        """How many active records carry a vector of another embedder than the store's (0 without
+        one): what `reindex` would redo, said once at start-up."""
+        ...

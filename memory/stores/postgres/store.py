@@ -38,7 +38,7 @@ from memory.stores.postgres.curation import forget_chain
 from memory.stores.postgres.erasure import ScrubList, erase
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import Connection, match_query, own_seq, tsquery_of
-from memory.stores.postgres.sql import _SCOPES
+from memory.stores.postgres.sql import _FOREIGN_VECTORS, _SCOPES
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
 from memory.stores.usage_bumps import FlushTimers
 from memory.types import (
@@ -239,6 +239,16 @@ class PostgresMemoryStore(PostgresCuration):
             return 0
         pool = await self._pool.ready()
         return await writes.reindex(pool, self._embedder, scope_key, batch, progress)
+
+    async def foreign_vectors(self) -> int:
+        """Active records whose vector another embedder made, over every scope (start-up)."""
+        if self._embedder is None:
+            return 0
+        pool = await self._pool.ready()
+        async with pool.connection() as conn:
+            cursor = await conn.execute(_FOREIGN_VECTORS, (self._embedder.name,))
+            row = await cursor.fetchone()
+        return 0 if row is None else int(row[0])
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         """Erase one active record of this scope and every version in its chain (its text, reason

@@ -42,7 +42,7 @@ from memory.stores.sqlite.index_sync import OpenScopes, SyncedIndex
 from memory.stores.sqlite.retrieve import Retriever
 from memory.stores.sqlite.schema import database_filename, scope_keys_in
 from memory.stores.sqlite.sql import fts_match_query, placeholders
-from memory.stores.sqlite.writes import reindex_batch, write_batch
+from memory.stores.sqlite.writes import foreign_vectors, reindex_batch, write_batch
 from memory.stores.usage_bumps import FlushTimers
 from memory.types import (
     DEFAULT_SCOPE_CAP,
@@ -236,6 +236,16 @@ class SqliteMemoryStore(SqliteCuration):
                 progress(scope_key, done, done + left)
             if made == 0 or left == 0:
                 return done
+
+    async def foreign_vectors(self) -> int:
+        """Active records whose vector another embedder made, over every scope database (start-up)."""
+        embedder = self._embedder
+        if embedder is None:
+            return 0
+        total = 0
+        for scope_key in await self.scope_keys():
+            total += await self._run(scope_key, lambda c: foreign_vectors(c, embedder.name), 0)
+        return total
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
         validate_scope_key(scope_key)
