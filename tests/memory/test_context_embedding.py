@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from memory.context import read_memory
+from memory.context import MemoryRead, RepoSource, read_memory
 from memory.ranking.encoder import MiniLM
 from memory.rules.visibility import Reader
 from memory.stores.sqlite.store import SqliteMemoryStore
@@ -40,22 +40,21 @@ def passes_for(model: CountingMiniLM, text: str) -> int:
     return sum(texts.count(text) for texts in model.calls)
 
 
-async def test_a_four_scope_read_embeds_the_question_once(tmp_path: Path, minilm: MiniLM) -> None:
-    model = CountingMiniLM(minilm)
+async def four_scope_read(tmp_path: Path, model: CountingMiniLM, repo: RepoSource) -> MemoryRead:
+    """Org, repo, channel and user of one request, read as a run reads them."""
     store = await seeded(tmp_path, model)
     try:
-        read = await read_memory(
-            store,
-            QUESTION,
-            reader=READER,
-            organization="acme",
-            user_id="slack:UA",
-            channel_id="slack:C1",
-            repo="o/r",
-            clock=lambda: NOW,
-        )
+        return await read_memory(
+            store, QUESTION, reader=READER, organization="acme", user_id="slack:UA",
+            channel_id="slack:C1", repo=repo, clock=lambda: NOW,
+        )  # fmt: skip
     finally:
         await store.aclose()
+
+
+async def test_a_four_scope_read_embeds_the_question_once(tmp_path: Path, minilm: MiniLM) -> None:
+    model = CountingMiniLM(minilm)
+    read = await four_scope_read(tmp_path, model, "o/r")
     assert read.block is not None and "tuesdays" in read.block
     assert model.calls == [[QUESTION]]
 
@@ -65,25 +64,12 @@ async def test_a_repo_resolved_during_the_read_still_embeds_the_question_once(
 ) -> None:
     """The repo's hop starts while the other scopes' hop is still embedding: both ask at once."""
     model = CountingMiniLM(minilm)
-    store = await seeded(tmp_path, model)
 
     async def resolve_repo() -> str:
         await asyncio.sleep(0)
         return "o/r"
 
-    try:
-        read = await read_memory(
-            store,
-            QUESTION,
-            reader=READER,
-            organization="acme",
-            user_id="slack:UA",
-            channel_id="slack:C1",
-            repo=resolve_repo(),
-            clock=lambda: NOW,
-        )
-    finally:
-        await store.aclose()
+    read = await four_scope_read(tmp_path, model, resolve_repo())
     assert read.scopes.repo == "repo:o/r"
     assert passes_for(model, QUESTION) == 1
 
