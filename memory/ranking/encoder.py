@@ -106,8 +106,7 @@ class MiniLM:
         options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         options.log_severity_level = 3
         # No arena: a batch's buffers go back to the allocator when it ends. Writes embed batches of
-        # many shapes and an arena keeps the largest one's (50 MB more resident after a day of writes,
-        # for 3% more CPU a batch and none a query).
+        # many shapes, and an arena would hold the largest one's for the life of the process.
         options.enable_cpu_mem_arena = False
         session = runtime.InferenceSession(str(weights), options, providers=["CPUExecutionProvider"])
         implementations = importlib.import_module("tokenizers.implementations")
