@@ -7,7 +7,7 @@ Two embedders, chosen by `memory.embedder`:
   SHA-256s (memory/ranking/encoder.py). No torch. A few milliseconds a query on one core.
 - `wordllama` (the extra `switchboard[light]`, for the smallest machines): WordLlama 0.4's
   `l2_supercat` static token embeddings (256 dimensions, numpy + tokenizers): about a millisecond a
-  query and less memory, for a few points less recall (docs: the recall table). Its loader looks for
+  query and less memory, for a few points less recall. Its loader looks for
   the tokenizer under the wrong folder unless `cache_dir` is the package's own directory, and
   downloading is switched off, so a missing file is an error here and never a hub request.
 
@@ -38,9 +38,9 @@ DEFAULT_EMBEDDER = "minilm"
 QUERY_CACHE_SIZE = 256
 
 
-# The cosine's share of the relevance each embedder was tuned to on the LoCoMo dev split: the best
-# ranking that still leaves unanswerable questions unanswered (BENCHMARKS.md, "Tuning"). MiniLM's .3
-# beats a larger share on R@5 and keeps the adversarial questions' recall, which .45 and up lose.
+# The cosine's share of the relevance each embedder was tuned to: the best ranking that still leaves
+# unanswerable questions unanswered (a heavier cosine share lets near misses in; for MiniLM a share
+# above .3 buys no recall and loses the questions that name the wrong person).
 TUNED_WEIGHTS = {"wordllama-l2_supercat-256": 0.3, "all-minilm-l6-v2-int8": 0.3}
 FALLBACK_WEIGHT = 0.3
 # Lexical pseudo-relevance feedback each embedder was measured with (same section): it helps MiniLM;
