@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -83,10 +84,11 @@ class MiniLM:
     """The forward pass: texts → one mean-pooled row each (not yet unit length). Thread-compatible, not
     thread-safe: the embedder holds a lock around it."""
 
-    def __init__(self, session: Any, tokenizer: Any) -> None:
-        self.session = session
+    def __init__(self, weights: Path, tokenizer: Any, session: Any = None) -> None:
+        self.weights = weights
         self.tokenizer = tokenizer
-        self._inputs = frozenset(given.name for given in session.get_inputs())
+        self._session = session
+        self._opening = threading.Lock()
 
     @property
     def name(self) -> str:
@@ -94,25 +96,30 @@ class MiniLM:
 
     @classmethod
     def load(cls) -> MiniLM:
-        """From the installed weights and the shipped vocabulary, both checked against their pins."""
+        """From the installed weights and the shipped vocabulary, both checked against their pins now;
+        the runtime opens the weights at the first text to embed (a second or so), so a command that
+        embeds nothing never waits for it."""
         weights = verified(weights_path(), WEIGHTS_SHA256, "the weights")
         vocab = verified(VOCAB, VOCAB_SHA256, "the vocabulary")
-        runtime = importlib.import_module("onnxruntime")
-        options = runtime.SessionOptions()
-        # One thread that sleeps when idle: the bot's event loop shares the machine, and a query is
-        # a few milliseconds of work, too little to split.
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        options.log_severity_level = 3
-        # No arena: a batch's buffers go back to the allocator when it ends. Writes embed batches of
-        # many shapes, and an arena would hold the largest one's for the life of the process.
-        options.enable_cpu_mem_arena = False
-        session = runtime.InferenceSession(str(weights), options, providers=["CPUExecutionProvider"])
+        try:
+            importlib.import_module("onnxruntime")
+        except ImportError as error:
+            raise ModelUnavailable(
+                f"memory.embedder = 'minilm' needs onnxruntime, which does not import here ({error}): "
+                "reinstall switchboard, or set memory.embedder = 'none'"
+            ) from None
         implementations = importlib.import_module("tokenizers.implementations")
         tokenizer = implementations.BertWordPieceTokenizer(str(vocab), lowercase=True)
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        return cls(session, tokenizer)
+        return cls(weights, tokenizer)
+
+    @property
+    def session(self) -> Any:
+        """The onnxruntime session over the verified weights, opened once."""
+        with self._opening:
+            if self._session is None:
+                self._session = _open(self.weights)
+            return self._session
 
     def encode(self, texts: Sequence[str]) -> Matrix:
         """One row per text, in order; shortest first in batches of `BATCH`, each padded to its longest."""
@@ -132,7 +139,24 @@ class MiniLM:
             ids[row, : len(piece_ids)] = piece_ids
             mask[row, : len(piece_ids)] = 1
         feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-        [hidden] = self.session.run(None, {key: value for key, value in feed.items() if key in self._inputs})
+        session = self.session
+        inputs = {given.name for given in session.get_inputs()}
+        [hidden] = session.run(None, {key: value for key, value in feed.items() if key in inputs})
         weights = mask[..., None].astype(np.float32)
         pooled: Matrix = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
         return pooled
+
+
+def _open(weights: Path) -> Any:
+    runtime = importlib.import_module("onnxruntime")
+    options = runtime.SessionOptions()
+    # One thread that sleeps when idle: the bot's event loop shares the machine, and a query is
+    # a few milliseconds of work, too little to split.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    # No arena: a batch's buffers go back to the allocator when it ends. Writes embed batches of
+    # many shapes, and an arena would hold the largest one's for the life of the process.
+    options.enable_cpu_mem_arena = False
+    return runtime.InferenceSession(str(weights), options, providers=["CPUExecutionProvider"])

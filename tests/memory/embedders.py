@@ -48,7 +48,7 @@ class CountingMiniLM(MiniLM):
     """The real model (its session and tokenizer), keeping the texts of every forward pass."""
 
     def __init__(self, model: MiniLM) -> None:
-        super().__init__(model.session, model.tokenizer)
+        super().__init__(model.weights, model.tokenizer, model.session)
         self.calls: list[list[str]] = []
 
     def encode(self, texts: Sequence[str]) -> Matrix:
