@@ -53,7 +53,7 @@ class Runtime:
     async def start(self) -> None:
         """Verify what can be verified before taking messages; raises ConfigError with one clear line."""
         from app.agent.agents import missing_model_message
-        from memory.stores.build import open_memory_store
+        from memory.stores.build import note_foreign_vectors, open_memory_store
         from memory.stores.dm_scopes import migrate_dm_scopes_at_start
         from memory.types import MemoryStoreError
 
@@ -63,6 +63,7 @@ class Runtime:
             await open_memory_store(self.memory_store)
         except MemoryStoreError as error:
             raise ConfigError(f"memory store unavailable: {error}") from None
+        await note_foreign_vectors(self.memory_store)
         await erase_expired_at_start(self.memory_store)
         if review_shared(self.settings):  # review off touches nothing it did not touch before
             await expire_pending(self.memory_store, self.settings.memory.review_days)

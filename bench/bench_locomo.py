@@ -6,9 +6,10 @@
     .venv/bin/python bench/bench_locomo.py --records turns      # one record per dialogue turn
     .venv/bin/python bench/bench_locomo.py --data PATH          # another copy of locomo_dev.jsonl
 
-Rankings (`--modes`): `spec` (the seed's scorer), `v2` (stems + IDF, no embedder), `wordllama` and
-`minilm` (v2 fused with that embedder's cosine at its tuned default weight; `minilm` needs the extra
-`switchboard[minilm]`). The embedder is loaded once; its load time is not in the read latency.
+Rankings (`--modes`): `spec` (the seed's scorer), `v2` (stems + IDF, no embedder), `minilm` (the
+default) and `wordllama` (v2 fused with that embedder's cosine at its tuned default weight; `wordllama`
+needs the extra `switchboard[light]`). The embedder is loaded once; its load time is not in the read
+latency, the question's embedding is.
 
 Protocol (../shared/bench/locomo/README.md): one scope per conversation; each observation (or turn)
 becomes a record whose evidence is its dia_ids; each QA item with evidence is a query against its own

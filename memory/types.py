@@ -366,6 +366,11 @@ class ReindexableStore(Protocol):
         """Vectors for a scope's records that have none of the store's embedder; resumable."""
         ...
 
+    async def foreign_vectors(self) -> int:
+        """How many active records carry a vector of another embedder than the store's (0 without
+        one): what `reindex` would redo, said once at start-up."""
+        ...
+
 
 # How soon after an erasure a store whose files keep erased bytes (PostgreSQL) rewrites them, when
 # nothing is configured (memory.compact_after_seconds; config/settings.py states the same default).

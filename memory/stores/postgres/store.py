@@ -254,6 +254,12 @@ class PostgresMemoryStore(PostgresCuration):
         pool = await self._pool.ready()
         return await writes.reindex(pool, self._embedder, scope_key, batch, progress)
 
+    async def foreign_vectors(self) -> int:
+        """Active records whose vector another embedder made, over every scope (start-up)."""
+        if self._embedder is None:
+            return 0
+        return await reads.count_foreign_vectors(await self._pool.ready(), self._embedder.name)
+
     async def forget(self, scope_key: str, record_id: str) -> bool:
         """Erase one active record of this scope and every version in its chain (its text, reason
         `forgotten`); a foreign or unknown id forgets nothing."""
@@ -276,10 +282,8 @@ class PostgresMemoryStore(PostgresCuration):
         return erased
 
     async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
-        rename = PersonRename(person_key, pseudonym)
-        pool = await self._settled()
         try:
-            renamed = await ledger.rename_person(pool, rename)
+            renamed = await ledger.rename_person(await self._settled(), PersonRename(person_key, pseudonym))
         except psycopg.Error as error:
             raise failure("pseudonymize_person", "-", error) from error
         log.info("memory.store.pseudonymized", store="postgres", renamed=renamed)
@@ -287,11 +291,8 @@ class PostgresMemoryStore(PostgresCuration):
 
     async def erase_expired(self) -> int:
         """Every scope: the configured ttl for all but the scopes with their own, then each of those."""
-        if not self._retention.expires:
-            return 0
-        total = 0
-        for where, params in expiry_filters(self._retention, self._clock()):
-            total += await self._erase("erase", where, params, "expired")
+        filters = expiry_filters(self._retention, self._clock()) if self._retention.expires else []
+        total = sum([await self._erase("erase", where, params, "expired") for where, params in filters])
         if total:
             log.info("memory.store.expired", store="postgres", erased=total)
         return total
@@ -342,8 +343,7 @@ class PostgresMemoryStore(PostgresCuration):
             raise failure("read_audit", "-", error) from error
 
     async def compact(self) -> CompactionReport:
-        """Every table that held erased text rewritten now (compaction.py), after waiting for another
-        replica's compaction to end."""
+        """Every table that held erased text rewritten now, once another replica's compaction ends."""
         await self._pool.ready()  # the schema applied: every table is there to rewrite
         try:
             return await compact_now(self._compaction)

@@ -15,9 +15,10 @@ import structlog
 from memory.ranking.embedder import Embedder
 from memory.rules.curation import SYSTEM_ACTOR, edit_candidate, log_limit, validate_actor, validate_entry
 from memory.rules.engine import prepare_batch, validate_cap
+from memory.rules.person import PersonRename
 from memory.rules.retention import Retention
 from memory.rules.scope import validate_scope_key
-from memory.stores.sqlite import curation_log, reads, review, versions
+from memory.stores.sqlite import curation_log, ledger, reads, review, versions
 from memory.stores.sqlite.erasure import scrub_files
 from memory.stores.sqlite.index_sync import OpenScopes
 from memory.stores.sqlite.sql import transaction
@@ -60,6 +61,10 @@ class SqliteCuration:
         async def _on_pool(self, job: Callable[[], T], failure: str) -> T: ...
 
         async def scope_keys(self) -> builtins.list[str]: ...
+
+        async def _ledger_exists(self) -> bool: ...
+
+        async def _run_ledger(self, work: Callable[[sqlite3.Connection], T]) -> T: ...
 
     async def write_pending(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
@@ -224,6 +229,20 @@ class SqliteCuration:
         if merged:
             log.info("memory.merge", scope_key=scope_key, survivor=survivor_id, merged=merged)
         return merged
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        """Every scope's curation log, then the ledger's read audit (memory/rules/person.py)."""
+        rename = PersonRename(person_key, pseudonym)
+        rename_actor = functools.partial(
+            curation_log.rename_actor, person_key=person_key, pseudonym_key=rename.pseudonym_key
+        )
+        renamed = 0
+        for scope_key in await self.scope_keys():
+            renamed += await self._run(scope_key, rename_actor, 0)
+        if await self._ledger_exists():
+            renamed += await self._run_ledger(lambda c: ledger.rename_person(c, rename))
+        log.info("memory.store.pseudonymized", renamed=renamed)
+        return renamed
 
     def _log_cutoff(self) -> float:
         """The curation log keeps its entries as long as the read audit keeps its rows."""

@@ -118,6 +118,16 @@ def reindex_batch(connection: sqlite3.Connection, embedder: Embedder, batch: int
     return len(rows), int(left[0])
 
 
+def foreign_vectors(connection: sqlite3.Connection, model: str) -> int:
+    """Active records of this scope whose vector another model made."""
+    row = connection.execute(
+        "SELECT COUNT(*) FROM records WHERE status = 'active' AND embedding_model IS NOT ?"
+        " AND embedding IS NOT NULL",
+        (model,),
+    ).fetchone()
+    return int(row[0])
+
+
 def write_pool(
     connection: sqlite3.Connection, candidate: MemoryCandidate, *, pending: bool = False
 ) -> builtins.list[MemoryRecord]:

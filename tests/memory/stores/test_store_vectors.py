@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Protocol
 
 import pytest
+from structlog.testing import capture_logs
 
 from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import Ranking
+from memory.stores.build import note_foreign_vectors
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from tests.memory.embedders import ConceptEmbedder
@@ -22,6 +24,7 @@ from tests.memory.postgres_support import temp_schema, unique_application_name
 from tests.memory.store_contract import ORG, FakeClock, fact, ids, rid
 
 NEAR = Ranking(semantic_threshold=0.6)
+OTHER = "channel:slack:C9"
 Durable = SqliteMemoryStore | PostgresMemoryStore
 
 
@@ -108,3 +111,22 @@ async def test_vectors_of_another_model_count_as_missing(reopen: Reopen) -> None
     assert await first.reindex(ORG) == 0  # written with vectors
     await first.aclose()
     assert await reopen(ConceptEmbedder(name="model-b")).reindex(ORG) == 2
+
+
+async def test_start_up_says_in_one_warning_how_many_records_another_embedder_made(reopen: Reopen) -> None:
+    first = reopen(ConceptEmbedder(name="model-a"))
+    await first.write(ORG, [fact("we ship fridays"), fact("lunch menu pasta")])
+    await first.write(OTHER, [fact("rollout notes")])
+    assert await note_foreign_vectors(first) == 0  # its own vectors: nothing to say
+    await first.aclose()
+
+    store = reopen(ConceptEmbedder(name="model-b"))
+    with capture_logs() as logs:
+        assert await note_foreign_vectors(store) == 3
+    [warning] = [entry for entry in logs if entry["event"] == "memory.reindex_needed"]
+    assert warning["records"] == 3 and "switchboard memory reindex" in warning["message"]
+    await store.reindex(ORG)
+    await store.reindex(OTHER)
+    with capture_logs() as logs:
+        assert await note_foreign_vectors(store) == 0
+    assert logs == []

