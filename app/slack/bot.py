@@ -24,7 +24,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from app.slack.agent_view import on_thread_started
-from app.slack.claims import SharedClaims
+from app.slack.claims import EventsOnce, SharedClaims
 from app.slack.conversations import Conversations
 from app.slack.events import SlackIdentity
 from app.slack.feedback import FEEDBACK_ACTION, log_feedback
@@ -38,7 +38,7 @@ from app.slack.options import SlackOptions
 from app.slack.provenance import CHANNEL_DELETED_EVENTS, WHY_ACTION
 from app.slack.routing import EventRouter, retry_num
 from app.slack.slash import CallerFactory, ChannelRepo, CommandHandler, SlashCommand
-from app.slack.state import TtlCache
+from app.slack.state import RecentKeys, TtlCache
 from app.slack.tasks import BackgroundTasks
 from commands.browse import MemoryBrowser
 from commands.provenance import Permalinks
@@ -121,6 +121,12 @@ class SlackBot:
             spawn=spawn,
             memory_on=parts.memory_store is not None,
         )
+        shared = _shared_claims(parts.memory_store, options)
+        self._once = EventsOnce(
+            shared,
+            RecentKeys(ttl=options.dedupe_ttl_seconds, max_size=options.dedupe_max_entries),
+            spawn,
+        )
         self._router = EventRouter(
             identity=identity,
             options=options,
@@ -128,7 +134,7 @@ class SlackBot:
             answerer=answerer,
             memory_events=self._memory_events,
             spawn=spawn,
-            shared=_shared_claims(parts.memory_store, options),
+            shared=shared,
         )
         self._slash = SlashCommand(
             registry=parts.registry,
@@ -200,11 +206,17 @@ class SlackBot:
 
         @app.event("app_home_opened")
         async def on_app_home_opened(body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
-            self._home.opened(body, event, context.team_id, spawn)
+            once = self._once.spawner(body, "app_home_opened", context.team_id)
+            if once is not None:
+                self._home.opened(body, event, context.team_id, once)
 
         @app.event("assistant_thread_started")
-        async def on_assistant_thread_started(body: dict[str, Any], event: dict[str, Any]) -> None:
-            on_thread_started(self.client, body, event, spawn)
+        async def on_assistant_thread_started(
+            body: dict[str, Any], event: dict[str, Any], context: Any
+        ) -> None:
+            once = self._once.spawner(body, "assistant_thread_started", context.team_id)
+            if once is not None:
+                on_thread_started(self.client, body, event, once)
 
         @app.action(re.compile(f"^({'|'.join(HOME_ACTIONS)})"))
         async def on_home_action(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
