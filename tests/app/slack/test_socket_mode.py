@@ -1,0 +1,34 @@
+"""Socket Mode against a Slack it cannot reach: `switchboard serve` keeps trying for the configured
+`[slack] connect_timeout_seconds`, not a backoff less, then says so in one line."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+from tests.app.slack.test_serve import _bot_env, _free_port, serve
+from tests.fakes.model_server import FakeModelServer
+from tests.fakes.slack_api import APP_TOKEN, FakeSlackApi
+
+CONNECT_TIMEOUT = 6.0
+
+
+async def test_an_unreachable_slack_is_retried_for_the_configured_connect_timeout(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    env = {
+        **_bot_env(FakeSlackApi(), fake_anthropic, tmp_path),
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "SLACK_API_URL": f"http://127.0.0.1:{_free_port()}/api/",  # nobody listens there
+        "SWITCHBOARD_SLACK__CONNECT_TIMEOUT_SECONDS": str(CONNECT_TIMEOUT),
+    }
+    async with serve(tmp_path, env) as bot:
+        await bot.wait_for_log("slack.socket_retry", within=60)  # the first attempt has failed
+        first_failure = time.monotonic()
+        code = await asyncio.wait_for(bot.process.wait(), 60)
+        gave_up_after = time.monotonic() - first_failure
+
+    assert code != 0, "".join(bot.lines)
+    # Bounds are generous (a loaded machine); a backoff early would be about 3.5 s here.
+    assert CONNECT_TIMEOUT - 1.0 <= gave_up_after <= CONNECT_TIMEOUT + 15, gave_up_after
