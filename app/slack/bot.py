@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec
 
+import structlog
 from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -32,6 +34,7 @@ from app.slack.home import HomeTab
 from app.slack.home import Permalinks as SlackPermalinks
 from app.slack.home_edit import EDIT_VIEW
 from app.slack.home_view import ADD_VIEW, HOME_ACTIONS
+from app.slack.kinds import handled, payload_kind
 from app.slack.memory_events import MemoryFollowsSlack
 from app.slack.messages import Dispatcher, MessageAnswerer
 from app.slack.options import SlackOptions
@@ -46,6 +49,8 @@ from memory.rules.claims import EventClaims
 from memory.types import MemoryStore
 
 P = ParamSpec("P")
+
+log = structlog.get_logger("slack")
 
 
 def make_web_client(token: str | None, base_url: str | None = None) -> AsyncWebClient:
@@ -192,6 +197,10 @@ class SlackBot:
                 return BoltResponse(status=503, body="shutting down")
             return await next()
 
+        @app.error
+        async def on_error(error: Exception, body: dict[str, Any]) -> BoltResponse:
+            return failed_request(error, body)
+
         @app.event("app_mention")
         async def on_app_mention(
             body: dict[str, Any], event: dict[str, Any], context: Any, request: AsyncBoltRequest
@@ -255,6 +264,19 @@ class SlackBot:
             spawn(self._slash.run(command, respond, context.team_id), name="slack-slash")
 
 
+def failed_request(error: Exception, body: dict[str, Any]) -> BoltResponse:
+    """Bolt's error path, in one warning without the body. A payload no listener takes — or whose
+    shape broke Bolt's own matching (an `interactive_message` without `actions`) — is acked: Slack
+    would only send the same bytes again. A kind the bot handles that failed (Slack's API unreachable
+    when Bolt first asks who the bot is) is a 500, so Slack redelivers it later."""
+    kind = payload_kind(body)
+    if isinstance(error, BoltUnhandledRequestError) or not handled(body):
+        log.warning("slack.malformed_request", reason="unhandled", kind=kind)
+        return BoltResponse(status=200, body="")
+    log.warning("slack.request_failed", kind=kind, error=type(error).__name__)
+    return BoltResponse(status=500, body="")
+
+
 def _shared_claims(store: MemoryStore | None, options: SlackOptions) -> SharedClaims:
     """A store that claims across processes (SQLite, PostgreSQL, the memory service) shares the
     replicas' dedupe; any other (in-process, none: memory off) leaves it to each process."""
@@ -274,6 +296,9 @@ def _bolt_app(client: AsyncWebClient, signing_secret: str | None) -> AsyncApp:
         # Listeners only claim the event and start a task, so the ack is immediate and the claim
         # happens before the response: a retry can never race its original.
         process_before_response=True,
+        # A request no listener takes goes to the error handler (one warning, 200), not to Bolt's
+        # warning, which prints the payload (a search box's text included) as a code suggestion.
+        raise_error_for_unhandled_request=True,
     )
     bolt_logger.setLevel(logging.NOTSET)
     return app
