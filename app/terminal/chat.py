@@ -28,9 +28,11 @@ from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
 from app.runtime import Runtime, credentials_problem, start_runtime
 from config.settings import ConfigError, Settings, load_settings
 from memory.rules.redact import redact_secrets
+from ops.exit_codes import EXIT_UNUSABLE, problem_lines
 from ops.log_setup import LEVEL_NAMES, configure_logging
 from ops.tracing import configure_tracing, span
 
+PROG = "switchboard chat"
 USER_ID = "cli:local"
 SURFACE = "cli"
 VISIBILITY: ChannelVisibility = "machine"
@@ -126,8 +128,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     problem = credentials_problem(settings)
     if problem is not None:
-        print(f"switchboard chat: {problem}", file=sys.stderr)
-        return 2
+        print(problem_lines(PROG, problem), file=sys.stderr)
+        return EXIT_UNUSABLE
     return asyncio.run(_run(settings, args))
 
 
