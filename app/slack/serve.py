@@ -42,6 +42,10 @@ DEFAULT_PORT = 3000
 MANIFEST_HINT = 'no app yet? create it from manifest.yml and install it (README.md, section "Slack")'
 
 
+class CannotListen(RuntimeError):
+    """HTTP mode cannot have its port; the message is one line for the operator."""
+
+
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -169,9 +173,9 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
         else:
             metrics_token = secrets.reveal(secrets.metrics_token)
             drained = await _http_mode(bot, host, port, runtime.lifecycle, metrics, metrics_token)
-    except SocketModeStartError as error:
+    except (SocketModeStartError, CannotListen) as error:  # never started serving: one line
         print(f"{PROG}: {error}", file=sys.stderr)
-        return 1
+        return EXIT_UNUSABLE
     finally:
         lifecycle.remove_signal_handlers()
         await bot.aclose()
@@ -202,9 +206,14 @@ async def _http_mode(
     bot: SlackBot, host: str, port: int, lifecycle: Lifecycle, metrics: Metrics, metrics_token: str | None
 ) -> bool:
     limits = serving_limits(GuardLimits())  # the open-file limit raised, the cap kept below it
-    runner = await start_http(
-        bot, host=host, port=port, limits=limits, metrics=metrics, metrics_token=metrics_token
-    )
+    try:
+        runner = await start_http(
+            bot, host=host, port=port, limits=limits, metrics=metrics, metrics_token=metrics_token
+        )
+    except OSError as error:  # the port is taken, or not ours to bind
+        raise CannotListen(
+            f"cannot listen on {host}:{port}: {error.strerror or error} (--port, $PORT or [slack] port)"
+        ) from None
     log.info("slack.serving", mode="http", host=host, port=bound_port(runner), path=EVENTS_PATH)
     try:
         await lifecycle.wait_for_stop()
