@@ -11,7 +11,7 @@ from tests.app.slack.test_serve import _bot_env, _free_port, serve
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import APP_TOKEN, FakeSlackApi
 
-CONNECT_TIMEOUT = 6.0
+CONNECT_TIMEOUT = 12.0
 
 
 async def test_an_unreachable_slack_is_retried_for_the_configured_connect_timeout(
@@ -30,5 +30,6 @@ async def test_an_unreachable_slack_is_retried_for_the_configured_connect_timeou
         gave_up_after = time.monotonic() - first_failure
 
     assert code != 0, "".join(bot.lines)
-    # Bounds are generous (a loaded machine); a backoff early would be about 3.5 s here.
-    assert CONNECT_TIMEOUT - 1.0 <= gave_up_after <= CONNECT_TIMEOUT + 15, gave_up_after
+    # Generous bounds for a loaded machine: giving up a backoff early would be about 7.5 s here, and
+    # the deadline also counts the first attempt, before this clock starts.
+    assert CONNECT_TIMEOUT - 3.0 <= gave_up_after <= CONNECT_TIMEOUT + 15, gave_up_after
