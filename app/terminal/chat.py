@@ -28,6 +28,7 @@ from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
 from app.runtime import Runtime, credentials_problem, start_runtime
 from config.settings import ConfigError, Settings, load_settings
 from memory.rules.redact import redact_secrets
+from memory.stores.build import data_dir_problem
 from ops.exit_codes import EXIT_UNUSABLE, problem_lines
 from ops.log_setup import LEVEL_NAMES, configure_logging
 from ops.tracing import configure_tracing, span
@@ -129,6 +130,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     problem = credentials_problem(settings)
     if problem is not None:
         print(problem_lines(PROG, problem), file=sys.stderr)
+        return EXIT_UNUSABLE
+    threads_dir = Path(settings.data_dir) / "chat"
+    unwritable = data_dir_problem(threads_dir)  # before a model is paid for an answer it cannot keep
+    if unwritable is not None:
+        print(f"{PROG}: data_dir {settings.data_dir}: cannot keep threads: {unwritable}", file=sys.stderr)
         return EXIT_UNUSABLE
     return asyncio.run(_run(settings, args))
 

@@ -256,3 +256,15 @@ def test_the_thread_file_keeps_redacted_text_only(tmp_path: Path) -> None:
         "our key is [REDACTED], keep it",
         "Noted: [REDACTED]",
     ]
+
+
+def test_a_data_directory_it_cannot_write_stops_it_naming_the_path_before_any_model_call(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    (tmp_path / "data").write_text("a file where the data directory should be")
+    result = run_chat(tmp_path, anthropic_env(fake_anthropic), "--thread", "t1", "hi")
+
+    assert (result.returncode, result.stdout) == (2, "")
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("switchboard chat: data_dir ") and str(tmp_path / "data") in line
+    assert fake_anthropic.requests == []
