@@ -22,6 +22,7 @@ from commands.remember import WriteGateFor
 from memory.rules.visibility import Reader
 from memory.stores.in_process import NullMemoryStore
 from memory.types import MemoryStore
+from ops.exit_codes import EXIT_UNUSABLE
 from ops.log_setup import LEVEL_NAMES, configure_logging
 
 CLI_USER_ID = "cli:local"
@@ -131,21 +132,21 @@ async def _main(argv: list[str], write_gate: WriteGateFor | None) -> int:
     try:
         store = build_memory_store(settings) if enabled else NullMemoryStore()
     except (MemoryConfigError, ValueError, OSError) as error:
-        print(f"⚠️ switchboard memory: cannot open the memory store: {error}", file=sys.stderr)
-        return 2  # a refusal at start-up, as in every other mode
+        print(f"switchboard memory: config error: {error}", file=sys.stderr)
+        return EXIT_UNUSABLE  # a refusal at start-up, as in every other mode
     try:
         await open_memory_store(store)
-    except MemoryStoreError as error:
-        print(f"⚠️ switchboard memory: cannot open the memory store: {error}", file=sys.stderr)
+    except MemoryStoreError as error:  # the same line and code as `chat` and `serve`
+        print(f"switchboard memory: memory store unavailable: {error}", file=sys.stderr)
         await store.aclose()
-        return 1
+        return EXIT_UNUSABLE
     try:
         if argv[0] in _STORE_VERBS:
             if not enabled:
                 print(
                     f"switchboard memory {argv[0]}: memory is off (memory.enabled = false)", file=sys.stderr
                 )
-                return 1
+                return EXIT_UNUSABLE  # configuration, as every start-up refusal
             if argv[0] == "reindex":
                 return await run_reindex(store, out=sys.stdout, err=sys.stderr)
             return await run_consolidate(store, argv[1:], reader=CLI_READER, out=sys.stdout, err=sys.stderr)

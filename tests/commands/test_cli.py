@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import os
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -212,7 +213,7 @@ async def test_switchboard_memory_reindex_gives_older_records_vectors_and_can_re
     again = run_switchboard(["reindex"], tmp_path, **env)
     assert again.returncode == 0 and again.stdout.strip() == "reindexed 0 record(s)"
     off = run_switchboard(["reindex"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"))
-    assert off.returncode == 1 and "memory is off" in off.stderr
+    assert off.returncode == 2 and "memory is off" in off.stderr
 
 
 async def test_reindex_on_a_store_without_vectors_says_where_to_run_it() -> None:
@@ -268,3 +269,20 @@ def test_a_bad_log_level_is_misuse_named_in_one_line(capsys: pytest.CaptureFixtu
     assert capsys.readouterr().err.strip() == (
         "switchboard memory: log level 'loud' is not one of debug|info|warning|error|off"
     )
+
+
+def test_an_unreachable_store_is_one_line_and_exit_2_as_in_chat(tmp_path: Path) -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    env = {
+        "SWITCHBOARD_MEMORY__ENABLED": "true",
+        "SWITCHBOARD_ORGANIZATION": "acme",
+        "SWITCHBOARD_MEMORY__STORE": "postgres",
+        "DATABASE_URL": f"postgresql://postgres:sekret@127.0.0.1:{port}/test?connect_timeout=2",
+    }
+    result = run_switchboard(["list", "org"], tmp_path, **env)
+
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("switchboard memory: memory store unavailable: ") and "sekret" not in line
