@@ -301,6 +301,9 @@ async def serve(
             path, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
         )
     ready = readiness_probe(path, database_url)
+    # The start line names the store the service really serves; the stop line follows only a start.
+    where = {"store": "postgres"} if database_url else {"store": "sqlite", "path": str(path)}
+    started = False
     try:
         if listener is None:  # bound now: a port in use is one line, before anything says it started
             try:
@@ -318,12 +321,14 @@ async def serve(
         )
         config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)
         port = listener.getsockname()[1]
-        log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
+        log.info("memory.service_started", host=host, port=port, token_set=bool(token), **where)
+        started = True
         settle_heap()
         await serve_app(config, listener, on_ready)
     finally:
         await store.aclose()
-        log.info("memory.service_stopped")
+        if started:
+            log.info("memory.service_stopped")
 
 
 def refuse_unwritable(data_dir: Path) -> None:
