@@ -16,7 +16,14 @@ from typing import Literal
 
 import structlog
 
-from commands.access import curation_refusal, note_curation, parse_id_word, scope_key_of, thread_repo
+from commands.access import (
+    curation_refusal,
+    note_curation,
+    parse_id_word,
+    refused_as,
+    scope_key_of,
+    thread_repo,
+)
 from commands.curate import CurateCommands, register_curate_commands
 from commands.list_filter import widened_filter
 from commands.options import parse_limit, parse_repo, split_options
@@ -354,8 +361,8 @@ class MemoryCommands:
             return done(f"{error}\nUsage: `{FORGET_USAGE}`", "invalid_input", None, usage=True)
         if not self.is_admin(caller):
             return done(
-                "🚫 Only admins can erase another person's records. Your own: `memory list me`, "
-                "then `memory forget <id>`.",
+                f"🚫 Only admins can erase another person's records. {refused_as(caller, admin=True)} "
+                "Your own: `memory list me`, then `memory forget <id>`.",
                 "refused",
                 scope,
             )
