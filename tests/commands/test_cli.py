@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from commands.cli import CLI_CALLER, main, run_memory_cli
+from commands.cli import CLI_CALLER, main, run_memory_cli, usage
 from commands.consolidate import CONSOLIDATE_USAGE
 from commands.curate import EDIT_USAGE, PENDING_USAGE
 from commands.memory import FORGET_USAGE, LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
@@ -286,3 +286,14 @@ def test_an_unreachable_store_is_one_line_and_exit_2_as_in_chat(tmp_path: Path) 
     assert result.returncode == 2, result.stderr
     [line] = result.stderr.strip().splitlines()
     assert line.startswith("switchboard memory: memory store unavailable: ") and "sekret" not in line
+
+
+def test_a_mistyped_verb_gets_a_usage_that_lists_every_verb_the_terminal_takes(tmp_path: Path) -> None:
+    result = run_switchboard(["listt"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"))
+
+    assert result.returncode == 2
+    assert "Did you mean memory list?" in result.stdout
+    verbs = usage().splitlines()[0].rsplit(" ", 2)[1].split("|")
+    assert {"reindex", "consolidate", "list", "forget"} <= set(verbs)
+    for verb in verbs:
+        assert f"\nmemory {verb}" in result.stdout, verb
