@@ -8,6 +8,7 @@
          in use, a data directory it cannot write, a store or Slack it cannot reach or that refuses
          the token — said in one line before any work starts
     130  interrupted (Ctrl-C) while starting
+    141  its reader went away (`switchboard --help | head -3`), as a Unix tool killed by SIGPIPE
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ EXIT_OK = 0
 EXIT_REFUSED = 1
 EXIT_UNUSABLE = 2
 EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 
 
 def problem_lines(prog: str, *problems: str) -> str:

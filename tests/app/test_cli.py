@@ -5,6 +5,7 @@ Every refusal is one line naming the setting or path, exit 2, whichever command 
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -136,3 +137,24 @@ def test_a_first_start_names_the_missing_model_and_the_missing_credentials_one_a
 def test_config_without_a_command_is_misuse(tmp_path: Path) -> None:
     result = run(tmp_path, "--config", "x.toml")
     assert result.returncode == 2 and "usage: switchboard" in result.stderr
+
+
+@pytest.mark.parametrize("args", [("--help",), ("memory", "--help")])
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, args: tuple[str, ...]) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -3` already gone: every write meets a closed pipe
+    try:
+        done = subprocess.run(
+            app_command(*args),
+            cwd=tmp_path,
+            env=subprocess_env({"HOME": str(tmp_path)}),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        os.close(write_end)
+
+    assert done.stderr == ""
+    assert done.returncode == 141
