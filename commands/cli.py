@@ -19,6 +19,7 @@ from commands.plain import plain_text
 from commands.registry import Caller, CommandRegistry, CommandReply, Handler
 from commands.reindex import run_reindex
 from commands.remember import WriteGateFor
+from commands.transcripts import ChatTranscripts, Transcripts
 from memory.rules.visibility import Reader
 from memory.stores.in_process import NullMemoryStore
 from memory.types import MemoryStore
@@ -56,6 +57,7 @@ async def run_memory_cli(
     out: TextIO,
     err: TextIO | None = None,
     write_gate: WriteGateFor | None = None,
+    transcripts: Transcripts | None = None,
 ) -> int:
     """Answer one `memory …` command on `store`; 0 when it did what was asked, 1 when not, 2 on misuse."""
     registry = terminal_registry(
@@ -64,6 +66,7 @@ async def run_memory_cli(
         organization=organization,
         admins=admins,
         write_gate=write_gate,
+        transcripts=transcripts,
     )
     reply = await registry.handle(" ".join(["memory", *argv]), CLI_CALLER)
     if reply is None:
@@ -175,6 +178,7 @@ async def _main(argv: list[str], write_gate: WriteGateFor | None) -> int:
             admins=settings.admins,
             out=sys.stdout,
             write_gate=write_gate,
+            transcripts=ChatTranscripts(settings.data_dir),
         )
     finally:
         await store.aclose()

@@ -20,6 +20,11 @@ RECORD_KINDS: frozenset[str] = frozenset({"fact", "summary"})
 # than it might have been learned. See memory/rules/visibility.py for where each may go.
 Origin = Literal["public", "private", "mpim", "dm", "machine", "unknown"]
 ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine", "unknown"})
+# An origin with the conversation it names (a private channel's, a DM's id), or None.
+OriginLabel = tuple[Origin, str | None]
+# Words typed on a machine surface (a terminal, an admin's shared note): written for everyone, so an
+# edit typed there narrows nothing.
+MACHINE_LABEL: OriginLabel = ("machine", None)
 
 # Why a record's text was erased (the row keeps id, scope, origin, provenance, dates, status, reason).
 # `migrated`: a DM's old channel scope at start-up (moved into its owner's scope, or erased when no
@@ -179,6 +184,9 @@ class RecordVersion:
     source_run_id: str | None
     erased_reason: EraseReason | None
     entries: tuple[CurationEntry, ...]
+    # The id its row names: an older version of the chain, or the active record a pending one asks
+    # to supersede (`pending_target_id`).
+    supersedes: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -209,7 +217,8 @@ class MemoryStoreError(RuntimeError):
 
 @runtime_checkable
 class MemoryStore(Protocol):
-    """The seam: the core depends on this and never on a concrete store (invariant 1)."""
+    """The seam: the core depends on this and never on a concrete store (docs/architecture.md,
+    invariant 1)."""
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
         """Relevant active records, ranked by the engine, usage bumped on the ones returned."""
@@ -301,9 +310,13 @@ class CuratingStore(Protocol):
         """Erase every pending record created before `older_than` (reason `expired`), every scope."""
         ...
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
-        """A new version of an active or pending record: same scope, kind, origin, provenance and
-        status, `supersedes` the old one (now `superseded`); None if there was no such record."""
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, *, typed_in: OriginLabel = MACHINE_LABEL
+    ) -> MemoryRecord | None:
+        """A new version of an active or pending record: same scope, kind, provenance and status,
+        `supersedes` the old one (now `superseded`); its origin the narrower of the old one's and
+        `typed_in`, the conversation the new words were typed in (`edit_candidate`). None if there
+        was no such record."""
         ...
 
     async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
@@ -325,6 +338,17 @@ class CuratingStore(Protocol):
     async def merge(self, scope_key: str, survivor_id: str, duplicate_ids: Sequence[str], actor: str) -> int:
         """Fold active duplicates into the survivor (use count added, last use and observed time the
         latest), erase them (reason `merged`); how many were merged."""
+        ...
+
+
+@runtime_checkable
+class PseudonymizingStore(Protocol):
+    """A store whose logs name people: a person's erasure renames them there (memory/rules/person.py)."""
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        """In every curation log and read-audit entry, the person's key (as actor, asker, a scope read
+        and the ids of their records) becomes the pseudonym's, same for all; the shape stays. How many
+        entries were renamed (0 the second time)."""
         ...
 
 

@@ -35,10 +35,12 @@ from memory.rules.curation import (
 from memory.rules.engine import fold_into, plan_eviction, plan_write, prepare_batch
 from memory.rules.retention import Retention
 from memory.types import (
+    MACHINE_LABEL,
     CurationEntry,
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
+    OriginLabel,
     RecordVersion,
     WriteResult,
 )
@@ -183,12 +185,14 @@ class InMemoryCuration:
             log.info("memory.pending_expired", expired=total)
         return total
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, *, typed_in: OriginLabel = MACHINE_LABEL
+    ) -> MemoryRecord | None:
         validate_actor(actor)
         old = self._find(scope_key, record_id, "active", "pending")
         if old is None:
             return None
-        candidate = edit_candidate(old, text)
+        candidate = edit_candidate(old, text, typed_in)
         vector = await self._embed(candidate.text) if old.status == "active" else None
         async with self._lock:
             old = self._find(scope_key, record_id, "active", "pending")

@@ -23,7 +23,15 @@ from memory.stores.postgres.connection import ServerPool, failure
 from memory.stores.postgres.erasure import ScrubList
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import NO_CUTOFF, Connection, own_seq
-from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, RecordVersion, WriteResult
+from memory.types import (
+    MACHINE_LABEL,
+    CurationEntry,
+    MemoryCandidate,
+    MemoryRecord,
+    OriginLabel,
+    RecordVersion,
+    WriteResult,
+)
 
 log = structlog.get_logger("memory")
 
@@ -160,7 +168,9 @@ class PostgresCuration:
             log.info("memory.pending_expired", store="postgres", expired=expired)
         return expired
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, *, typed_in: OriginLabel = MACHINE_LABEL
+    ) -> MemoryRecord | None:
         validate_scope_key(scope_key)
         validate_actor(actor)
         seq = own_seq(scope_key, record_id)
@@ -174,6 +184,7 @@ class PostgresCuration:
                 seq,
                 record_id,
                 text,
+                typed_in,
                 actor,
                 self._embedder,
                 self._clock,

@@ -28,6 +28,7 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_te
 from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch, validate_cap
+from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.postgres import ledger, reads, writes
@@ -260,6 +261,16 @@ class PostgresMemoryStore(PostgresCuration):
         erased = await self._erase("erase", "scope_key = %s", (scope_key,), reason)
         log.info("memory.store.erased", store="postgres", scope_key=scope_key, reason=reason, erased=erased)
         return erased
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        rename = PersonRename(person_key, pseudonym)
+        pool = await self._settled()
+        try:
+            renamed = await ledger.rename_person(pool, rename)
+        except psycopg.Error as error:
+            raise failure("pseudonymize_person", "-", error) from error
+        log.info("memory.store.pseudonymized", store="postgres", renamed=renamed)
+        return renamed
 
     async def erase_expired(self) -> int:
         """Every scope: the configured ttl for all but the scopes with their own, then each of those."""

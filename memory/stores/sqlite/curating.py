@@ -21,7 +21,15 @@ from memory.stores.sqlite import curation_log, reads, review, versions
 from memory.stores.sqlite.erasure import scrub_files
 from memory.stores.sqlite.index_sync import OpenScopes
 from memory.stores.sqlite.sql import transaction
-from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, RecordVersion, WriteResult
+from memory.types import (
+    MACHINE_LABEL,
+    CurationEntry,
+    MemoryCandidate,
+    MemoryRecord,
+    OriginLabel,
+    RecordVersion,
+    WriteResult,
+)
 
 log = structlog.get_logger("memory")
 
@@ -150,7 +158,9 @@ class SqliteCuration:
             total += expired
         return total
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, *, typed_in: OriginLabel = MACHINE_LABEL
+    ) -> MemoryRecord | None:
         validate_scope_key(scope_key)
         validate_actor(actor)
 
@@ -158,7 +168,7 @@ class SqliteCuration:
             old = versions.find(connection, record_id, "active", "pending")
             if old is None:
                 return None
-            candidate = edit_candidate(old, text)  # validated and redacted on the store's thread
+            candidate = edit_candidate(old, text, typed_in)  # validated and redacted on the store's thread
             now = self._clock()
             return versions.edit(
                 connection, record_id, candidate, self._embedder, now, actor, self._log_cutoff()

@@ -32,10 +32,11 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_te
 from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.claims import validate_claim
 from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
+from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
-from memory.stores.sqlite import claims, erasure, ledger, reads, versions
+from memory.stores.sqlite import claims, curation_log, erasure, ledger, reads, versions
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
 from memory.stores.sqlite.curating import SqliteCuration
 from memory.stores.sqlite.index_sync import OpenScopes, SyncedIndex
@@ -243,6 +244,20 @@ class SqliteMemoryStore(SqliteCuration):
         erased = await self._run(scope_key, lambda c: erasure.erase(c, "1 = 1", (), reason, now), 0)
         log.info("memory.store.erased", scope_key=scope_key, reason=reason, erased=erased)
         return erased
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        """Every scope's curation log, then the ledger's read audit (memory/rules/person.py)."""
+        rename = PersonRename(person_key, pseudonym)
+        rename_actor = functools.partial(
+            curation_log.rename_actor, person_key=person_key, pseudonym_key=rename.pseudonym_key
+        )
+        renamed = 0
+        for scope_key in await self.scope_keys():
+            renamed += await self._run(scope_key, rename_actor, 0)
+        if await self._ledger_exists():
+            renamed += await self._run_ledger(lambda c: ledger.rename_person(c, rename))
+        log.info("memory.store.pseudonymized", renamed=renamed)
+        return renamed
 
     async def erase_expired(self) -> int:
         """Every scope database in the directory, one at a time (start-up; no sweeper runs later)."""

@@ -7,7 +7,7 @@ import asyncio
 import time
 from pathlib import Path
 
-from tests.app.slack.test_serve import _bot_env, _free_port, serve
+from tests.app.slack.transports.test_serve import _bot_env, _free_port, serve
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import APP_TOKEN, FakeSlackApi
 

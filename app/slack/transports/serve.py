@@ -21,11 +21,11 @@ import structlog
 
 from app.lifecycle import Lifecycle
 from app.slack.bot import SlackBot, build_slack_app, make_web_client
-from app.slack.home import Permalinks as SlackPermalinks
-from app.slack.http_site import EVENTS_PATH, bound_port, start_http
+from app.slack.home.tab import Permalinks as SlackPermalinks
 from app.slack.options import SlackOptions
 from app.slack.slash import ChannelRepo
-from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
+from app.slack.transports.http_site import EVENTS_PATH, bound_port, start_http
+from app.slack.transports.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
 from ops.exit_codes import EXIT_UNUSABLE, problem_lines
@@ -39,7 +39,7 @@ log = structlog.get_logger("slack")
 
 PROG = "switchboard serve"
 DEFAULT_PORT = 3000
-MANIFEST_HINT = 'no app yet? create it from manifest.yml and install it (README.md, section "Slack")'
+MANIFEST_HINT = 'no app yet? create it from manifest.yml and install it (README.md, "Slack in five steps")'
 
 
 class CannotListen(RuntimeError):

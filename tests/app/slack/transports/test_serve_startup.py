@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from app.slack.serve import main
-from tests.app.slack.test_serve import _bot_env, serve
+from app.slack.transports.serve import main
+from tests.app.slack.transports.test_serve import _bot_env, serve
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import SIGNING_SECRET, FakeSlackApi
 
