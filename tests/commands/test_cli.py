@@ -5,7 +5,6 @@ from __future__ import annotations
 import io
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -22,6 +21,7 @@ from commands.reindex import run_reindex
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
+from tests.memory.postgres_support import unreachable_dsn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -272,14 +272,11 @@ def test_a_bad_log_level_is_misuse_named_in_one_line(capsys: pytest.CaptureFixtu
 
 
 def test_an_unreachable_store_is_one_line_and_exit_2_as_in_chat(tmp_path: Path) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {
         "SWITCHBOARD_MEMORY__ENABLED": "true",
         "SWITCHBOARD_ORGANIZATION": "acme",
         "SWITCHBOARD_MEMORY__STORE": "postgres",
-        "DATABASE_URL": f"postgresql://postgres:sekret@127.0.0.1:{port}/test?connect_timeout=2",
+        "DATABASE_URL": unreachable_dsn(),
     }
     result = run_switchboard(["list", "org"], tmp_path, **env)
 

@@ -13,18 +13,9 @@ import pytest
 
 from memory.stores.sqlite.store import SqliteMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, running_bot
+from tests.app.slack.test_agent_view import THREAD_STARTED
 from tests.fakes.slack_api import FakeSlackApi
 
-THREAD_STARTED = {
-    "type": "assistant_thread_started",
-    "assistant_thread": {
-        "user_id": "U1",
-        "channel_id": "D1",
-        "thread_ts": "1700000000.000100",
-        "context": {},
-    },
-    "event_ts": "1700000000.000200",
-}
 HOME_OPENED = {"type": "app_home_opened", "user": "U1", "channel": "DU1", "tab": "home", "event_ts": "1.2"}
 
 

@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.app.runtime_support import app_command, subprocess_env
-from tests.app.terminal.test_chat import anthropic_env, run_chat
+from tests.app.runtime_support import app_command
+from tests.app.terminal.test_chat import anthropic_env, chat_env, run_chat
 from tests.fakes.model_server import FakeModelServer
 
 ANSWER = "**Deploys** go out on *Fridays*:\n\n- build\n- ship"
@@ -73,7 +73,7 @@ def terminal(tmp_path: Path, env: dict[str, str], *args: str) -> Iterator[Termin
     process = subprocess.Popen(
         app_command("chat", *args),
         cwd=tmp_path,
-        env=subprocess_env({"HOME": str(tmp_path), "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"), **env}),
+        env=chat_env(tmp_path, env),
         stdin=slave,
         stdout=slave,
         stderr=slave,

@@ -355,16 +355,20 @@ async def test_a_refused_app_token_exits_at_once_with_one_line_naming_it(
     assert len(slack_api.calls_to("apps.connections.open")) == 1  # an auth error is never retried
 
 
+def unreachable_slack_env(model: FakeModelServer, tmp_path: Path, connect_timeout: float) -> dict[str, str]:
+    """Socket Mode against a Slack API nobody listens on, given up after `connect_timeout` seconds."""
+    return {
+        **_bot_env(FakeSlackApi(), model, tmp_path),
+        "SLACK_APP_TOKEN": APP_TOKEN,
+        "SLACK_API_URL": f"http://127.0.0.1:{_free_port()}/api/",
+        "SWITCHBOARD_SLACK__CONNECT_TIMEOUT_SECONDS": str(connect_timeout),
+    }
+
+
 async def test_an_unreachable_slack_is_retried_for_a_bounded_time_then_one_line(
     fake_anthropic: FakeModelServer, tmp_path: Path
 ) -> None:
-    env = {
-        **_bot_env(FakeSlackApi(), fake_anthropic, tmp_path),
-        "SLACK_APP_TOKEN": APP_TOKEN,
-        "SLACK_API_URL": f"http://127.0.0.1:{_free_port()}/api/",  # nobody listens there
-        "SWITCHBOARD_SLACK__CONNECT_TIMEOUT_SECONDS": "2",
-    }
-    async with serve(tmp_path, env) as bot:
+    async with serve(tmp_path, unreachable_slack_env(fake_anthropic, tmp_path, 2)) as bot:
         code = await asyncio.wait_for(bot.process.wait(), 30)
 
     assert code != 0, "".join(bot.lines)

@@ -7,9 +7,8 @@ import asyncio
 import time
 from pathlib import Path
 
-from tests.app.slack.transports.test_serve import _bot_env, _free_port, serve
+from tests.app.slack.transports.test_serve import serve, unreachable_slack_env
 from tests.fakes.model_server import FakeModelServer
-from tests.fakes.slack_api import APP_TOKEN, FakeSlackApi
 
 CONNECT_TIMEOUT = 12.0
 
@@ -17,13 +16,7 @@ CONNECT_TIMEOUT = 12.0
 async def test_an_unreachable_slack_is_retried_for_the_configured_connect_timeout(
     fake_anthropic: FakeModelServer, tmp_path: Path
 ) -> None:
-    env = {
-        **_bot_env(FakeSlackApi(), fake_anthropic, tmp_path),
-        "SLACK_APP_TOKEN": APP_TOKEN,
-        "SLACK_API_URL": f"http://127.0.0.1:{_free_port()}/api/",  # nobody listens there
-        "SWITCHBOARD_SLACK__CONNECT_TIMEOUT_SECONDS": str(CONNECT_TIMEOUT),
-    }
-    async with serve(tmp_path, env) as bot:
+    async with serve(tmp_path, unreachable_slack_env(fake_anthropic, tmp_path, CONNECT_TIMEOUT)) as bot:
         await bot.wait_for_log("slack.socket_retry", within=60)  # the first attempt has failed
         first_failure = time.monotonic()
         code = await asyncio.wait_for(bot.process.wait(), 60)
