@@ -166,11 +166,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if problem is not None:
         print(problem_lines(PROG, problem), file=sys.stderr)
         return EXIT_UNUSABLE
-    threads_dir = Path(settings.data_dir) / "chat"
-    unwritable = data_dir_problem(threads_dir)  # before a model is paid for an answer it cannot keep
-    if unwritable is not None:
-        print(f"{PROG}: data_dir {settings.data_dir}: cannot keep threads: {unwritable}", file=sys.stderr)
-        return EXIT_UNUSABLE
     return asyncio.run(_run(settings, args))
 
 
@@ -181,6 +176,17 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         print(f"switchboard chat: {error}", file=sys.stderr)
         return 2
     threads = ChatThreads(chat_directory(settings.data_dir))
+    # Before the model is asked for an answer the chat could not keep (the memory store, when on,
+    # has checked the same directory in start_runtime, and said so in its own words).
+    unwritable = await asyncio.to_thread(data_dir_problem, threads.directory)
+    if unwritable is not None:
+        print(
+            f"{PROG}: config error: data_dir = {settings.data_dir!r}: the chat cannot keep its threads "
+            f"there: {unwritable}",
+            file=sys.stderr,
+        )
+        await runtime.aclose()
+        return EXIT_UNUSABLE
     thread = args.thread or time.strftime("chat-%Y%m%d-%H%M%S")
     runtime.lifecycle.install_signal_handlers()
     try:

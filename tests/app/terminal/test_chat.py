@@ -268,5 +268,5 @@ def test_a_data_directory_it_cannot_write_stops_it_naming_the_path_before_any_mo
 
     assert (result.returncode, result.stdout) == (2, "")
     [line] = result.stderr.strip().splitlines()
-    assert line.startswith("switchboard chat: data_dir ") and str(tmp_path / "data") in line
+    assert line.startswith("switchboard chat: config error: data_dir = ") and str(tmp_path / "data") in line
     assert fake_anthropic.requests == []
