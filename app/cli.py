@@ -14,6 +14,7 @@ import sys
 from collections.abc import Sequence
 
 from config.settings import CONFIG_ENV, ConfigError, check_config_file
+from ops.exit_codes import EXIT_BROKEN_PIPE
 
 # command → (module with `main(argv) -> int`, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -73,6 +74,20 @@ def take_config(args: Sequence[str]) -> tuple[str | None, list[str]]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command. A reader that goes away (`switchboard --help | head -3`) ends it quietly, as
+    it ends any Unix tool: no BrokenPipeError traceback, exit 141 (the shell's code for SIGPIPE)."""
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # inside the try: a write that fails at exit would print its traceback
+    except BrokenPipeError:
+        # Python flushes stdout again at exit; pointing it at /dev/null keeps that flush quiet too.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     leading: list[str] = []
     while args and (args[0] == CONFIG_FLAG or args[0].startswith(CONFIG_FLAG + "=")):

@@ -432,7 +432,7 @@ class Dispatcher:
             run_id = self._new_run_id()
             log.info("dispatch.inline_run", run_id=run_id, surface=message.surface, **reply.receipt.as_dict())
         log.info("dispatch.command", surface=message.surface, ok=getattr(reply, "ok", True), run_id=run_id)
-        await _send(surface, reply.text)
+        await _send(surface, reply.text, markdown=getattr(reply, "markdown", True))
         return DispatchOutcome("command", reply.text, run_id=run_id, receipt=reply.receipt)
 
     async def _resolve_repo(self, message: IncomingMessage, agent: Agent | None) -> str | None:
@@ -507,9 +507,12 @@ def _note_run(surface: Surface, run_id: str, read: MemoryRead | None) -> None:
         note(run_id, tuple(record.id for record in read.records) if read is not None else ())
 
 
-async def _send(surface: Surface, text: str, *, run_id: str | None = None) -> bool:
+async def _send(surface: Surface, text: str, *, run_id: str | None = None, markdown: bool = True) -> bool:
+    """`markdown=False`: text already laid out for a terminal (the `memory list` table), which a
+    surface that renders Markdown shows as it is (its `send_plain`)."""
+    plain = None if markdown else getattr(surface, "send_plain", None)
     try:
-        await surface.send_reply(text)
+        await (plain(text) if plain is not None else surface.send_reply(text))
     except Exception as error:
         log.error("dispatch.reply_failed", run_id=run_id, error=type(error).__name__)
         return False

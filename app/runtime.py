@@ -33,9 +33,8 @@ if TYPE_CHECKING:
     from commands.registry import CommandRegistry
 
 NO_CREDENTIALS = (
-    "no model credentials: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or point the OpenAI-compatible "
-    "base_url setting (models.openai.base_url in switchboard.toml, SWITCHBOARD_MODELS__OPENAI__BASE_URL) "
-    "at a local server"
+    "no model credentials: set ANTHROPIC_API_KEY or OPENAI_API_KEY, or point models.openai.base_url "
+    "(SWITCHBOARD_MODELS__OPENAI__BASE_URL) at a local OpenAI-compatible server"
 )
 
 
@@ -101,7 +100,7 @@ async def erase_expired_at_start(store: MemoryStore) -> None:
 
 
 def credentials_problem(settings: Settings, environ: Mapping[str, str] | None = None) -> str | None:
-    """One line naming what the configured models lack, or None when they can answer.
+    """What the configured models lack, one problem a line, or None when they can answer.
 
     Each model is checked against its provider (an OpenAI key does not make `anthropic/…` work).
     With no model configured yet, any usable endpoint will do (the missing model is reported when the
@@ -124,7 +123,7 @@ def credentials_problem(settings: Settings, environ: Mapping[str, str] | None = 
     from app.agent.agents import missing_model_message
 
     default = next(agent for agent in BUILTIN_AGENTS if agent.name == DEFAULT_AGENT)  # no model at all
-    return f"{missing_model_message(default)}; and {NO_CREDENTIALS}"
+    return f"{missing_model_message(default)}\n{NO_CREDENTIALS}"
 
 
 def build_memory(settings: Settings, environ: Mapping[str, str] | None = None) -> MemoryStore:

@@ -62,6 +62,13 @@ def require_id(args: list[str], command: str) -> tuple[str, str]:
     return parsed
 
 
+def refused_as(caller: Caller, *, admin: bool = False) -> str:
+    """Who a refusal refused, named as `admins` names people (`user:cli:local`, `user:slack:U…`): the
+    refused person can tell who the surface took them for, and what to add to `admins`."""
+    who = code_span(actor_of(caller))
+    return f"You are {who}, not in `admins`." if admin else f"You are {who}."
+
+
 def curation_refusal(
     scope: str, caller: Caller, *, admin: bool, org_key: str | None, verb: str
 ) -> str | None:
@@ -70,12 +77,20 @@ def curation_refusal(
     if kind == "user":
         if scope == scope_key_of("user", caller.user_id):
             return None
-        return f"That record is in another person's scope; nobody can {verb} it for them, admins included."
+        return (
+            f"That record is in another person's scope; nobody can {verb} it for them, admins included. "
+            + refused_as(caller)
+        )
     shared = kind in ("repo", "channel") or (kind == "org" and scope == org_key)
     if not shared:
-        return "That id names no scope this installation can reach (yours, a repo, a channel or the org)."
+        return (
+            "That id names no scope this installation can reach (yours, a repo, a channel or the org). "
+            + refused_as(caller)
+        )
     if not admin:
-        return f"Only admins can {verb} records in the shared {kind} scope {code_span(scope)}."
+        return f"Only admins can {verb} records in the shared {kind} scope {code_span(scope)}. " + refused_as(
+            caller, admin=True
+        )
     return None
 
 

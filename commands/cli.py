@@ -11,19 +11,20 @@ import asyncio
 import os
 import sys
 from collections.abc import Iterable, Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from commands.compact import COMPACT_USAGE, run_compact
 from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
 from commands.memory import build_registry
 from commands.plain import plain_text
-from commands.registry import Caller
+from commands.registry import Caller, CommandRegistry, CommandReply, Handler
 from commands.reindex import run_reindex
 from commands.remember import WriteGateFor
 from commands.transcripts import ChatTranscripts, Transcripts
 from memory.rules.visibility import Reader
 from memory.stores.in_process import NullMemoryStore
 from memory.types import MemoryStore
+from ops.exit_codes import EXIT_UNUSABLE
 from ops.log_setup import LEVEL_NAMES, configure_logging
 
 CLI_USER_ID = "cli:local"
@@ -39,9 +40,16 @@ CLI_CALLER = Caller(
 _HELP = frozenset({"-h", "--help", "help"})
 _VERBOSE = frozenset({"--verbose", "-v"})
 LOG_LEVEL_ENV = "SWITCHBOARD_LOG_LEVEL"
-# The terminal's own verbs, on the configured store itself rather than through the registry.
-_STORE_VERBS = frozenset({"reindex", "consolidate", "compact"})
+# The terminal's own verbs, run on the configured store itself rather than through the registry's
+# handlers, but registered in the terminal's registry (usage → summary), so every usage the terminal
+# prints — `--help`, a mistyped verb — lists them with the rest and cannot leave one out.
 REINDEX_USAGE = "memory reindex — give older records their vectors (progress on stderr; safe to rerun)"
+TERMINAL_VERBS: dict[str, str] = {
+    "reindex": REINDEX_USAGE,
+    "consolidate": CONSOLIDATE_USAGE,
+    "compact": COMPACT_USAGE,
+}
+_STORE_VERBS = frozenset(TERMINAL_VERBS)
 
 
 async def run_memory_cli(
@@ -57,7 +65,7 @@ async def run_memory_cli(
     transcripts: Transcripts | None = None,
 ) -> int:
     """Answer one `memory …` command on `store`; 0 when it did what was asked, 1 when not, 2 on misuse."""
-    registry = build_registry(
+    registry = terminal_registry(
         store=store,
         memory_enabled=memory_enabled,
         organization=organization,
@@ -72,6 +80,22 @@ async def run_memory_cli(
         return 2
     print(reply.text, file=out)
     return 2 if reply.usage_error else 0 if reply.ok else 1
+
+
+def terminal_registry(**parts: Any) -> CommandRegistry:
+    """The registry every surface shares (`build_registry`'s `parts`), with the terminal's own verbs."""
+    registry = build_registry(**parts)
+    for verb, line in TERMINAL_VERBS.items():
+        usage, _, summary = line.partition(" — ")
+        registry.add(f"memory {verb}", usage, _run_from_the_terminal(verb), summary)
+    return registry
+
+
+def _run_from_the_terminal(verb: str) -> Handler:
+    async def handler(args: Sequence[str], caller: Caller) -> CommandReply:
+        return CommandReply(f"`memory {verb}` runs in a terminal: `switchboard memory {verb}`.", ok=False)
+
+    return handler
 
 
 def main(argv: list[str], *, write_gate: WriteGateFor | None = None) -> int:
@@ -92,15 +116,11 @@ def main(argv: list[str], *, write_gate: WriteGateFor | None = None) -> int:
 
 
 def usage() -> str:
-    """Every verb, each with its usage line: the registry's and the terminal's own `reindex`,
-    `consolidate` and `compact`."""
-    registry = build_registry(store=NullMemoryStore(), memory_enabled=False, organization=None, admins=())
+    """Every verb, each with its usage line, from the terminal's registry."""
+    registry = terminal_registry(store=NullMemoryStore(), memory_enabled=False, organization=None, admins=())
     verbs = [command.words[1] for command in registry.commands if command.words[0] == "memory"]
-    verbs += ["reindex", "consolidate", "compact"]
     head = f"usage: switchboard memory [--verbose | --log-level {LEVEL_NAMES}] {'|'.join(verbs)} …"
-    return "\n".join(
-        [head, plain_text(registry.usage("memory")), REINDEX_USAGE, CONSOLIDATE_USAGE, COMPACT_USAGE]
-    )
+    return "\n".join([head, plain_text(registry.usage("memory"))])
 
 
 def _log_options(argv: Sequence[str]) -> tuple[list[str], str]:
@@ -137,21 +157,21 @@ async def _main(argv: list[str], write_gate: WriteGateFor | None) -> int:
     try:
         store = build_memory_store(settings) if enabled else NullMemoryStore()
     except (MemoryConfigError, ValueError, OSError) as error:
-        print(f"⚠️ switchboard memory: cannot open the memory store: {error}", file=sys.stderr)
-        return 2  # a refusal at start-up, as in every other mode
+        print(f"switchboard memory: config error: {error}", file=sys.stderr)
+        return EXIT_UNUSABLE  # a refusal at start-up, as in every other mode
     try:
         await open_memory_store(store)
-    except MemoryStoreError as error:
-        print(f"⚠️ switchboard memory: cannot open the memory store: {error}", file=sys.stderr)
+    except MemoryStoreError as error:  # the same line and code as `chat` and `serve`
+        print(f"switchboard memory: memory store unavailable: {error}", file=sys.stderr)
         await store.aclose()
-        return 1
+        return EXIT_UNUSABLE
     try:
         if argv[0] in _STORE_VERBS:
             if not enabled:
                 print(
                     f"switchboard memory {argv[0]}: memory is off (memory.enabled = false)", file=sys.stderr
                 )
-                return 1
+                return EXIT_UNUSABLE  # configuration, as every start-up refusal
             if argv[0] == "reindex":
                 return await run_reindex(store, out=sys.stdout, err=sys.stderr)
             if argv[0] == "compact":

@@ -18,7 +18,7 @@ from typing import Literal
 
 import structlog
 
-from commands.access import actor_of, curation_refusal, require_id, scope_key_of, thread_repo
+from commands.access import actor_of, curation_refusal, refused_as, require_id, scope_key_of, thread_repo
 from commands.curate_render import (
     HIDDEN,
     NOT_CURATING,
@@ -185,7 +185,8 @@ class CurateCommands:
             return act.reply(_OFF + "nothing waits for review.", "disabled", ok=True)
         request = parse_pending_args(args)
         if not act.admin:
-            return act.reply("🚫 Only admins review what waits for shared memory.", "refused")
+            refusal = f"🚫 Only admins review what waits for shared memory. {refused_as(caller, admin=True)}"
+            return act.reply(refusal, "refused")
         store = self._curating()
         if store is None:
             return act.reply(f"⚠️ {NOT_CURATING}", "unsupported")
@@ -301,7 +302,11 @@ class CurateCommands:
             return act.reply(_OFF + f"there is nothing to {verb}.", "disabled")
         scope, target = parse_one_id(args, f"memory {verb}")
         if not act.admin:
-            return act.reply(f"🚫 Only admins can {verb} what waits for shared memory.", "refused", target)
+            return act.reply(
+                f"🚫 Only admins can {verb} what waits for shared memory. {refused_as(caller, admin=True)}",
+                "refused",
+                target,
+            )
         store = self._curating()
         if store is None:
             return act.reply(f"⚠️ {NOT_CURATING}", "unsupported", target)
@@ -378,7 +383,8 @@ class CurateCommands:
         if scope_kind(scope) == "user" and scope != scope_key_of("user", caller.user_id):
             # A person's own scope is theirs alone, whatever the origin of what is in it.
             return act.reply(
-                "🚫 That record is in another person's scope: its history is theirs alone, admins included.",
+                "🚫 That record is in another person's scope: its history is theirs alone, admins included. "
+                + refused_as(caller),
                 "refused",
                 target,
             )

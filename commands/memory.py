@@ -16,7 +16,14 @@ from typing import Literal
 
 import structlog
 
-from commands.access import curation_refusal, note_curation, parse_id_word, scope_key_of, thread_repo
+from commands.access import (
+    curation_refusal,
+    note_curation,
+    parse_id_word,
+    refused_as,
+    scope_key_of,
+    thread_repo,
+)
 from commands.curate import CurateCommands, register_curate_commands
 from commands.erase_person import erase_person, parse_person_arg, render_nobody, render_person_erased
 from commands.list_filter import widened_filter
@@ -352,8 +359,8 @@ class MemoryCommands:
             return done(f"🚫 {error}", "invalid_input", None)
         if not self.is_admin(caller):
             return done(
-                "🚫 Only admins can erase another person's records. Your own: `memory list me`, "
-                "then `memory forget <id>`.",
+                f"🚫 Only admins can erase another person's records. {refused_as(caller, admin=True)} "
+                "Your own: `memory list me`, then `memory forget <id>`.",
                 "refused",
                 person,
             )

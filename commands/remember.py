@@ -18,7 +18,7 @@ from typing import Literal
 
 import structlog
 
-from commands.access import note_curation, scope_key_of
+from commands.access import note_curation, refused_as, scope_key_of
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.render import code_span, store_failure
 from memory.rules.redact import REDACTED, redact_secrets
@@ -194,7 +194,7 @@ class RememberCommand:
         if scope_kind(asked) != "user" and not asker.admin:
             return asker.reply(
                 f"🚫 Only admins can remember into the shared {scope_kind(asked)} scope {code_span(asked)}. "
-                "Your own: `memory remember <text>`.",
+                f"{refused_as(caller, admin=True)} Your own: `memory remember <text>`.",
                 "refused",
                 details={"asked": request.scope, "scope": asked},
             )

@@ -1,17 +1,27 @@
 #!/usr/bin/env bash
 # Every check the project has: lint, types (strict for memory/), sizes, import contracts, the whole test suite.
+# Each stage is named as it starts (with how long it usually takes) and timed when it ends. The tests
+# run on every core (pytest-xdist): a dot per test and the count done at each line's end, then the
+# slowest tests and pytest's closing "N passed" line. Arguments go to pytest (`-n 0`: one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
-echo "== ruff"
+stage_started=$SECONDS
+stage() {
+  echo "   (took $((SECONDS - stage_started)) s)"
+  stage_started=$SECONDS
+  echo "== $*"
+}
+echo "== ruff (a few seconds)"
 .venv/bin/ruff check .
-echo "== mypy"
+stage "mypy (about 30 s; seconds once cached)"
 .venv/bin/mypy
-echo "== sizes (modules ≤ 600 lines, classes ≤ 300, functions ≤ 80)"
+stage "sizes (modules ≤ 600 lines, classes ≤ 300, functions ≤ 80)"
 .venv/bin/python scripts/check_sizes.py
-echo "== import contracts"
+stage "import contracts (about 10 s)"
 .venv/bin/lint-imports --no-cache
-echo "== postgres"
+stage "postgres (a server on 127.0.0.1:5432, started if it is down)"
 bash scripts/ensure_postgres.sh
-echo "== pytest"
-.venv/bin/python -m pytest "$@"
+stage "pytest on $(nproc) cores (about 4 minutes on 2 idle cores)"
+.venv/bin/python -m pytest -n auto -o console_output_style=count --durations=15 "$@"
+echo "   (took $((SECONDS - stage_started)) s)"

@@ -14,7 +14,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, ParamSpec
 
+import structlog
 from slack_bolt.app.async_app import AsyncApp
+from slack_bolt.error import BoltUnhandledRequestError
 from slack_bolt.request.async_request import AsyncBoltRequest
 from slack_bolt.response import BoltResponse
 from slack_sdk.http_retry.builtin_async_handlers import (
@@ -24,7 +26,7 @@ from slack_sdk.http_retry.builtin_async_handlers import (
 from slack_sdk.web.async_client import AsyncWebClient
 
 from app.slack.agent_view import on_thread_started
-from app.slack.claims import SharedClaims
+from app.slack.claims import EventsOnce, SharedClaims
 from app.slack.conversations import Conversations
 from app.slack.events import SlackIdentity
 from app.slack.feedback import FEEDBACK_ACTION, log_feedback
@@ -32,13 +34,14 @@ from app.slack.home.edit import EDIT_VIEW
 from app.slack.home.tab import HomeTab
 from app.slack.home.tab import Permalinks as SlackPermalinks
 from app.slack.home.view import ADD_VIEW, HOME_ACTIONS
+from app.slack.kinds import handled, payload_kind
 from app.slack.memory_events import MemoryFollowsSlack
 from app.slack.messages import Dispatcher, MessageAnswerer
 from app.slack.options import SlackOptions
 from app.slack.provenance import CHANNEL_DELETED_EVENTS, WHY_ACTION
 from app.slack.routing import EventRouter, retry_num
 from app.slack.slash import CallerFactory, ChannelRepo, SlashCommand
-from app.slack.state import TtlCache
+from app.slack.state import RecentKeys, TtlCache
 from app.slack.tasks import BackgroundTasks
 from commands.browse import MemoryBrowser
 from commands.provenance import Permalinks
@@ -47,6 +50,8 @@ from memory.rules.claims import EventClaims
 from memory.types import MemoryStore
 
 P = ParamSpec("P")
+
+log = structlog.get_logger("slack")
 
 
 def make_web_client(token: str | None, base_url: str | None = None) -> AsyncWebClient:
@@ -123,6 +128,12 @@ class SlackBot:
             memory_on=parts.memory_store is not None,
             permalinks=self.permalinks,
         )
+        shared = _shared_claims(parts.memory_store, options)
+        self._once = EventsOnce(
+            shared,
+            RecentKeys(ttl=options.dedupe_ttl_seconds, max_size=options.dedupe_max_entries),
+            spawn,
+        )
         self._router = EventRouter(
             identity=identity,
             options=options,
@@ -130,7 +141,7 @@ class SlackBot:
             answerer=answerer,
             memory_events=self._memory_events,
             spawn=spawn,
-            shared=_shared_claims(parts.memory_store, options),
+            shared=shared,
         )
         self._slash = SlashCommand(
             registry=parts.registry,
@@ -188,6 +199,10 @@ class SlackBot:
                 return BoltResponse(status=503, body="shutting down")
             return await next()
 
+        @app.error
+        async def on_error(error: Exception, body: dict[str, Any]) -> BoltResponse:
+            return failed_request(error, body)
+
         @app.event("app_mention")
         async def on_app_mention(
             body: dict[str, Any], event: dict[str, Any], context: Any, request: AsyncBoltRequest
@@ -202,11 +217,17 @@ class SlackBot:
 
         @app.event("app_home_opened")
         async def on_app_home_opened(body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
-            self._home.opened(body, event, context.team_id, spawn)
+            once = self._once.spawner(body, "app_home_opened", context.team_id)
+            if once is not None:
+                self._home.opened(body, event, context.team_id, once)
 
         @app.event("assistant_thread_started")
-        async def on_assistant_thread_started(body: dict[str, Any], event: dict[str, Any]) -> None:
-            on_thread_started(self.client, body, event, spawn)
+        async def on_assistant_thread_started(
+            body: dict[str, Any], event: dict[str, Any], context: Any
+        ) -> None:
+            once = self._once.spawner(body, "assistant_thread_started", context.team_id)
+            if once is not None:
+                on_thread_started(self.client, body, event, once)
 
         @app.action(re.compile(f"^({'|'.join(HOME_ACTIONS)})"))
         async def on_home_action(ack: Any, body: dict[str, Any], action: dict[str, Any]) -> None:
@@ -245,6 +266,19 @@ class SlackBot:
             spawn(self._slash.run(command, respond, context.team_id), name="slack-slash")
 
 
+def failed_request(error: Exception, body: dict[str, Any]) -> BoltResponse:
+    """Bolt's error path, in one warning without the body. A payload no listener takes — or whose
+    shape broke Bolt's own matching (an `interactive_message` without `actions`) — is acked: Slack
+    would only send the same bytes again. A kind the bot handles that failed (Slack's API unreachable
+    when Bolt first asks who the bot is) is a 500, so Slack redelivers it later."""
+    kind = payload_kind(body)
+    if isinstance(error, BoltUnhandledRequestError) or not handled(body):
+        log.warning("slack.malformed_request", reason="unhandled", kind=kind)
+        return BoltResponse(status=200, body="")
+    log.warning("slack.request_failed", kind=kind, error=type(error).__name__)
+    return BoltResponse(status=500, body="")
+
+
 def _shared_claims(store: MemoryStore | None, options: SlackOptions) -> SharedClaims:
     """A store that claims across processes (SQLite, PostgreSQL, the memory service) shares the
     replicas' dedupe; any other (in-process, none: memory off) leaves it to each process."""
@@ -264,6 +298,9 @@ def _bolt_app(client: AsyncWebClient, signing_secret: str | None) -> AsyncApp:
         # Listeners only claim the event and start a task, so the ack is immediate and the claim
         # happens before the response: a retry can never race its original.
         process_before_response=True,
+        # A request no listener takes goes to the error handler (one warning, 200), not to Bolt's
+        # warning, which prints the payload (a search box's text included) as a code suggestion.
+        raise_error_for_unhandled_request=True,
     )
     bolt_logger.setLevel(logging.NOTSET)
     return app

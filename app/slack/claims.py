@@ -16,17 +16,25 @@ answering nobody.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Coroutine, Mapping
 from typing import Any
 
 import structlog
 
+from app.slack.state import RecentKeys
+from app.slack.tasks import Spawn
 from memory.rules.claims import EventClaims
 
 log = structlog.get_logger("slack")
 
 # The answer waits this long for the shared claim, at most; then it goes ahead.
 CLAIM_TIMEOUT_SECONDS = 2.0
+
+
+def event_claim_key(team_id: str | None, event_id: str) -> str:
+    """An event that is not a message (a Home tab opened, an Assistant thread started): its id is the
+    same on every delivery of it, retries included."""
+    return f"slack:event:{team_id or '-'}:{event_id}"
 
 
 def message_claim_key(team_id: str | None, channel: str, ts: str) -> str:
@@ -62,3 +70,37 @@ class SharedClaims:
             reason = "timeout" if isinstance(error, TimeoutError) else type(error).__name__
             log.warning("slack.claim_failed", error=reason, answered=True, **fields)
             return True
+
+
+class EventsOnce:
+    """The events that are not messages, each handled once: a redelivery this process saw is dropped
+    before its work starts, and the work itself first takes the event's shared claim, so a retry that
+    reached another replica is dropped there."""
+
+    def __init__(self, shared: SharedClaims, seen: RecentKeys, spawn: Spawn) -> None:
+        self._shared = shared
+        self._seen = seen
+        self._spawn = spawn
+
+    def spawner(self, body: Mapping[str, Any], kind: str, team_id: str | None) -> Spawn | None:
+        """The spawn the event's work goes through, or None when this process already took it."""
+        event_id = str(body.get("event_id") or "")
+        fields = {"event_id": event_id, "event_type": kind}
+        if not event_id:  # nothing to recognise a retry by: handled, as before
+            return self._spawn
+        if not self._seen.claim(event_id):
+            log.info("slack.event", action="duplicate", **fields)
+            return None
+        key = event_claim_key(body.get("team_id") or team_id, event_id)
+
+        def spawn(coro: Coroutine[Any, Any, None], name: str) -> None:
+            self._spawn(self._first(key, fields, coro), name=name)
+
+        return spawn
+
+    async def _first(self, key: str, fields: Mapping[str, Any], coro: Coroutine[Any, Any, None]) -> None:
+        if not await self._shared.first(key, fields):
+            coro.close()
+            log.info("slack.event", action="claimed_elsewhere", **fields)
+            return
+        await coro

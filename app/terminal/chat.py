@@ -23,19 +23,27 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rich.console import Console
+from rich.markdown import Markdown
+
 from app.dispatch import DispatchOutcome
 from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
 from app.runtime import Runtime, credentials_problem, start_runtime
 from commands.transcripts import chat_directory, temporary_path, thread_path
 from config.settings import ConfigError, Settings, load_settings
 from memory.rules.redact import redact_secrets
+from memory.stores.build import data_dir_problem
+from ops.exit_codes import EXIT_UNUSABLE, problem_lines
 from ops.log_setup import LEVEL_NAMES, configure_logging
 from ops.tracing import configure_tracing, span
 
+PROG = "switchboard chat"
 USER_ID = "cli:local"
 SURFACE = "cli"
 VISIBILITY: ChannelVisibility = "machine"
 EXIT_WORDS = frozenset({"/exit", "/quit", "exit", "quit"})
+# Carriage return, then erase the line: the status line is replaced in place, never scrolled.
+CLEAR_LINE = "\r\x1b[2K"
 _THREAD_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 
 
@@ -78,20 +86,49 @@ class ChatThreads:
 
 
 class TerminalSurface:
-    """Answers go to stdout; the status line only to an interactive terminal's stderr."""
+    """Answers go to stdout: rendered Markdown for a person at a terminal, the text as it is when
+    piped (a script reads what the model wrote). The status line goes only to an interactive
+    terminal's stderr, on a line of its own that the answer clears."""
 
-    def __init__(self, out: TextIO, status: TextIO | None) -> None:
+    def __init__(self, out: TextIO, status: TextIO | None, *, markdown: bool | None = None) -> None:
         self._out = out
         self._status = status
+        self._markdown = _isatty(out) if markdown is None else markdown
+        self._status_shown = False
 
     async def set_status(self, text: str) -> None:
         if self._status is not None:
-            self._status.write(f"({text})\n")
+            self._status.write(f"{CLEAR_LINE}({text})")  # no newline: the next status or the answer
+            self._status.flush()  # takes its place
+            self._status_shown = True
+
+    def clear_status(self) -> None:
+        """Take the status line off the screen (the answer is in, or the turn ended without one)."""
+        if self._status is not None and self._status_shown:
+            self._status.write(CLEAR_LINE)
             self._status.flush()
+            self._status_shown = False
 
     async def send_reply(self, text: str) -> None:
+        self.clear_status()
+        if self._markdown:
+            Console(file=self._out, soft_wrap=False).print(Markdown(text.strip()))
+        else:
+            self._out.write(text.rstrip("\n") + "\n")
+        self._out.flush()
+
+    async def send_plain(self, text: str) -> None:
+        """Text already laid out for a terminal (the `memory list` table): shown as it is."""
+        self.clear_status()
         self._out.write(text.rstrip("\n") + "\n")
         self._out.flush()
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or unusual stream: no terminal
+        return False
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -127,8 +164,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     problem = credentials_problem(settings)
     if problem is not None:
-        print(f"switchboard chat: {problem}", file=sys.stderr)
-        return 2
+        print(problem_lines(PROG, problem), file=sys.stderr)
+        return EXIT_UNUSABLE
     return asyncio.run(_run(settings, args))
 
 
@@ -139,6 +176,17 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
         print(f"switchboard chat: {error}", file=sys.stderr)
         return 2
     threads = ChatThreads(chat_directory(settings.data_dir))
+    # Before the model is asked for an answer the chat could not keep (the memory store, when on,
+    # has checked the same directory in start_runtime, and said so in its own words).
+    unwritable = await asyncio.to_thread(data_dir_problem, threads.directory)
+    if unwritable is not None:
+        print(
+            f"{PROG}: config error: data_dir = {settings.data_dir!r}: the chat cannot keep its threads "
+            f"there: {unwritable}",
+            file=sys.stderr,
+        )
+        await runtime.aclose()
+        return EXIT_UNUSABLE
     thread = args.thread or time.strftime("chat-%Y%m%d-%H%M%S")
     runtime.lifecycle.install_signal_handlers()
     try:
@@ -195,27 +243,35 @@ async def _interactive(runtime: Runtime, threads: ChatThreads, thread: str) -> i
         )
     lines = _StdinLines(asyncio.get_running_loop(), prompt="you> " if tty else None)
     stop = asyncio.ensure_future(runtime.lifecycle.wait_for_stop())
+    at_prompt = False
     try:
         while True:
             next_line = asyncio.ensure_future(lines.get())
+            at_prompt = True
             await asyncio.wait({next_line, stop}, return_when=asyncio.FIRST_COMPLETED)
             if not next_line.done():
                 next_line.cancel()
                 break
             line = next_line.result()
             if line is None or line.strip() in EXIT_WORDS:
+                at_prompt = line is None  # Ctrl-D leaves the cursor after the prompt, /exit does not
                 break
+            at_prompt = False
             if not line.strip():
                 continue
             turn = runtime.dispatcher.track(_turn(runtime, threads, thread, line.strip(), surface))
             await asyncio.wait({turn, stop}, return_when=asyncio.FIRST_COMPLETED)
+            surface.clear_status()  # a turn that ended without an answer leaves no status behind
             if stop.done():
                 break
             if tty:
                 print(file=sys.stdout)
     finally:
         stop.cancel()
+        if tty and at_prompt:  # Ctrl-C or Ctrl-D at `you> `: the shell's prompt starts a line of its own
+            print(file=sys.stdout, flush=True)
     drained = await runtime.lifecycle.drain()
+    surface.clear_status()
     return 0 if drained else 1
 
 

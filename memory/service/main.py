@@ -270,6 +270,40 @@ def main(argv: list[str]) -> int:
     return 0
 
 
+async def _open_store(
+    data_dir: Path,
+    database_url: str | None,
+    ranking: Ranking,
+    embedder: Embedder | None,
+    retention: Retention,
+    compact_after_seconds: float,
+) -> CapAwareStore:
+    """The store the service serves, opened: PostgreSQL when a URL is given (verified now, so a bad DSN
+    is one line at start-up), else SQLite under `data_dir`, which must be writable."""
+    from memory.stores.sqlite.store import SqliteMemoryStore
+
+    if database_url:
+        from memory.stores.postgres.store import PostgresMemoryStore
+
+        try:
+            store = PostgresMemoryStore(
+                database_url,
+                cap=DEFAULT_SCOPE_CAP,
+                ranking=ranking,
+                embedder=embedder,
+                retention=retention,
+                compact_after_seconds=compact_after_seconds,
+            )
+        except ValueError as error:  # a malformed DSN (the message names the setting)
+            raise MemoryStoreError(str(error)) from None
+        await store.open()
+        return store
+    refuse_unwritable(data_dir)
+    return SqliteMemoryStore(
+        memory_dir(data_dir), cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
+    )
+
+
 async def serve(
     host: str,
     port: int,
@@ -291,8 +325,6 @@ async def serve(
     host:port; the metrics are then every worker's (`PROMETHEUS_MULTIPROC_DIR`, set by the supervisor).
     `on_ready`: called once the server takes connections (a worker tells its supervisor it booted).
     """
-    from memory.stores.sqlite.store import SqliteMemoryStore
-
     token = env.get(TOKEN_ENV, "")
     if not token:
         log.warning(
@@ -301,28 +333,11 @@ async def serve(
             message=f"{TOKEN_ENV} is unset or empty: every data request will be refused with 401",
         )
     path = memory_dir(data_dir)
-    store: CapAwareStore
-    if database_url:  # PostgreSQL: verified before serving, so a bad DSN is one line at start-up
-        from memory.stores.postgres.store import PostgresMemoryStore
-
-        try:
-            store = PostgresMemoryStore(
-                database_url,
-                cap=DEFAULT_SCOPE_CAP,
-                ranking=ranking,
-                embedder=embedder,
-                retention=retention,
-                compact_after_seconds=compact_after_seconds,
-            )
-        except ValueError as error:  # a malformed DSN (the message names the setting)
-            raise MemoryStoreError(str(error)) from None
-        await store.open()
-    else:
-        refuse_unwritable(data_dir)
-        store = SqliteMemoryStore(
-            path, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
-        )
+    store = await _open_store(data_dir, database_url, ranking, embedder, retention, compact_after_seconds)
     ready = readiness_probe(path, database_url)
+    # The start line names the store the service really serves; the stop line follows only a start.
+    where = {"store": "postgres"} if database_url else {"store": "sqlite", "path": str(path)}
+    started = False
     try:
         if listener is None:  # bound now: a port in use is one line, before anything says it started
             try:
@@ -341,12 +356,14 @@ async def serve(
         )
         config = uvicorn_config(app, host, port, limits or GuardLimits(), metrics)
         port = listener.getsockname()[1]
-        log.info("memory.service_started", host=host, port=port, path=str(path), token_set=bool(token))
+        log.info("memory.service_started", host=host, port=port, token_set=bool(token), **where)
+        started = True
         settle_heap()
         await serve_app(config, listener, on_ready)
     finally:
         await store.aclose()
-        log.info("memory.service_stopped")
+        if started:
+            log.info("memory.service_stopped")
 
 
 def refuse_unwritable(data_dir: Path) -> None:

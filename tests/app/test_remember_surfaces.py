@@ -86,6 +86,7 @@ async def test_switchboard_memory_remember_in_a_terminal_is_machine_and_admin_on
 ) -> None:
     refused = run_app(tmp_path, "memory", "remember", "--scope", "org", "Releases are cut on Tuesdays")
     assert refused.returncode == 1 and "Only admins" in refused.stdout, refused.stderr
+    assert "You are user:cli:local, not in admins." in refused.stdout  # who, as `admins` names people
     assert await org_records(tmp_path) == []
 
     done = run_app(

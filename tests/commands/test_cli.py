@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from commands.cli import CLI_CALLER, main, run_memory_cli
+from commands.cli import CLI_CALLER, main, run_memory_cli, usage
 from commands.compact import COMPACT_USAGE
 from commands.consolidate import CONSOLIDATE_USAGE
 from commands.curate import EDIT_USAGE, PENDING_USAGE
@@ -22,6 +22,7 @@ from commands.reindex import run_reindex
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
+from tests.memory.postgres_support import unreachable_dsn
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -213,7 +214,7 @@ async def test_switchboard_memory_reindex_gives_older_records_vectors_and_can_re
     again = run_switchboard(["reindex"], tmp_path, **env)
     assert again.returncode == 0 and again.stdout.strip() == "reindexed 0 record(s)"
     off = run_switchboard(["reindex"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"))
-    assert off.returncode == 1 and "memory is off" in off.stderr
+    assert off.returncode == 2 and "memory is off" in off.stderr
 
 
 async def test_reindex_on_a_store_without_vectors_says_where_to_run_it() -> None:
@@ -270,3 +271,28 @@ def test_a_bad_log_level_is_misuse_named_in_one_line(capsys: pytest.CaptureFixtu
     assert capsys.readouterr().err.strip() == (
         "switchboard memory: log level 'loud' is not one of debug|info|warning|error|off"
     )
+
+
+def test_an_unreachable_store_is_one_line_and_exit_2_as_in_chat(tmp_path: Path) -> None:
+    env = {
+        "SWITCHBOARD_MEMORY__ENABLED": "true",
+        "SWITCHBOARD_ORGANIZATION": "acme",
+        "SWITCHBOARD_MEMORY__STORE": "postgres",
+        "DATABASE_URL": unreachable_dsn(),
+    }
+    result = run_switchboard(["list", "org"], tmp_path, **env)
+
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("switchboard memory: memory store unavailable: ") and "sekret" not in line
+
+
+def test_a_mistyped_verb_gets_a_usage_that_lists_every_verb_the_terminal_takes(tmp_path: Path) -> None:
+    result = run_switchboard(["listt"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"))
+
+    assert result.returncode == 2
+    assert "Did you mean memory list?" in result.stdout
+    verbs = usage().splitlines()[0].rsplit(" ", 2)[1].split("|")
+    assert {"reindex", "consolidate", "list", "forget"} <= set(verbs)
+    for verb in verbs:
+        assert f"\nmemory {verb}" in result.stdout, verb

@@ -78,7 +78,7 @@ async def test_a_malformed_command_is_a_usage_error_with_the_usage_line(argv: li
 
 def test_consolidate_with_memory_off_is_a_one_line_refusal(tmp_path: Path) -> None:
     off = run_switchboard(["consolidate", "--apply"], tmp_path, SWITCHBOARD_DATA_DIR=str(tmp_path / "data"))
-    assert off.returncode == 1 and off.stdout == ""
+    assert off.returncode == 2 and off.stdout == ""
     assert off.stderr.strip() == "switchboard memory consolidate: memory is off (memory.enabled = false)"
 
 

@@ -274,7 +274,9 @@ async def test_only_admins_see_the_queue_and_a_refusal_is_logged() -> None:
     await hold(store)
     with capture_logs() as logs:
         reply = await ask(store, "memory pending", slack("U1"))
-    assert not reply.ok and reply.text == "🚫 Only admins review what waits for shared memory."
+    assert not reply.ok and reply.text == (
+        "🚫 Only admins review what waits for shared memory. You are `user:slack:U1`, not in `admins`."
+    )
     [event] = events(logs, "memory.pending")
     assert (event["caller"], event["outcome"]) == ("user:slack:U1", "refused")
 
@@ -309,7 +311,9 @@ async def test_anyone_but_an_admin_is_refused_logged_and_the_record_keeps_waitin
     record = await hold(store)
     with capture_logs() as logs:
         reply = await ask(store, f"memory {verb} {record}", slack("U1"))
-    assert not reply.ok and reply.text == f"🚫 Only admins can {verb} what waits for shared memory."
+    assert not reply.ok and reply.text == (
+        f"🚫 Only admins can {verb} what waits for shared memory. You are `user:slack:U1`, not in `admins`."
+    )
     assert reply.receipt is not None and reply.receipt.outcome == "refused"
     [event] = events(logs, f"memory.{verb}")
     assert (event["caller"], event["id"], event["outcome"], event["admin"]) == (
@@ -348,9 +352,9 @@ async def test_another_orgs_record_or_a_personal_one_is_refused_even_for_an_admi
     other = await ask(store, "memory approve mem:org:globex:1")
     personal = await ask(store, "memory reject mem:user:slack:U1:1")
     assert other.text.startswith("🚫 That id names no scope this installation can reach")
-    assert (
-        personal.text
-        == "🚫 That record is in another person's scope; nobody can reject it for them, admins included."
+    assert personal.text == (
+        "🚫 That record is in another person's scope; nobody can reject it for them, admins included. "
+        f"You are `user:slack:{ADMIN}`."
     )
 
 

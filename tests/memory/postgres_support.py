@@ -60,6 +60,17 @@ def temp_schema(prefix: str = "sbtest") -> Iterator[TempSchema]:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
+def unreachable_dsn(password: str = "sekret") -> str:
+    """A DSN of a port nothing listens on (a server that is down), with a password that must never
+    be shown."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"postgresql://postgres:{password}@127.0.0.1:{port}/test?connect_timeout=2"
+
+
 def unique_application_name(prefix: str = "sbtest") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:12]}"
 

@@ -2,8 +2,9 @@
 
 Every request is checked here before Bolt sees it, so each refusal is one structured log event with
 its reason (never the body): a missing or malformed `X-Slack-Request-Timestamp` or signature, a stale
-timestamp, a wrong signature → 401. A signed request whose payload is not what Slack sends is acked
-(200) with one warning: Slack would only redeliver the same bytes.
+timestamp, a wrong signature → 401. A signed request whose payload is not what Slack sends us — no
+listener of the bot takes its kind — is acked (200) with one warning, before Bolt (whose first request
+asks Slack's API who the bot is) sees it: Slack would only redeliver the same bytes.
 
 Everything that can be refused without the body is refused before a byte of it is read, so a client
 that is not Slack cannot hold a connection (and the handler) waiting on a body it will never send:
@@ -27,6 +28,8 @@ from aiohttp import web
 from slack_bolt.adapter.aiohttp import to_aiohttp_response
 from slack_bolt.app.async_app import AsyncApp
 from slack_bolt.request.async_request import AsyncBoltRequest
+
+from app.slack.kinds import UNKNOWN_KIND, handled, payload_kind
 
 log = structlog.get_logger("slack")
 
@@ -94,30 +97,35 @@ def head_rejection(headers: Mapping[str, str], *, now: float) -> Rejection | Non
     return None
 
 
-def payload_problem(body: bytes, content_type: str) -> str | None:
-    """Why a signed body is not a Slack payload Bolt can route (None when it looks like one)."""
+def payload_problem(body: bytes, content_type: str) -> tuple[str | None, str]:
+    """Why a signed body is not a Slack payload the bot handles (None when it is one), and its kind
+    (app/slack/kinds.py) for the log."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError:
-        return "not_utf8"
+        return "not_utf8", UNKNOWN_KIND
     if content_type == "application/json":
         try:
             data: Any = json.loads(text)
         except ValueError:
-            return "invalid_json"
-        return _envelope_problem(data)
-    form = parse_qs(text, keep_blank_values=True)
-    if "payload" in form:  # interactivity: block_actions, view_submission, …
-        try:
-            data = json.loads(form["payload"][0])
-        except ValueError:
-            return "invalid_json"
-        if not isinstance(data, dict) or not isinstance(data.get("type"), str):
-            return "no_payload_type"
-        return None
-    if "command" in form or "ssl_check" in form:
-        return None
-    return "unknown_form"
+            return "invalid_json", UNKNOWN_KIND
+        problem = _envelope_problem(data)
+    else:
+        form = parse_qs(text, keep_blank_values=True)
+        if "payload" in form:  # interactivity: block_actions, view_submission, …
+            try:
+                data = json.loads(form["payload"][0])
+            except ValueError:
+                return "invalid_json", UNKNOWN_KIND
+            ok = isinstance(data, dict) and isinstance(data.get("type"), str)
+            problem = None if ok else "no_payload_type"
+        elif "command" in form or "ssl_check" in form:
+            data, problem = {name: values[0] for name, values in form.items()}, None
+        else:
+            return "unknown_form", UNKNOWN_KIND
+    if problem is not None:
+        return problem, UNKNOWN_KIND
+    return (None if handled(data) else "unhandled"), payload_kind(data)
 
 
 def _envelope_problem(data: Any) -> str | None:
@@ -173,9 +181,11 @@ def _events_handler(bot: ServedBot, clock: Callable[[], float]) -> Callable[[web
         if reason is not None:
             _log_refusal(request, reason, len(body))
             return web.Response(status=401, text="invalid request")
-        problem = payload_problem(body, request.content_type)
+        problem, kind = payload_problem(body, request.content_type)
         if problem is not None:
-            log.warning("slack.malformed_request", reason=problem, path=request.path, length=len(body))
+            log.warning(
+                "slack.malformed_request", reason=problem, kind=kind, path=request.path, length=len(body)
+            )
             return web.Response(status=200, text="")
         bolt_request = AsyncBoltRequest(
             body=body.decode("utf-8"), query=request.query_string, headers=dict(request.headers)

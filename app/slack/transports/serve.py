@@ -29,6 +29,7 @@ from app.slack.transports.http_site import EVENTS_PATH, bound_port, start_http
 from app.slack.transports.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
+from ops.exit_codes import EXIT_UNUSABLE, problem_lines
 from ops.heap import settle_heap
 from ops.http_guard import GuardLimits, serving_limits
 from ops.log_setup import configure_logging
@@ -39,10 +40,11 @@ log = structlog.get_logger("slack")
 
 PROG = "switchboard serve"
 DEFAULT_PORT = 3000
-MANIFEST_HINT = (
-    "create the Slack app from manifest.yml (api.slack.com/apps → Create New App → From an app "
-    'manifest) and install it to your workspace; README.md, "Slack in five steps", walks through it'
-)
+MANIFEST_HINT = 'no app yet? create it from manifest.yml and install it (README.md, "Slack in five steps")'
+
+
+class CannotListen(RuntimeError):
+    """HTTP mode cannot have its port; the message is one line for the operator."""
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -61,15 +63,11 @@ def slack_credentials_problem(settings: Settings) -> str | None:
     """One line naming the missing variable, or None when the chosen mode has what it needs."""
     secrets = settings.secrets
     if not secrets.slack_bot_token:
-        return (
-            "SLACK_BOT_TOKEN is not set: export the app's Bot User OAuth Token (xoxb-…, from OAuth & "
-            f"Permissions) — to get one, {MANIFEST_HINT}"
-        )
+        return f"SLACK_BOT_TOKEN is not set: export the Bot User OAuth Token (xoxb-…); {MANIFEST_HINT}"
     if not secrets.slack_app_token and not secrets.slack_signing_secret:
         return (
-            "SLACK_SIGNING_SECRET is not set (HTTP mode, because SLACK_APP_TOKEN is not set either): export "
-            "the Signing Secret from the app's Basic Information page, or set SLACK_APP_TOKEN (xapp-…) for "
-            f"Socket Mode — to create the app, {MANIFEST_HINT}"
+            "SLACK_SIGNING_SECRET is not set (HTTP mode: no SLACK_APP_TOKEN): export the app's Signing "
+            f"Secret, or SLACK_APP_TOKEN (xapp-…) for Socket Mode; {MANIFEST_HINT}"
         )
     return None
 
@@ -96,11 +94,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     from app.runtime import credentials_problem
 
-    # Everything a first start lacks, said at once: a newcomer fixes it in one go, not one restart each.
+    # Everything a first start lacks, said at once (one problem a line): a newcomer fixes it in one
+    # go, not one restart each.
     problems = [p for p in (slack_credentials_problem(settings), credentials_problem(settings, env)) if p]
     if problems:
-        print(f"{PROG}: {'; and '.join(problems)}", file=sys.stderr)
-        return 2
+        print(problem_lines(PROG, *problems), file=sys.stderr)
+        return EXIT_UNUSABLE
     try:
         configure_logging(args.log_level or env.get("SWITCHBOARD_LOG_LEVEL") or "info")
     except ValueError as error:
@@ -176,9 +175,9 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
         else:
             metrics_token = secrets.reveal(secrets.metrics_token)
             drained = await _http_mode(bot, host, port, runtime.lifecycle, metrics, metrics_token)
-    except SocketModeStartError as error:
+    except (SocketModeStartError, CannotListen) as error:  # never started serving: one line
         print(f"{PROG}: {error}", file=sys.stderr)
-        return 1
+        return EXIT_UNUSABLE
     finally:
         lifecycle.remove_signal_handlers()
         await bot.aclose()
@@ -209,9 +208,14 @@ async def _http_mode(
     bot: SlackBot, host: str, port: int, lifecycle: Lifecycle, metrics: Metrics, metrics_token: str | None
 ) -> bool:
     limits = serving_limits(GuardLimits())  # the open-file limit raised, the cap kept below it
-    runner = await start_http(
-        bot, host=host, port=port, limits=limits, metrics=metrics, metrics_token=metrics_token
-    )
+    try:
+        runner = await start_http(
+            bot, host=host, port=port, limits=limits, metrics=metrics, metrics_token=metrics_token
+        )
+    except OSError as error:  # the port is taken, or not ours to bind
+        raise CannotListen(
+            f"cannot listen on {host}:{port}: {error.strerror or error} (--port, $PORT or [slack] port)"
+        ) from None
     log.info("slack.serving", mode="http", host=host, port=bound_port(runner), path=EVENTS_PATH)
     try:
         await lifecycle.wait_for_stop()

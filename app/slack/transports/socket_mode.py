@@ -84,7 +84,9 @@ async def open_connection_url(
     while True:
         attempts += 1
         try:
-            response = await client.apps_connections_open(app_token=app_token)
+            # An attempt that hangs is cut at the deadline too: the deadline is the whole wait.
+            async with asyncio.timeout(max(policy.deadline_seconds - (clock() - started), 0.1)):
+                response = await client.apps_connections_open(app_token=app_token)
             return str(response["url"])
         except SlackApiError as error:
             code, status = _slack_error(error)
@@ -98,13 +100,16 @@ async def open_connection_url(
         except (aiohttp.ClientError, OSError, TimeoutError, SlackClientError) as error:
             problem = f"{type(error).__name__}: {str(error)[:160] or 'no detail'}"
         waited = clock() - started
-        if waited + backoff > policy.deadline_seconds:
+        if waited >= policy.deadline_seconds:
             raise SocketModeStartError(
                 f"cannot open a Socket Mode connection with SLACK_APP_TOKEN: {problem} "
                 f"({attempts} attempts in {waited:.0f}s; check the network and SLACK_API_URL)"
             )
-        log.warning("slack.socket_retry", attempt=attempts, backoff_seconds=backoff, problem=problem)
-        await sleep(backoff)
+        # The last wait is cut to the deadline, so the final attempt lands on it: tried for the whole
+        # configured time, not given up a backoff early.
+        pause = min(backoff, policy.deadline_seconds - waited)
+        log.warning("slack.socket_retry", attempt=attempts, backoff_seconds=round(pause, 3), problem=problem)
+        await sleep(pause)
         backoff = min(backoff * 2, policy.max_backoff_seconds)
 
 

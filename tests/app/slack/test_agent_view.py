@@ -16,6 +16,18 @@ from tests.app.slack.test_e2e import full_runtime
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import FakeSlackApi
 
+# An Assistant thread opened in the DM D1 (the Assistant experience's `assistant_thread_started`).
+THREAD_STARTED = {
+    "type": "assistant_thread_started",
+    "assistant_thread": {
+        "user_id": "U1",
+        "channel_id": "D1",
+        "thread_ts": "1700000000.000100",
+        "context": {},
+    },
+    "event_ts": "1700000000.000200",
+}
+
 
 def _prompts(call_args: dict[str, Any]) -> list[dict[str, str]]:
     prompts = call_args["prompts"]
@@ -48,18 +60,8 @@ async def test_opening_the_messages_tab_sets_the_suggested_prompts_without_a_thr
 
 async def test_an_assistant_thread_started_gets_its_prompts_on_that_thread(slack_api: FakeSlackApi) -> None:
     slack_api.add_conversation("D1", "im")
-    event = {
-        "type": "assistant_thread_started",
-        "assistant_thread": {
-            "user_id": "U1",
-            "channel_id": "D1",
-            "thread_ts": "1700000000.000100",
-            "context": {},
-        },
-        "event_ts": "1700000000.000200",
-    }
     async with running_bot(slack_api, RecordingDispatcher()) as bot:
-        assert (await bot.slack.event(event)).status == 200
+        assert (await bot.slack.event(THREAD_STARTED)).status == 200
         await bot.settle()
 
     [call] = slack_api.calls_to("assistant.threads.setSuggestedPrompts")

@@ -60,9 +60,9 @@ async def test_two_serve_processes_on_one_postgres_store_answer_an_event_deliver
             ),
         )
         assert [d.status for d in deliveries] == [200, 200]  # both acknowledge at once
-        await slack_api.wait_until(lambda: len(slack_api.bot_replies("C1", posted["ts"])) == 1, within=20)
+        await slack_api.wait_until(lambda: len(slack_api.bot_replies("C1", posted["ts"])) == 1, within=60)
         lines = first.lines + second.lines
-        await slack_api.wait_until(lambda: any("claimed_elsewhere" in line for line in lines), within=20)
+        await slack_api.wait_until(lambda: any("claimed_elsewhere" in line for line in lines), within=60)
         codes = await asyncio.gather(first.stop(), second.stop())
 
     assert list(codes) == [0, 0], "".join(first.lines + second.lines)

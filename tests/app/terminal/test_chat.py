@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 from pathlib import Path
 
@@ -13,15 +12,21 @@ from app.incoming import HistoryTurn
 from app.terminal.chat import ChatThreads, TerminalSurface, main
 from tests.app.runtime_support import app_command, subprocess_env
 from tests.fakes.model_server import FakeModelServer, error_reply
+from tests.memory.postgres_support import unreachable_dsn
 
 TIMEOUT = 60
+
+
+def chat_env(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
+    """A hermetic environment for the chat, its home and data directory under `tmp_path`."""
+    return subprocess_env({"HOME": str(tmp_path), "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"), **env})
 
 
 def run_chat(tmp_path: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         app_command("chat", *args),
         cwd=tmp_path,
-        env=subprocess_env({"HOME": str(tmp_path), "SWITCHBOARD_DATA_DIR": str(tmp_path / "data"), **env}),
+        env=chat_env(tmp_path, env),
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -165,15 +170,12 @@ async def test_the_terminal_surface_prints_replies_and_keeps_status_off_stdout(t
 def test_an_unreachable_postgres_memory_store_stops_start_up_with_one_line_naming_the_setting(
     fake_anthropic: FakeModelServer, tmp_path: Path
 ) -> None:
-    with socket.socket() as probe:  # a port nothing listens on
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
     env = {
         **anthropic_env(fake_anthropic),
         "SWITCHBOARD_MEMORY__ENABLED": "true",
         "SWITCHBOARD_ORGANIZATION": "acme",
         "SWITCHBOARD_MEMORY__STORE": "postgres",
-        "DATABASE_URL": f"postgresql://postgres:sekret@127.0.0.1:{port}/test?connect_timeout=2",
+        "DATABASE_URL": unreachable_dsn(),
     }
     result = run_chat(tmp_path, env, "--thread", "t", "hi")
     assert result.returncode == 2, result.stderr
@@ -256,3 +258,15 @@ def test_the_thread_file_keeps_redacted_text_only(tmp_path: Path) -> None:
         "our key is [REDACTED], keep it",
         "Noted: [REDACTED]",
     ]
+
+
+def test_a_data_directory_it_cannot_write_stops_it_naming_the_path_before_any_model_call(
+    fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    (tmp_path / "data").write_text("a file where the data directory should be")
+    result = run_chat(tmp_path, anthropic_env(fake_anthropic), "--thread", "t1", "hi")
+
+    assert (result.returncode, result.stdout) == (2, "")
+    [line] = result.stderr.strip().splitlines()
+    assert line.startswith("switchboard chat: config error: data_dir = ") and str(tmp_path / "data") in line
+    assert fake_anthropic.requests == []

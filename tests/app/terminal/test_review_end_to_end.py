@@ -121,7 +121,7 @@ async def test_a_reflected_org_fact_waits_for_an_admin_before_any_prompt_or_list
     refused = await terminal.memory("approve", record, admin=False)
     assert (refused.returncode, refused.stdout.strip()) == (
         1,
-        "🚫 Only admins can approve what waits for shared memory.",
+        "🚫 Only admins can approve what waits for shared memory. You are user:cli:local, not in admins.",
     )
     assert record in (await terminal.memory("pending")).stdout
 

@@ -51,6 +51,7 @@ def refused(process: subprocess.CompletedProcess[str]) -> str:
     lines = process.stderr.strip().splitlines()
     assert len(lines) == 1, lines
     assert "service_started" not in process.stdout
+    assert "service_stopped" not in process.stdout  # it never started, so it never stopped
     assert lines[0].startswith(f"{PROG}: ")
     return lines[0]
 
