@@ -104,7 +104,7 @@ class ToolSteps:
 
 def tool_title(name: str, arguments: object) -> str:
     """`read_file app/main.py`: the tool and its first plain argument, one line, redacted, cut."""
-    title = _one_line(name)[:TITLE_LIMIT] or "tool"
+    title = _shown(name)[:TITLE_LIMIT] or "tool"
     argument = _first_argument(arguments)
     if argument:
         title = f"{title} {_cut(argument, ARGUMENT_LIMIT)}"

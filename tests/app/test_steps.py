@@ -86,3 +86,7 @@ def test_a_secret_cut_by_the_title_limit_is_still_redacted() -> None:
 def test_a_secret_in_a_tool_error_never_reaches_the_step_output() -> None:
     error = f"fatal: could not read from https://x-access-token:{GITHUB_TOKEN}@github.com/o/r.git"
     assert "a1B2c3D4" not in tool_output(error, "error")
+
+
+def test_a_secret_as_the_name_of_a_tool_the_model_made_up_never_reaches_the_step_title() -> None:
+    assert "a1B2c3D4" not in tool_title(f"token={GITHUB_TOKEN}", {})
