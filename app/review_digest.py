@@ -29,8 +29,9 @@ log = structlog.get_logger("memory")
 
 
 class DigestSender(Protocol):
-    def reaches(self, admin: str) -> bool:
-        """True for an admin this surface can message (a Slack admin for the Slack sender)."""
+    def recipient(self, admin: str) -> str | None:
+        """Who `admin` is to this surface — one key per person, whichever form the settings name them
+        in — or None for an admin it cannot message (the Slack sender: a Slack admin's user id)."""
         ...
 
     async def send(self, admin: str, digest: PendingDigest, now: float) -> None:
@@ -84,8 +85,8 @@ class ReviewDigest:
         """Reflection queued records in `scope_keys`: send the admins whose window is open. How many
         were sent; every failure is a warning."""
         self._seen.update(scope_keys)
-        admins = [admin for admin in self._admins if self._sender.reaches(admin)]
-        claimed = [admin for admin in admins if await self._claim(admin)]
+        admins = self._recipients()
+        claimed = [admin for person, admin in admins.items() if await self._claim(person)]
         if not claimed:
             if admins:
                 log.info("memory.review_digest", sent=0, admins=len(admins), claimed_elsewhere=len(admins))
@@ -109,9 +110,18 @@ class ReviewDigest:
         )
         return sent
 
-    async def _claim(self, admin: str) -> bool:
+    def _recipients(self) -> dict[str, str]:
+        """Each person the sender reaches, once (by their first listed form): the window is theirs."""
+        recipients: dict[str, str] = {}
+        for admin in self._admins:
+            person = self._sender.recipient(admin)
+            if person is not None:
+                recipients.setdefault(person, admin)
+        return recipients
+
+    async def _claim(self, person: str) -> bool:
         try:
-            return await self._claims.claim_event(digest_claim_key(admin), self._window)
+            return await self._claims.claim_event(digest_claim_key(person), self._window)
         except Exception as error:  # refuse rather than guess: a second DM is what the window forbids
             log.warning("memory.review_digest_failed", stage="claim", error=type(error).__name__)
             return False

@@ -75,8 +75,10 @@ class SlackDigestSender:
         self._client = client
         self._home: tuple[str, str] | None = None  # (team id, app id) once known
 
-    def reaches(self, admin: str) -> bool:
-        return _ADMIN.match(admin) is not None
+    def recipient(self, admin: str) -> str | None:
+        """`user:slack:U…` for either form: a Slack user id names one person in every workspace."""
+        matched = _ADMIN.match(admin)
+        return f"user:{SURFACE}:{matched.group(2)}" if matched else None
 
     async def send(self, admin: str, digest: PendingDigest, now: float) -> None:
         matched = _ADMIN.match(admin)

@@ -79,6 +79,7 @@ async def replica(
     fake: FakeModelServer,
     data_dir: Path,
     clock: Clock,
+    admins: tuple[str, ...] = tuple(f"user:slack:{admin}" for admin in ADMINS),
     **memory: Any,
 ) -> AsyncIterator[Replica]:
     """One bot process: its own runtime, Bolt app and store, over a data directory others may share;
@@ -87,7 +88,7 @@ async def replica(
     settings = settings_for(
         fake,
         organization="acme",
-        admins=[f"user:slack:{admin}" for admin in ADMINS],
+        admins=list(admins),
         memory={"enabled": True, "review": "shared", **memory},
     )
     store = SqliteMemoryStore(data_dir, clock=clock)
@@ -237,3 +238,12 @@ async def test_a_dm_slack_refuses_is_one_warning_and_the_record_still_waits(
     ] * 2
     assert slack_api.calls_to("chat.postMessage") == []
     assert [slack_api.bot_replies("C1")[-1].text] == ["Run make deploy."]  # the answer was never at stake
+
+
+async def test_an_admin_listed_with_and_without_their_workspace_gets_one_dm(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
+) -> None:
+    twice = ("user:slack:UADMIN1", f"user:slack:{TEAM_ID}:UADMIN1")
+    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), twice) as bot:
+        await bot.ask(slack_api, fake_anthropic, org())
+    assert len(dms(slack_api, "UADMIN1")) == 1
