@@ -27,6 +27,10 @@ from memory.types import MAX_LIMIT, CuratingStore, MemoryStore
 
 log = structlog.get_logger("memory")
 
+# How many admins are sent their DM at a time: a long admin list must not burst past Slack's per-minute
+# limits on conversations.open and chat.postMessage, where a refusal costs that admin the window.
+DIGEST_SENDS_AT_ONCE = 4
+
 
 class DigestSender(Protocol):
     def recipient(self, admin: str) -> str | None:
@@ -95,7 +99,8 @@ class ReviewDigest:
         if digest is None:
             return 0
         now = self._clock()
-        results = await asyncio.gather(*(self._send(admin, digest, now) for admin in claimed))
+        turns = asyncio.Semaphore(DIGEST_SENDS_AT_ONCE)
+        results = await asyncio.gather(*(self._send(admin, digest, now, turns) for admin in claimed))
         sent = sum(results)
         log.info(
             "memory.review_digest",
@@ -145,9 +150,10 @@ class ReviewDigest:
         keys = dict.fromkeys([*listed, *sorted(self._seen)])
         return [key for key in keys if held_for_review(key)]
 
-    async def _send(self, admin: str, digest: PendingDigest, now: float) -> bool:
+    async def _send(self, admin: str, digest: PendingDigest, now: float, turns: asyncio.Semaphore) -> bool:
         try:
-            await self._sender.send(admin, digest, now)
+            async with turns:
+                await self._sender.send(admin, digest, now)
         except Exception as error:  # a warning; reflection already wrote, and nothing waits on this
             log.warning("memory.review_digest_failed", stage="send", error=type(error).__name__)
             return False

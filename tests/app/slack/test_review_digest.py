@@ -4,6 +4,7 @@ the review digest DMs each admin through the fake Slack Web API — once per win
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -17,6 +18,7 @@ from structlog.testing import capture_logs
 
 from app.agent.agents import build_agents
 from app.agent.tools import Tool, tool
+from app.review_digest import DIGEST_SENDS_AT_ONCE
 from app.runtime import Runtime, build_runtime
 from app.slack.bot import make_web_client
 from app.slack.review_digest import SlackDigestSender
@@ -247,3 +249,22 @@ async def test_an_admin_listed_with_and_without_their_workspace_gets_one_dm(
     async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), twice) as bot:
         await bot.ask(slack_api, fake_anthropic, org())
     assert len(dms(slack_api, "UADMIN1")) == 1
+
+
+async def test_many_admins_are_sent_a_few_at_a_time_not_all_at_once(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
+) -> None:
+    many = tuple(f"user:slack:UADMIN{n}" for n in range(12))
+    released = slack_api.hold("conversations.open")
+    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), many) as bot:
+        asking = asyncio.create_task(bot.ask(slack_api, fake_anthropic, org()))
+        for _ in range(200):  # until the first DM asks Slack (held calls are recorded, not answered)
+            if slack_api.calls_to("conversations.open"):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # every DM that would start now has asked Slack
+        opened_at_once = len(slack_api.calls_to("conversations.open"))
+        released.set()
+        await asyncio.wait_for(asking, 20)
+    assert 1 <= opened_at_once <= DIGEST_SENDS_AT_ONCE
+    assert all(len(dms(slack_api, f"UADMIN{n}")) == 1 for n in range(12))
