@@ -268,3 +268,17 @@ async def test_many_admins_are_sent_a_few_at_a_time_not_all_at_once(
         await asyncio.wait_for(asking, 20)
     assert 1 <= opened_at_once <= DIGEST_SENDS_AT_ONCE
     assert all(len(dms(slack_api, f"UADMIN{n}")) == 1 for n in range(12))
+
+
+async def test_a_slack_admin_entry_naming_no_user_is_one_warning_and_the_others_still_hear(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
+) -> None:
+    admins = ("user:slack:C0ADMINS", "user:slack:UADMIN1", "user:cli:local")
+    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), admins) as bot:
+        with capture_logs() as logs:
+            await bot.ask(slack_api, fake_anthropic, org())
+            await bot.ask(slack_api, fake_anthropic, org("Deploys are frozen on Fridays"))
+    warned = [e for e in logs if e["event"] == "slack.review_digest_not_a_user"]
+    assert [(e["admin"], e["log_level"]) for e in warned] == [("user:slack:C0ADMINS", "warning")]
+    assert len(dms(slack_api, "UADMIN1")) == 1
+    assert [c.args.get("users") for c in slack_api.calls_to("conversations.open")] == ["UADMIN1"]
