@@ -83,19 +83,24 @@ class ToolSteps:
 
     def __init__(self, show: Callable[[Step], None]) -> None:
         self._show = show
-        self._ids: dict[tuple[int, str], str] = {}
+        self._count = 0
+        # The steps waiting for their result, by the model's (turn, call id): a list, as a model may
+        # give two calls one id, and each must still end.
+        self._waiting: dict[tuple[int, str], list[str]] = {}
         self._titles: dict[str, str] = {}
 
     def __call__(self, event: RunEvent) -> None:
         if isinstance(event, ToolCalled):
-            step_id = f"tool-{len(self._ids) + 1}"
-            self._ids[(event.turn, event.call.id)] = step_id
+            self._count += 1
+            step_id = f"tool-{self._count}"
+            self._waiting.setdefault((event.turn, event.call.id), []).append(step_id)
             self._titles[step_id] = tool_title(event.call.name, event.call.arguments)
             self._show(Step(step_id, self._titles[step_id], "in_progress"))
         elif isinstance(event, ToolReturned):
-            known = self._ids.get((event.turn, event.call.id))
-            if known is None:
+            waiting = self._waiting.get((event.turn, event.call.id))
+            if not waiting:
                 return
+            known = waiting.pop(0)
             result = event.result
             status: StepStatus = "error" if result.is_error else "complete"
             output = tool_output(result.content, status)

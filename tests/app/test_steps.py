@@ -90,3 +90,18 @@ def test_a_secret_in_a_tool_error_never_reaches_the_step_output() -> None:
 
 def test_a_secret_as_the_name_of_a_tool_the_model_made_up_never_reaches_the_step_title() -> None:
     assert "a1B2c3D4" not in tool_title(f"token={GITHUB_TOKEN}", {})
+
+
+def test_two_calls_the_model_gave_one_id_are_two_steps_and_both_end() -> None:
+    shown: list[Step] = []
+    steps = ToolSteps(shown.append)
+    first, second = (
+        ToolCall("dup", "read_file", {"path": "a.py"}),
+        ToolCall("dup", "read_file", {"path": "b.py"}),
+    )
+    steps(ToolCalled(1, first))
+    steps(ToolCalled(1, second))
+    steps(ToolReturned(1, first, ToolResult("dup", "a"), 0.1))
+    steps(ToolReturned(1, second, ToolResult("dup", "b"), 0.1))
+    final = {s.id: s.status for s in shown}
+    assert final == {"tool-1": "complete", "tool-2": "complete"}
