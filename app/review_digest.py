@@ -27,10 +27,15 @@ from memory.types import MAX_LIMIT, CuratingStore, MemoryStore
 
 log = structlog.get_logger("memory")
 
+# How many admins are sent their DM at a time: a long admin list must not burst past Slack's per-minute
+# limits on conversations.open and chat.postMessage, where a refusal costs that admin the window.
+DIGEST_SENDS_AT_ONCE = 4
+
 
 class DigestSender(Protocol):
-    def reaches(self, admin: str) -> bool:
-        """True for an admin this surface can message (a Slack admin for the Slack sender)."""
+    def recipient(self, admin: str) -> str | None:
+        """Who `admin` is to this surface — one key per person, whichever form the settings name them
+        in — or None for an admin it cannot message (the Slack sender: a Slack admin's user id)."""
         ...
 
     async def send(self, admin: str, digest: PendingDigest, now: float) -> None:
@@ -84,8 +89,8 @@ class ReviewDigest:
         """Reflection queued records in `scope_keys`: send the admins whose window is open. How many
         were sent; every failure is a warning."""
         self._seen.update(scope_keys)
-        admins = [admin for admin in self._admins if self._sender.reaches(admin)]
-        claimed = [admin for admin in admins if await self._claim(admin)]
+        admins = self._recipients()
+        claimed = [admin for person, admin in admins.items() if await self._claim(person)]
         if not claimed:
             if admins:
                 log.info("memory.review_digest", sent=0, admins=len(admins), claimed_elsewhere=len(admins))
@@ -94,7 +99,8 @@ class ReviewDigest:
         if digest is None:
             return 0
         now = self._clock()
-        results = await asyncio.gather(*(self._send(admin, digest, now) for admin in claimed))
+        turns = asyncio.Semaphore(DIGEST_SENDS_AT_ONCE)
+        results = await asyncio.gather(*(self._send(admin, digest, now, turns) for admin in claimed))
         sent = sum(results)
         log.info(
             "memory.review_digest",
@@ -109,9 +115,18 @@ class ReviewDigest:
         )
         return sent
 
-    async def _claim(self, admin: str) -> bool:
+    def _recipients(self) -> dict[str, str]:
+        """Each person the sender reaches, once (by their first listed form): the window is theirs."""
+        recipients: dict[str, str] = {}
+        for admin in self._admins:
+            person = self._sender.recipient(admin)
+            if person is not None:
+                recipients.setdefault(person, admin)
+        return recipients
+
+    async def _claim(self, person: str) -> bool:
         try:
-            return await self._claims.claim_event(digest_claim_key(admin), self._window)
+            return await self._claims.claim_event(digest_claim_key(person), self._window)
         except Exception as error:  # refuse rather than guess: a second DM is what the window forbids
             log.warning("memory.review_digest_failed", stage="claim", error=type(error).__name__)
             return False
@@ -135,9 +150,10 @@ class ReviewDigest:
         keys = dict.fromkeys([*listed, *sorted(self._seen)])
         return [key for key in keys if held_for_review(key)]
 
-    async def _send(self, admin: str, digest: PendingDigest, now: float) -> bool:
+    async def _send(self, admin: str, digest: PendingDigest, now: float, turns: asyncio.Semaphore) -> bool:
         try:
-            await self._sender.send(admin, digest, now)
+            async with turns:
+                await self._sender.send(admin, digest, now)
         except Exception as error:  # a warning; reflection already wrote, and nothing waits on this
             log.warning("memory.review_digest_failed", stage="send", error=type(error).__name__)
             return False

@@ -20,6 +20,7 @@ import structlog
 
 from app.agent.agents import Agent
 from app.agent.runner import RunEvent, ToolCalled, ToolReturned
+from memory.rules.redact import redact_secrets
 from memory.types import MemoryRecord
 
 log = structlog.get_logger("dispatch")
@@ -30,8 +31,12 @@ RECALL_STEP = "memory-recall"
 TITLE_LIMIT = 80
 ARGUMENT_LIMIT = 60
 OUTPUT_LIMIT = 200  # Slack caps a task's output at 256 characters
+# How much of a long argument is redacted for a title of a few dozen characters: every token that
+# starts within the title is read whole, and a file's content is not scanned on the event loop.
+REDACT_SPAN = 1_000
 
 _UNPRINTABLE = re.compile(r"[\x00-\x1f\x7f]+")
+_CONTROL = re.compile(r"[\x00-\x09\x0b-\x1f\x7f]+")  # all but the line break the redactor reads across
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,19 +83,24 @@ class ToolSteps:
 
     def __init__(self, show: Callable[[Step], None]) -> None:
         self._show = show
-        self._ids: dict[tuple[int, str], str] = {}
+        self._count = 0
+        # The steps waiting for their result, by the model's (turn, call id): a list, as a model may
+        # give two calls one id, and each must still end.
+        self._waiting: dict[tuple[int, str], list[str]] = {}
         self._titles: dict[str, str] = {}
 
     def __call__(self, event: RunEvent) -> None:
         if isinstance(event, ToolCalled):
-            step_id = f"tool-{len(self._ids) + 1}"
-            self._ids[(event.turn, event.call.id)] = step_id
+            self._count += 1
+            step_id = f"tool-{self._count}"
+            self._waiting.setdefault((event.turn, event.call.id), []).append(step_id)
             self._titles[step_id] = tool_title(event.call.name, event.call.arguments)
             self._show(Step(step_id, self._titles[step_id], "in_progress"))
         elif isinstance(event, ToolReturned):
-            known = self._ids.get((event.turn, event.call.id))
-            if known is None:
+            waiting = self._waiting.get((event.turn, event.call.id))
+            if not waiting:
                 return
+            known = waiting.pop(0)
             result = event.result
             status: StepStatus = "error" if result.is_error else "complete"
             output = tool_output(result.content, status)
@@ -98,8 +108,8 @@ class ToolSteps:
 
 
 def tool_title(name: str, arguments: object) -> str:
-    """`read_file app/main.py`: the tool and its first plain argument, one line, cut."""
-    title = _one_line(name)[:TITLE_LIMIT] or "tool"
+    """`read_file app/main.py`: the tool and its first plain argument, one line, redacted, cut."""
+    title = _shown(name)[:TITLE_LIMIT] or "tool"
     argument = _first_argument(arguments)
     if argument:
         title = f"{title} {_cut(argument, ARGUMENT_LIMIT)}"
@@ -110,7 +120,7 @@ def tool_output(content: str, status: StepStatus) -> str:
     """A short line: the error's first line, or how much came back (never the content itself)."""
     if status == "error":
         first = next((line for line in content.splitlines() if line.strip()), "error")
-        return _cut(_one_line(first), OUTPUT_LIMIT)
+        return _cut(_shown(first), OUTPUT_LIMIT)
     lines = len(content.splitlines())
     if lines > 1:
         return f"{lines} lines"
@@ -159,12 +169,18 @@ def _first_argument(arguments: object) -> str | None:
         if isinstance(value, bool):
             continue
         if isinstance(value, str | int | float) and str(value).strip():
-            return _one_line(str(value))
+            return _shown(str(value))
     return None
 
 
 def _day(at: float) -> str:
     return datetime.fromtimestamp(at, tz=UTC).strftime("%Y-%m-%d")
+
+
+def _shown(text: str) -> str:
+    """Text the model or a tool chose, as a step shows it to everyone in the thread: one line, every
+    credential redacted before any cut (a cut token is too short for a detector to know)."""
+    return _one_line(redact_secrets(_CONTROL.sub(" ", text[:REDACT_SPAN])))
 
 
 def _one_line(text: str) -> str:

@@ -74,9 +74,18 @@ class SlackDigestSender:
     def __init__(self, client: AsyncWebClient) -> None:
         self._client = client
         self._home: tuple[str, str] | None = None  # (team id, app id) once known
+        self._warned: set[str] = set()  # Slack admin entries that name no user, said once each
 
-    def reaches(self, admin: str) -> bool:
-        return _ADMIN.match(admin) is not None
+    def recipient(self, admin: str) -> str | None:
+        """`user:slack:U…` for either form: a Slack user id names one person in every workspace."""
+        matched = _ADMIN.match(admin)
+        if matched is not None:
+            return f"user:{SURFACE}:{matched.group(2)}"
+        if admin.startswith(f"user:{SURFACE}:") and admin not in self._warned:
+            # A channel's id or a mistyped one: nobody to DM. Said once, or nothing would ever say it.
+            self._warned.add(admin)
+            log.warning("slack.review_digest_not_a_user", admin=admin)
+        return None
 
     async def send(self, admin: str, digest: PendingDigest, now: float) -> None:
         matched = _ADMIN.match(admin)

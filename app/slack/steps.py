@@ -2,7 +2,8 @@
 sent with `chat.startStream` / `chat.appendStream` as the run goes, before the answer's text.
 
 The first step starts the stream; the answer's Markdown then goes into that same message. Steps are
-sent in order by one chain of tasks, so a tool call's step never waits on Slack. Where steps cannot
+sent in order by one background sender, so a tool call's step never waits on Slack; the steps shown
+while a call is under way go out together in the next. Where steps cannot
 be shown — the installed slack_sdk has no chunk models, or Slack refuses a chunk (an old workspace:
 `invalid_arguments`, `invalid_chunks`, an unknown chunk type) — steps stop quietly and the answer
 goes out as it would without them: the status line, then the text.
@@ -27,6 +28,8 @@ log = structlog.get_logger("slack")
 CHUNK_MODULE = "slack_sdk.models.messages.chunk"
 ELEMENTS_MODULE = "slack_sdk.models.blocks.block_elements"
 MAX_SOURCES = 10
+# Slack documents no cap on the chunks of one call; a call carries at most this many task updates.
+MAX_CHUNKS_PER_CALL = 20
 
 
 def chunk_models() -> tuple[ModuleType, ModuleType] | None:
@@ -59,7 +62,8 @@ class StepStream:
         self._stream: Any = None
         self._mode: str | None = None
         self._plan_title: str | None = None
-        self._tail: asyncio.Task[None] | None = None
+        self._queue: list[Step] = []
+        self._sender: asyncio.Task[None] | None = None
 
     @property
     def on(self) -> bool:
@@ -67,19 +71,21 @@ class StepStream:
 
     def plan(self, title: str) -> None:
         """Show the steps together in a plan titled `title` (only before the first step)."""
-        if self._models is not None and self._stream is None and self._tail is None:
+        if self._models is not None and self._stream is None and self._sender is None:
             self._mode, self._plan_title = "plan", title
 
     def show(self, step: Step) -> None:
         if self._models is None:
             return
-        self._tail = asyncio.ensure_future(self._send(step, self._tail))
+        self._queue.append(step)
+        if self._sender is None or self._sender.done():
+            self._sender = asyncio.ensure_future(self._drain())
 
     async def take(self) -> Any:
         """After every step went out: the stream they started, for the answer to continue (None when
         none did). Steps shown later are not sent."""
-        if self._tail is not None:
-            await self._tail
+        if self._sender is not None:
+            await self._sender
         self._models = None
         stream, self._stream = self._stream, None
         return stream if stream is not None and stream.ts is not None else None
@@ -94,13 +100,22 @@ class StepStream:
         except Exception as error:
             log.info("slack.steps_close_failed", channel=self._channel, error=type(error).__name__)
 
-    async def _send(self, step: Step, previous: asyncio.Task[None] | None) -> None:
-        if previous is not None:
-            await previous
-        if self._models is None:
-            return
+    async def _drain(self) -> None:
+        """Sends what waits, in order, one call at a time: the steps shown while a call was under way
+        go out together in the next (each task once, in its latest state), so a run of many tool
+        calls costs Slack a few calls, not two per tool."""
+        while self._queue and self._models is not None:
+            batch, self._queue = self._queue[:MAX_CHUNKS_PER_CALL], self._queue[MAX_CHUNKS_PER_CALL:]
+            latest: dict[str, Step] = {}
+            for step in batch:
+                latest[step.id] = step  # a task keeps its first place and takes its latest state
+            await self._send(list(latest.values()))
+        self._queue.clear()
+
+    async def _send(self, steps: Sequence[Step]) -> None:
+        assert self._models is not None
         try:
-            chunks = [await self._task_chunk(step)]
+            chunks = [await self._task_chunk(step) for step in steps]
             if self._stream is None:
                 self._stream = await self._open_stream(self._mode)
                 if self._plan_title:

@@ -8,6 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import aiohttp
 import structlog
 from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
@@ -33,6 +34,9 @@ STREAM_BUFFER = 600
 SECTION_TEXT_LIMIT = 3000
 # The reaction shown on the person's message when the assistant thread status is not available.
 WORKING_REACTION = "hourglass_flowing_sand"
+# How a stream call fails: Slack's refusal (a 429 past the retries too), or no answer in time / no
+# connection, which the SDK raises as they come. A started stream is then finished by chat.update.
+STREAM_ERRORS = (SlackClientError, TimeoutError, aiohttp.ClientError)
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +221,7 @@ class SlackThreadSurface:
                 await stream.append(markdown_text=piece)
             closing = self._closing_blocks() if last else []
             await stream.stop(blocks=closing or None)
-        except SlackClientError as error:
+        except STREAM_ERRORS as error:
             if stream.ts is None:
                 self._state.stream_refused = True
                 log.info("slack.stream_refused", channel=self.channel, error=_error_code(error))

@@ -66,3 +66,42 @@ def test_tool_events_become_steps_with_our_ids_in_progress_then_complete_or_erro
         ("tool-1", "read_file a.py", "complete", "2 lines"),
         ("tool-2", "nope", "error", "error: no tool named 'nope'"),
     ]
+
+
+GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+
+
+def test_a_secret_in_a_tool_argument_never_reaches_the_step_title() -> None:
+    title = tool_title("run_command", {"command": f"curl -H 'Authorization: Bearer {GITHUB_TOKEN}' x"})
+    assert "a1B2c3D4" not in title
+    assert title.startswith("run_command curl")
+
+
+def test_a_secret_cut_by_the_title_limit_is_still_redacted() -> None:
+    # The cut would leave a prefix too short for any detector: redaction goes first.
+    title = tool_title("search_code", {"query": f"{'q' * 30} token={GITHUB_TOKEN}"})
+    assert "a1B2" not in title
+
+
+def test_a_secret_in_a_tool_error_never_reaches_the_step_output() -> None:
+    error = f"fatal: could not read from https://x-access-token:{GITHUB_TOKEN}@github.com/o/r.git"
+    assert "a1B2c3D4" not in tool_output(error, "error")
+
+
+def test_a_secret_as_the_name_of_a_tool_the_model_made_up_never_reaches_the_step_title() -> None:
+    assert "a1B2c3D4" not in tool_title(f"token={GITHUB_TOKEN}", {})
+
+
+def test_two_calls_the_model_gave_one_id_are_two_steps_and_both_end() -> None:
+    shown: list[Step] = []
+    steps = ToolSteps(shown.append)
+    first, second = (
+        ToolCall("dup", "read_file", {"path": "a.py"}),
+        ToolCall("dup", "read_file", {"path": "b.py"}),
+    )
+    steps(ToolCalled(1, first))
+    steps(ToolCalled(1, second))
+    steps(ToolReturned(1, first, ToolResult("dup", "a"), 0.1))
+    steps(ToolReturned(1, second, ToolResult("dup", "b"), 0.1))
+    final = {s.id: s.status for s in shown}
+    assert final == {"tool-1": "complete", "tool-2": "complete"}

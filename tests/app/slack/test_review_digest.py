@@ -4,6 +4,7 @@ the review digest DMs each admin through the fake Slack Web API — once per win
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from collections.abc import AsyncIterator, Mapping
@@ -17,6 +18,7 @@ from structlog.testing import capture_logs
 
 from app.agent.agents import build_agents
 from app.agent.tools import Tool, tool
+from app.review_digest import DIGEST_SENDS_AT_ONCE
 from app.runtime import Runtime, build_runtime
 from app.slack.bot import make_web_client
 from app.slack.review_digest import SlackDigestSender
@@ -79,6 +81,7 @@ async def replica(
     fake: FakeModelServer,
     data_dir: Path,
     clock: Clock,
+    admins: tuple[str, ...] = tuple(f"user:slack:{admin}" for admin in ADMINS),
     **memory: Any,
 ) -> AsyncIterator[Replica]:
     """One bot process: its own runtime, Bolt app and store, over a data directory others may share;
@@ -87,7 +90,7 @@ async def replica(
     settings = settings_for(
         fake,
         organization="acme",
-        admins=[f"user:slack:{admin}" for admin in ADMINS],
+        admins=list(admins),
         memory={"enabled": True, "review": "shared", **memory},
     )
     store = SqliteMemoryStore(data_dir, clock=clock)
@@ -237,3 +240,45 @@ async def test_a_dm_slack_refuses_is_one_warning_and_the_record_still_waits(
     ] * 2
     assert slack_api.calls_to("chat.postMessage") == []
     assert [slack_api.bot_replies("C1")[-1].text] == ["Run make deploy."]  # the answer was never at stake
+
+
+async def test_an_admin_listed_with_and_without_their_workspace_gets_one_dm(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
+) -> None:
+    twice = ("user:slack:UADMIN1", f"user:slack:{TEAM_ID}:UADMIN1")
+    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), twice) as bot:
+        await bot.ask(slack_api, fake_anthropic, org())
+    assert len(dms(slack_api, "UADMIN1")) == 1
+
+
+async def test_many_admins_are_sent_a_few_at_a_time_not_all_at_once(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
+) -> None:
+    many = tuple(f"user:slack:UADMIN{n}" for n in range(12))
+    released = slack_api.hold("conversations.open")
+    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), many) as bot:
+        asking = asyncio.create_task(bot.ask(slack_api, fake_anthropic, org()))
+        for _ in range(200):  # until the first DM asks Slack (held calls are recorded, not answered)
+            if slack_api.calls_to("conversations.open"):
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.3)  # every DM that would start now has asked Slack
+        opened_at_once = len(slack_api.calls_to("conversations.open"))
+        released.set()
+        await asyncio.wait_for(asking, 20)
+    assert 1 <= opened_at_once <= DIGEST_SENDS_AT_ONCE
+    assert all(len(dms(slack_api, f"UADMIN{n}")) == 1 for n in range(12))
+
+
+async def test_a_slack_admin_entry_naming_no_user_is_one_warning_and_the_others_still_hear(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path, stack: AsyncExitStack
+) -> None:
+    admins = ("user:slack:C0ADMINS", "user:slack:UADMIN1", "user:cli:local")
+    async with replica(stack, slack_api, fake_anthropic, tmp_path / "memory", Clock(), admins) as bot:
+        with capture_logs() as logs:
+            await bot.ask(slack_api, fake_anthropic, org())
+            await bot.ask(slack_api, fake_anthropic, org("Deploys are frozen on Fridays"))
+    warned = [e for e in logs if e["event"] == "slack.review_digest_not_a_user"]
+    assert [(e["admin"], e["log_level"]) for e in warned] == [("user:slack:C0ADMINS", "warning")]
+    assert len(dms(slack_api, "UADMIN1")) == 1
+    assert [c.args.get("users") for c in slack_api.calls_to("conversations.open")] == ["UADMIN1"]

@@ -287,3 +287,35 @@ async def test_a_run_that_breaks_after_a_step_leaves_no_message_streaming(slack_
     assert [m.task_updates()[0]["status"] for m in bot_messages if m.chunks] == ["in_progress"]
     assert not any(m.streaming for m in bot_messages)
     assert any("⚠️" in m.text for m in bot_messages)  # the failure is said, as before
+
+
+async def test_a_stream_that_times_out_after_a_step_still_carries_the_answer_once(
+    coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
+) -> None:
+    add_widgets(github_api)
+    coding.bot.client.timeout = 1  # Slack stops answering once the steps' stream has started
+    answer = "Blue-green. " * 100
+    fake_anthropic.script(tool_reply("read_file", {"path": "src/deploy.py"}), answer)
+    released = slack_api.hold("chat.appendStream")
+    try:
+        await ask(coding, slack_api, "C0REPO", "code how do deploys work? --repo acme/widgets")
+        [message] = slack_api.bot_replies("C0REPO")
+        assert message.text == answer.strip()  # put in by chat.update, in the message the steps opened
+        assert len(slack_api.calls_to("chat.update")) == 1
+    finally:
+        released.set()
+
+
+async def test_sixty_tool_calls_take_fewer_stream_calls_than_slack_allows_a_minute_and_all_complete(
+    coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
+) -> None:
+    add_widgets(github_api)
+    calls = tuple(ScriptedToolCall("read_file", {"path": "src/deploy.py"}) for _ in range(60))
+    fake_anthropic.script(Reply(tool_calls=calls), "Blue-green.")
+    await ask(coding, slack_api, "C0REPO", "code how do deploys work? --repo acme/widgets")
+
+    message = answer_message(slack_api, "C0REPO")
+    assert message.text == "Blue-green."
+    assert {message.task_updates(f"tool-{n}")[-1]["status"] for n in range(1, 61)} == {"complete"}
+    stream_calls = [c for c in slack_api.calls if c.method.endswith("Stream")]
+    assert len(stream_calls) < 100  # chat.appendStream is Tier 4: 100+ a minute
