@@ -25,6 +25,7 @@ from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows
 from memory.stores.sqlite.sql import (
     COLUMNS,
+    DOCUMENTS,
     chunks,
     count_terms,
     delete_fts,
@@ -205,8 +206,11 @@ def index_record(connection: sqlite3.Connection, seq: int, record: MemoryRecord)
 def evict_over_cap(connection: sqlite3.Connection, scope_key: str, cap: int) -> int:
     """Inside the batch's transaction: the scope's active records past the cap evicted in
     `plan_eviction`'s order, read off the eviction index (`EVICTION_ORDER`); how many. (`scope_key`:
-    the database is the scope's own, so no statement names it.)"""
-    count = int(connection.execute("SELECT COUNT(*) FROM records WHERE status = 'active'").fetchone()[0])
+    the database is the scope's own, so no statement names it.) The active count is term_df's
+    `DOCUMENTS` row, kept in the transaction of every change to the active set and reconciled on
+    open: counting the active rows would read a whole index of the scope at every write."""
+    counted = connection.execute("SELECT df FROM term_df WHERE term = ?", (DOCUMENTS,)).fetchone()
+    count = 0 if counted is None else int(counted[0])
     if count <= cap:
         return 0
     doomed = [int(row[0]) for row in connection.execute(EVICTION_ORDER, (count - cap,)).fetchall()]
