@@ -16,7 +16,7 @@ from memory.rules.engine import mint_record, plan_eviction
 from memory.stores.sqlite.schema import open_database, prepare_scope
 from memory.stores.sqlite.sql import transaction
 from memory.stores.sqlite.writes import EVICTION_ORDER, evict_over_cap, insert_record
-from memory.types import MemoryRecord
+from memory.types import MemoryRecord, RecordStatus
 from tests.memory.store_contract import fact
 
 ORG = "org:acme"
@@ -36,7 +36,7 @@ def random_scope(rng: random.Random, count: int) -> list[MemoryRecord]:
     for seq in range(1, count + 1):
         minted = mint_record(ORG, seq, fact(f"record number {seq}"), float(rng.randint(1, 4)))
         used = rng.choice([None, None, 2.0, 3.0, 4.0, 5.0])
-        status = rng.choice(["active"] * 6 + ["superseded", "forgotten", "evicted"])
+        status: RecordStatus = rng.choice(["active"] * 6 + ["superseded", "forgotten", "evicted"])
         records.append(replace(minted, last_used_at=used, use_count=0 if used is None else 1, status=status))
     return records
 
