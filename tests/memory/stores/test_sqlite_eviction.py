@@ -20,6 +20,8 @@ from memory.types import MemoryRecord, RecordStatus
 from tests.memory.store_contract import fact
 
 ORG = "org:acme"
+# Mostly active, so a scope has enough to evict; the others must stay out of the eviction index.
+STATUSES: tuple[RecordStatus, ...] = ("active",) * 6 + ("superseded", "forgotten", "evicted")
 
 
 @pytest.fixture
@@ -36,7 +38,7 @@ def random_scope(rng: random.Random, count: int) -> list[MemoryRecord]:
     for seq in range(1, count + 1):
         minted = mint_record(ORG, seq, fact(f"record number {seq}"), float(rng.randint(1, 4)))
         used = rng.choice([None, None, 2.0, 3.0, 4.0, 5.0])
-        status: RecordStatus = rng.choice(["active"] * 6 + ["superseded", "forgotten", "evicted"])
+        status = rng.choice(STATUSES)
         records.append(replace(minted, last_used_at=used, use_count=0 if used is None else 1, status=status))
     return records
 
