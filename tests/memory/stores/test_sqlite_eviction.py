@@ -48,7 +48,7 @@ def statuses(connection: sqlite3.Connection) -> dict[str, str]:
     return {str(record_id): str(status) for record_id, status in rows}
 
 
-@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("seed", range(16))
 def test_eviction_off_the_index_picks_exactly_what_the_plan_picks(
     connection: sqlite3.Connection, seed: int
 ) -> None:
