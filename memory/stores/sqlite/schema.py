@@ -73,6 +73,10 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS records_status_norm ON records (status, norm)",
     "CREATE INDEX IF NOT EXISTS records_active_seq ON records (status, seq DESC)",
     "CREATE INDEX IF NOT EXISTS records_active_used ON records (status, last_used_at DESC, created_at DESC)",
+    # The eviction order (`memory.rules.engine.eviction_key`, full ties by seq) over the active rows
+    # only: a write over the cap reads the excess off its first entries, never the whole active set.
+    "CREATE INDEX IF NOT EXISTS records_eviction"
+    " ON records (COALESCE(last_used_at, created_at), created_at, seq) WHERE status = 'active'",
     "CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(text, keywords, tokenize = 'ascii')",
     # Ranking v2: the engine's stems of text + keywords, exactly the active rows (rowid = seq),
     # and each stem's document frequency among them, kept in the same transaction as every change.

@@ -16,7 +16,6 @@ from memory.rules.curation import entry, run_actor
 from memory.rules.engine import (
     fold_into,
     mint_record,
-    plan_eviction,
     plan_write,
 )
 from memory.rules.engine import record_id as make_record_id
@@ -26,6 +25,7 @@ from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows
 from memory.stores.sqlite.sql import (
     COLUMNS,
+    DOCUMENTS,
     chunks,
     count_terms,
     delete_fts,
@@ -214,34 +214,28 @@ def index_record(connection: sqlite3.Connection, seq: int, record: MemoryRecord)
 
 
 def evict_over_cap(connection: sqlite3.Connection, scope_key: str, cap: int) -> int:
-    """Inside the batch's transaction: the active set is fetched only when the indexed count is over."""
-    count = int(connection.execute("SELECT COUNT(*) FROM records WHERE status = 'active'").fetchone()[0])
+    """Inside the batch's transaction: the scope's active records past the cap evicted in
+    `plan_eviction`'s order, read off the eviction index (`EVICTION_ORDER`); how many. (`scope_key`:
+    the database is the scope's own, so no statement names it.) The active count is term_df's
+    `DOCUMENTS` row, kept in the transaction of every change to the active set and reconciled on
+    open: counting the active rows would read a whole index of the scope at every write."""
+    counted = connection.execute("SELECT df FROM term_df WHERE term = ?", (DOCUMENTS,)).fetchone()
+    count = 0 if counted is None else int(counted[0])
     if count <= cap:
         return 0
-    # plan_eviction reads only status and recency, so the fetch is a covering scan of
-    # records_active_used; rows are re-sorted by seq so full ties break as in every store.
-    rows = sorted(
-        connection.execute(
-            "SELECT seq, created_at, last_used_at FROM records WHERE status = 'active'"
-        ).fetchall()
-    )
-    seqs = {make_record_id(scope_key, int(row[0])): int(row[0]) for row in rows}
-    active = [
-        MemoryRecord(
-            id=make_record_id(scope_key, int(seq)),
-            scope_key=scope_key,
-            kind="fact",
-            text="",
-            source_thread_key="",
-            created_at=float(created_at),
-            last_used_at=None if last_used_at is None else float(last_used_at),
-        )
-        for seq, created_at, last_used_at in rows
-    ]
-    doomed = plan_eviction(active, cap)
+    doomed = [int(row[0]) for row in connection.execute(EVICTION_ORDER, (count - cap,)).fetchall()]
     for chunk in chunks(doomed):
         connection.execute(
-            f"UPDATE records SET status = 'evicted' WHERE id IN ({placeholders(len(chunk))})", chunk
+            f"UPDATE records SET status = 'evicted' WHERE seq IN ({placeholders(len(chunk))})", chunk
         )
-    delete_fts(connection, [seqs[record_id] for record_id in doomed])
+    delete_fts(connection, doomed)
     return len(doomed)
+
+
+# The first `?` active rows in the eviction order (`memory.rules.engine.eviction_key`: least recently
+# used, else the older creation; full ties by seq, as `plan_eviction` breaks them over seq-ordered
+# records). INDEXED BY makes a plan that would scan the active set an error rather than a slow write.
+EVICTION_ORDER = (
+    "SELECT seq FROM records INDEXED BY records_eviction WHERE status = 'active'"
+    " ORDER BY COALESCE(last_used_at, created_at), created_at, seq LIMIT ?"
+)
