@@ -6,6 +6,7 @@ as it lets a forgotten one go (memory/stores/postgres/changes.py, the tombstones
 from __future__ import annotations
 
 import psycopg
+import pytest
 
 from memory.stores.postgres.changes import CATCH_UP_DELETED, read_many
 from memory.stores.postgres.store import PostgresMemoryStore
@@ -76,6 +77,7 @@ async def test_a_row_put_back_by_hand_after_its_delete_is_read_again_and_loses_i
     assert await schema_rows(schema, "SELECT seq FROM memory_deleted") == []
 
 
+@pytest.mark.serial  # another session's open transaction holds the horizon this test reads
 async def test_a_delete_is_read_once_even_while_an_older_transaction_stays_open(
     replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
 ) -> None:

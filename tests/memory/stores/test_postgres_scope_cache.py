@@ -184,6 +184,7 @@ async def test_a_catch_up_reads_only_what_changed_even_while_an_older_transactio
         await idle.rollback()
 
 
+@pytest.mark.serial  # another session's open transaction holds the horizon this test reads
 async def test_a_transaction_read_whole_for_one_scope_is_still_read_for_another(
     replicas: tuple[PostgresMemoryStore, PostgresMemoryStore, Clock], schema: TempSchema
 ) -> None:
