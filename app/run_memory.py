@@ -13,7 +13,8 @@ from app.incoming import IncomingMessage
 from config.settings import Settings
 from memory.context import MemoryRead, read_memory
 from memory.rules.scope import RequestScopes, list_scope_keys, request_scope_keys
-from memory.types import MemoryStore, ReadAudit
+from memory.stores.contract import MemoryStore
+from memory.types import ReadAudit
 from ops.metrics import Metrics
 from ops.tracing import span
 

@@ -22,7 +22,7 @@ from app.dispatch import AgentRunner, CallerFactory, CommandHandler, Dispatcher,
 from app.lifecycle import Lifecycle
 from app.review import PendingSweep, check_review_store, expire_pending, review_shared
 from config.settings import ConfigError, Settings
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
 from ops.metrics import Metrics
 
 if TYPE_CHECKING:

@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
+from memory.stores.contract import MemoryStore
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.ranking.embedder import Embedder, load_embedder, tuned_feedback, tuned_weight
@@ -39,7 +41,7 @@ from memory.rules.engine import record_id
 from memory.rules.restate import meaning_key
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore
+from memory.types import MemoryCandidate
 
 _DATA = Path("shared") / "bench" / "locomo" / "locomo_dev.jsonl"
 # The shared folder beside the checkout (main at /work/main, a worktree at /work/wt/<name>).

@@ -14,7 +14,7 @@ import asyncio
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol
+from typing import Literal
 
 import structlog
 
@@ -34,7 +34,8 @@ from commands.render import code_span, is_machine_caller, store_failure
 from memory.rules.redact import REDACTED
 from memory.rules.scope import scope_kind
 from memory.rules.visibility import may_show, origin_from_visibility
-from memory.types import MAX_LIMIT, CuratingStore, MemoryRecord, MemoryStore, RecordVersion
+from memory.stores.contract import CuratedStore, MemoryStore
+from memory.types import MAX_LIMIT, MemoryRecord, RecordVersion
 
 log = structlog.get_logger("memory")
 
@@ -55,10 +56,6 @@ _OPTION = re.compile(r"^-{1,2}[A-Za-z]")
 _PENDING_OPTIONS = ("scope", "repo", "channel", "limit")
 _OFF = "🔕 Memory is off (`memory.enabled` is false): "
 IsAdmin = Callable[[Caller], bool]
-
-
-class Curating(MemoryStore, CuratingStore, Protocol):
-    """A store with the review queue (every durable store is one)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -175,9 +172,8 @@ class CurateCommands:
         key = scope_key_of("user", caller.user_id)
         return _Act(f"memory.{verb}", key, caller.surface, self._is_admin(caller), changes)
 
-    def _curating(self) -> Curating | None:
-        store = self._store
-        return store if isinstance(store, CuratingStore) else None
+    def _curating(self) -> CuratedStore | None:
+        return self._store.curation()
 
     # ---------------------------------------------------------------------------- memory pending
 
@@ -281,7 +277,7 @@ class CurateCommands:
 
     async def _decision(
         self, args: Sequence[str], caller: Caller, verb: str
-    ) -> tuple[_Act, Curating, str, str] | CommandReply:
+    ) -> tuple[_Act, CuratedStore, str, str] | CommandReply:
         """The record an approve or reject names and the store to ask, or the answer that ends it:
         memory off, not an admin (refused, logged), no queue, a scope that never waits."""
         act = self._act(verb, caller)
@@ -415,7 +411,7 @@ def _not_waiting(act: _Act, verb: str, target: str) -> CommandReply:
 
 
 async def _version_records(
-    store: Curating, scope: str, versions: Sequence[RecordVersion], *, pending: bool
+    store: CuratedStore, scope: str, versions: Sequence[RecordVersion], *, pending: bool
 ) -> dict[str, MemoryRecord]:
     """The rows of the versions that still hold text (pending ones only for admins), by id: their
     origin decides who may read them."""

@@ -42,8 +42,7 @@ from app.slack.state import TtlCache
 from app.slack.tasks import BackgroundTasks
 from commands.browse import MemoryBrowser
 from commands.provenance import Permalinks
-from memory.rules.claims import EventClaims
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
 
 P = ParamSpec("P")
 
@@ -246,7 +245,7 @@ class SlackBot:
 def _shared_claims(store: MemoryStore | None, options: SlackOptions) -> SharedClaims:
     """A store that claims across processes (SQLite, PostgreSQL, the memory service) shares the
     replicas' dedupe; any other (in-process, none: memory off) leaves it to each process."""
-    claims = store if isinstance(store, EventClaims) else None
+    claims = None if store is None else store.claims()
     return SharedClaims(claims, ttl_seconds=options.dedupe_ttl_seconds)
 
 

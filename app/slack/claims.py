@@ -21,7 +21,7 @@ from typing import Any
 
 import structlog
 
-from memory.rules.claims import EventClaims
+from memory.stores.contract import EventClaims
 
 log = structlog.get_logger("slack")
 

@@ -42,7 +42,7 @@ from memory.ranking.embedder import (
 )
 from memory.ranking.fusion import DEFAULT_RANKING, RANKING_MODES, Ranking
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, NO_RETENTION, Retention
-from memory.service.app import CapAwareStore, ReadinessProbe, create_app
+from memory.service.app import ReadinessProbe, create_app
 from memory.service.workers import (
     WorkerPlan,
     add_worker_arguments,
@@ -54,6 +54,7 @@ from memory.service.workers import (
     worker_count,
 )
 from memory.stores.build import data_dir_problem, memory_dir
+from memory.stores.contract import MemoryStore
 from memory.stores.dm_scopes import migrate_dm_scopes_at_start
 from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.heap import settle_heap
@@ -284,7 +285,7 @@ async def serve(
             message=f"{TOKEN_ENV} is unset or empty: every data request will be refused with 401",
         )
     path = memory_dir(data_dir)
-    store: CapAwareStore
+    store: MemoryStore
     if database_url:  # PostgreSQL: verified before serving, so a bad DSN is one line at start-up
         from memory.stores.postgres.store import PostgresMemoryStore
 

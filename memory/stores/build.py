@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
@@ -26,8 +26,9 @@ from memory.ranking.embedder import Embedder, EmbedderUnavailable, load_embedder
 from memory.ranking.fusion import RANKING_MODES, Ranking, RankingMode
 from memory.rules.engine import is_valid_cap
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, Retention
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
-from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP, MemoryStore
+from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP
 
 log = structlog.get_logger("memory.build")
 
@@ -123,18 +124,10 @@ def memory_dir(data_dir: str | os.PathLike[str]) -> Path:
     return Path(data_dir) / "memory"
 
 
-@runtime_checkable
-class OpenableStore(Protocol):
-    """A store with a server behind it that can be verified before the bot takes messages."""
-
-    async def open(self) -> None: ...
-
-
 async def open_memory_store(store: MemoryStore) -> None:
     """Verify the store at start-up (a database that answers), so a bad DSN or an unreachable server is
     one clear line now rather than a failure on the first message. Raises MemoryStoreError."""
-    if isinstance(store, OpenableStore):
-        await store.open()
+    await store.open()
 
 
 def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None) -> MemoryStore:

@@ -18,6 +18,7 @@ import structlog
 
 from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch
+from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.http_curation import CurationClient
 from memory.stores.http_replies import CallFailed, count_of, ranked_scopes, records_of, write_result
 from memory.types import (
@@ -225,6 +226,16 @@ class HttpMemoryStore(CurationClient):
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    def curation(self) -> CuratedStore | None:
+        return self
+
+    def claims(self) -> EventClaims | None:
+        return self
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        """None: the scopes and their vectors live on the service's host (run reindex there)."""
+        return None
 
     async def _checked(self, route: str, body: dict[str, object]) -> dict[str, Any]:
         """A call whose failure a human must see: MemoryStoreError with the status and the reason."""

@@ -25,6 +25,7 @@ from memory.rules.engine import (
     prepare_batch,
 )
 from memory.rules.retention import NO_RETENTION, Retention
+from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.in_process_curation import InMemoryCuration
 from memory.types import (
     AuditQuery,
@@ -51,7 +52,12 @@ class NullMemoryStore:
     ) -> dict[str, list[Ranked]]:
         return {}
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def open(self) -> None:
+        return None
+
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         return WriteResult()
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:
@@ -82,6 +88,16 @@ class NullMemoryStore:
         return []
 
     async def aclose(self) -> None:
+        return None
+
+    def curation(self) -> CuratedStore | None:
+        """None: a disabled store keeps no review queue or history (a command says so in one line)."""
+        return None
+
+    def claims(self) -> EventClaims | None:
+        return None
+
+    def maintenance(self) -> ScopeMaintenance | None:
         return None
 
 
@@ -276,7 +292,21 @@ class InMemoryMemoryStore(InMemoryCuration):
         cutoff = self._retention.cutoff(scope_key, now)
         return builtins.list(rows) if cutoff is None else [r for r in rows if r.created_at >= cutoff]
 
+    async def open(self) -> None:
+        return None
+
     async def aclose(self) -> None:
+        return None
+
+    def curation(self) -> CuratedStore | None:
+        return self
+
+    def claims(self) -> EventClaims | None:
+        """None: a dict in one process shares nothing with another."""
+        return None
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        """None: nothing here outlives the process, so there is nothing to walk or reindex."""
         return None
 
 

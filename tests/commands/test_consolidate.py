@@ -14,10 +14,11 @@ from structlog.testing import capture_logs
 
 from commands.cli import CLI_READER
 from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
+from memory.stores.contract import CuratingStore, MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.stores.sqlite.schema import database_filename
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import CuratingStore, MemoryCandidate, MemoryRecord, MemoryStore, Origin, RecordVersion
+from memory.types import MemoryCandidate, MemoryRecord, Origin, RecordVersion
 from tests.commands.test_cli import run_switchboard
 from tests.memory.rules.fold_corpus import RESTYLED_TRIPLE
 

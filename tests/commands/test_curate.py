@@ -23,8 +23,9 @@ from commands.memory import build_registry
 from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from commands.render import UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN
 from memory.rules.visibility import Reader
+from memory.stores.contract import CuratingStore, MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
-from memory.types import CuratingStore, MemoryCandidate, MemoryStore, Origin
+from memory.types import MemoryCandidate, Origin
 
 ORG = "org:acme"
 ADMIN = "UADMIN"

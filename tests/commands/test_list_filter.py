@@ -12,9 +12,10 @@ from commands.memory import build_registry
 from commands.registry import Caller
 from memory.ranking.lexical import stem_words
 from memory.rules.engine import MAX_MATCH_TOKENS
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore
+from memory.types import MemoryCandidate
 
 SLACK = Caller("slack:U1", "slack:C1", "public", "slack:C1:1700000000.000100", "slack")
 TEXTS = (

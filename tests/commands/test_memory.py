@@ -24,17 +24,10 @@ from commands.memory import (
 )
 from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from memory.rules.visibility import Reader
+from memory.stores.contract import MemoryStore
 from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
-from memory.types import (
-    MemoryCandidate,
-    MemoryRecord,
-    MemoryStore,
-    MemoryStoreError,
-    Origin,
-    Ranked,
-    WriteResult,
-)
+from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, Origin, Ranked, WriteResult
 from tests.memory.reads import memory_context_block
 
 ORG = "org:acme"
@@ -114,7 +107,9 @@ class FailingStore(NullMemoryStore):
     ) -> dict[str, list[Ranked]]:
         raise self.error
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         raise self.error
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:

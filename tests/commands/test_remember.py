@@ -18,9 +18,10 @@ from commands.memory import build_registry
 from commands.registry import Caller, CommandRegistry
 from commands.remember import REMEMBER_USAGE, parse_remember_args
 from memory.rules.visibility import Reader
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryRecord, MemoryStore
+from memory.types import MemoryRecord
 
 ADMIN = "UADMIN"
 SECRET = "ghp_" + "Zq7Lw2Xk9Rt4Vb8Nm3Pd6Hs1Jf5Gc0Ay2Ue"

@@ -16,14 +16,8 @@ import pytest
 
 from memory.ranking.fusion import SPEC
 from memory.rules.retention import Retention
-from memory.types import (
-    CuratingStore,
-    CurationEntry,
-    MemoryCandidate,
-    MemoryStore,
-    SourceLink,
-    WriteResult,
-)
+from memory.stores.contract import CuratingStore, MemoryStore
+from memory.types import CurationEntry, MemoryCandidate, SourceLink, WriteResult
 from tests.memory.embedders import ConceptEmbedder
 from tests.memory.store_contract import (
     DAY,

@@ -56,7 +56,9 @@ class RecordingStore(NullMemoryStore):
     ) -> dict[str, list[Ranked]]:
         return await self.inner.retrieve_many(scope_keys, query, limit)
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         self.writes.append((scope_key, list(candidates)))
         return await self.inner.write(scope_key, candidates)
 

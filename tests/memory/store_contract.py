@@ -22,6 +22,7 @@ from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import SPEC, Feedback, Ranking, rank, stats_stems
 from memory.ranking.lexical import term_stats
 from memory.rules.retention import NO_RETENTION, Retention
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.types import (
     DEFAULT_SCOPE_CAP,
@@ -29,7 +30,6 @@ from memory.types import (
     AuditQuery,
     MemoryCandidate,
     MemoryRecord,
-    MemoryStore,
     Origin,
     ReadAudit,
     SourceLink,

@@ -44,7 +44,9 @@ class RecordingStore(NullMemoryStore):
         self.retrieved.extend(scope_keys)
         return await self.inner.retrieve_many(scope_keys, query, limit)
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         return await self.inner.write(scope_key, candidates)
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:

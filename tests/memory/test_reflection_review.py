@@ -8,8 +8,8 @@ from structlog.testing import capture_logs
 from app.audience import conversation_reader
 from app.reflection_hook import provider_extractor
 from memory.reflection import ReflectionOutcome, ReflectionRun, reflect
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
-from memory.types import MemoryStore
 from tests.memory.reflection_fakes import (
     RUN_ID,
     SCOPES,

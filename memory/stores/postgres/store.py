@@ -30,6 +30,7 @@ from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
+from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.postgres import ledger, reads, writes
 from memory.stores.postgres.claims import ClaimTable
 from memory.stores.postgres.connection import DSN_SETTING, ServerPool, error_kind, failure, first_line
@@ -142,6 +143,15 @@ class PostgresMemoryStore(PostgresCuration):
         self._flushes.close()
         await self._write_held_bumps()
         await self._pool.close()
+
+    def curation(self) -> CuratedStore | None:
+        return self
+
+    def claims(self) -> EventClaims | None:
+        return self
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        return self
 
     async def _write_bumps(self, scope_key: str) -> None:
         await self._retriever.write_bumps(self._pool, [scope_key])

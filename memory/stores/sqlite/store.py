@@ -34,6 +34,7 @@ from memory.rules.claims import validate_claim
 from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
+from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
 from memory.stores.sqlite import claims, erasure, ledger, reads, versions
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
@@ -310,6 +311,19 @@ class SqliteMemoryStore(SqliteCuration):
         self._flushes.close()
         # Not on the pool: the shutdown waits for the pool's threads to finish.
         await asyncio.to_thread(self._shutdown)  # writes every pending bump before closing
+
+    async def open(self) -> None:
+        """Nothing to verify: build_memory_store already proved the directory writable."""
+        return None
+
+    def curation(self) -> CuratedStore | None:
+        return self
+
+    def claims(self) -> EventClaims | None:
+        return self
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        return self
 
     # -- on the store's pool -------------------------------------------------------------------------
 

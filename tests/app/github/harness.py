@@ -62,7 +62,9 @@ class RecordingStore(NullMemoryStore):
         self.events.extend(("retrieve", scope_key, issued) for scope_key in scope_keys)
         return await self.inner.retrieve_many(scope_keys, query, limit)
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         self.events.append(("write", scope_key, time.monotonic()))
         return await self.inner.write(scope_key, candidates)
 

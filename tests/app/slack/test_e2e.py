@@ -24,9 +24,10 @@ from commands.memory import UNTRUSTED_NOTE
 from config.settings import load_settings
 from memory.reflection import REFLECTION_SYSTEM
 from memory.stores.build import memory_dir
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore
+from memory.types import MemoryCandidate
 from tests.app.slack.harness import RunningBot, running_bot
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, as_app_mention

@@ -846,9 +846,16 @@ async def test_a_store_refusal_is_a_400_with_the_stores_reason() -> None:
     assert reply.json() == {"error": "candidates[0].text must be valid Unicode text"}
 
 
+class _CaplessStore(NullMemoryStore):
+    async def write(  # type: ignore[override]
+        self, scope_key: str, candidates: Sequence[MemoryCandidate]
+    ) -> WriteResult:
+        return WriteResult()
+
+
 def test_create_app_refuses_a_store_whose_write_takes_no_cap() -> None:
     with pytest.raises(TypeError, match="cap"):
-        create_app(NullMemoryStore(), TOKEN)  # type: ignore[arg-type]
+        create_app(_CaplessStore(), TOKEN)  # type: ignore[arg-type]
 
 
 # --- /retrieve_many: the four-scope read in one round trip (issue 15) ------------------------------

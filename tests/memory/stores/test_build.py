@@ -21,10 +21,11 @@ from structlog.testing import capture_logs
 
 from config.settings import load_settings
 from memory.stores.build import MemoryConfigError, build_memory_store, open_memory_store, validate_scope_cap
+from memory.stores.contract import MemoryStore
 from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore, MemoryStoreError
+from memory.types import MemoryCandidate, MemoryStoreError
 from tests.memory.service_support import free_port
 
 SCOPE = "org:acme"

@@ -13,8 +13,9 @@ import httpx
 import psycopg
 import pytest
 
-from memory.rules.claims import PURGE_BATCH, EventClaims
+from memory.rules.claims import PURGE_BATCH
 from memory.service.app import create_app
+from memory.stores.contract import EventClaims
 from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore

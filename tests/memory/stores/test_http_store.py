@@ -27,9 +27,10 @@ from starlette.routing import Route
 from structlog.testing import capture_logs
 
 from memory.service.app import create_app
+from memory.stores.contract import MemoryStore
 from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
-from memory.types import MemoryCandidate, MemoryStore, MemoryStoreError, WriteResult
+from memory.types import MemoryCandidate, MemoryStoreError, WriteResult
 from memory.wire import record_to_wire
 from tests.app.runtime_support import app_command, subprocess_env
 from tests.fakes.model_server import FakeModelServer

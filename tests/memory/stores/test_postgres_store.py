@@ -19,17 +19,11 @@ from structlog.testing import capture_logs
 from config.settings import load_settings
 from memory.rules.engine import plan_eviction
 from memory.stores.build import MemoryConfigError, build_memory_store
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.postgres import sql as postgres_store
 from memory.stores.postgres.store import PostgresMemoryStore, match_query
-from memory.types import (
-    MAX_TEXT_CHARS,
-    MemoryCandidate,
-    MemoryRecord,
-    MemoryStore,
-    MemoryStoreError,
-    WriteResult,
-)
+from memory.types import MAX_TEXT_CHARS, MemoryCandidate, MemoryRecord, MemoryStoreError, WriteResult
 from tests.memory.postgres_support import (
     STORED_RECORDS,
     TcpForwarder,

@@ -1,5 +1,6 @@
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
-from memory.types import MemoryStore, WriteResult
+from memory.types import WriteResult
 from tests.memory.records import DAY, NOW, fact
 
 
