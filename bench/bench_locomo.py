@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 
-from memory.stores.contract import MemoryStore
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.ranking.embedder import Embedder, load_embedder, tuned_feedback, tuned_weight
 from memory.ranking.fusion import Ranking
 from memory.rules.engine import record_id
 from memory.rules.restate import meaning_key
+from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InMemoryMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate

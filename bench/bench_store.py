@@ -32,13 +32,12 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from memory.stores.contract import MemoryStore
-
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from memory.ranking.embedder import DEFAULT_EMBEDDER, EMBEDDER_NAMES, Embedder, load_embedder
 from memory.ranking.fusion import RANKING_MODES, Ranking
 from memory.rules.visibility import Reader
+from memory.stores.contract import MemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MAX_SCOPE_CAP, MemoryCandidate
 from tests.memory.reads import memory_context_block

@@ -10,6 +10,7 @@ never on a concrete store. A store that cannot do something says so here, throug
 - `CuratedStore`: both at once, what `MemoryStore.curation()` hands out.
 - `EventClaims`: "act on this key once" across every process sharing the store.
 - `ScopeMaintenance`: listing the scopes a store holds, and giving older records their vectors.
+- `CurationBackend`: what a durable backend does under the curation front (memory/stores/front.py).
 
 Lives under `memory.stores` (not beside the values in `memory.types`): nothing below the stores needs a
 store, and everything above them may import this module.
@@ -21,6 +22,7 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+from memory.stores.writing import Approval
 from memory.types import (
     AuditQuery,
     CurationEntry,
@@ -207,4 +209,55 @@ class ScopeMaintenance(Protocol):
     async def reindex(self, scope_key: str, *, batch: int = ..., progress: Progress | None = None) -> int:
         """Vectors for a scope's records that have none of the store's embedder; resumable; how many
         (0 without an embedder)."""
+        ...
+
+
+class CurationBackend(Protocol):
+    """What a durable backend does under the curation front (memory/stores/front.py): each call one
+    transaction holding the scope's lock (or one read), its arguments already checked, its curation
+    entries appended in that transaction; a storage failure raised as a `MemoryStoreError`."""
+
+    async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        """The prepared batch written as `CuratingStore.write_pending` says, under `cap`."""
+        ...
+
+    async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
+        """The unexpired pending records, newest first, at most `limit`."""
+        ...
+
+    async def approve(self, scope_key: str, record_id: str, actor: str, cap: int) -> Approval | None:
+        """The pending record approved (memory/stores/writing.py plans it); None if not pending."""
+        ...
+
+    async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
+        """The pending record erased (reason `rejected`); False if it was not pending."""
+        ...
+
+    async def expire_pending(self, older_than: float, actor: str) -> int:
+        """Every scope's pending records created before `older_than` erased (reason `expired`),
+        each expiry logged; how many."""
+        ...
+
+    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+        """The record's new version (`edit_candidate` checks `text`); None if there is no such record."""
+        ...
+
+    async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
+        """The record's chain with the log entries naming each version, oldest first."""
+        ...
+
+    async def append_entry(self, entry: CurationEntry) -> None:
+        """One checked entry appended (entries past the log's retention dropped)."""
+        ...
+
+    async def curation_log(self, scope_key: str, record_id: str, limit: int) -> builtins.list[CurationEntry]:
+        """Entries naming the record, newest first, at most `limit`, within the log's retention."""
+        ...
+
+    async def active_records(self, scope_key: str) -> builtins.list[MemoryRecord]:
+        """The unexpired active records, oldest first."""
+        ...
+
+    async def merge(self, scope_key: str, survivor_id: str, duplicate_ids: Sequence[str], actor: str) -> int:
+        """The active duplicates folded into the survivor and erased (reason `merged`); how many."""
         ...

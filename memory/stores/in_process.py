@@ -15,13 +15,8 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, rank, stats_
 from memory.ranking.lexical import term_stats
 from memory.ranking.vectors import ScopeVectors
 from memory.rules.audit import audit_matches
-from memory.rules.curation import entry, run_actor, write_pool
 from memory.rules.engine import (
-    WritePlan,
-    fold_into,
     matches_filter,
-    mint_record,
-    plan_write,
     prepare_batch,
 )
 from memory.rules.retention import NO_RETENTION, Retention
@@ -195,38 +190,12 @@ class InMemoryMemoryStore(InMemoryCuration):
         candidates = prepare_batch(candidates)
         if not candidates:
             return WriteResult()
-        cap = self._cap if cap is None else cap
-        vectors: dict[str, Matrix] = {}
+        vectors = None
         if self._embedder is not None:
             texts = [candidate.text for candidate in candidates]
-            vectors = dict(zip(texts, await asyncio.to_thread(self._embedder.embed, texts), strict=True))
+            vectors = await asyncio.to_thread(self._embedder.embed, texts)
         async with self._lock:
-            now = self._clock()
-            cutoff = self._retention.cutoff(scope_key, now)
-            if cutoff is not None:  # the scope is being written: its expired records go now
-                self._erase_where(scope_key, _created_before(cutoff), "expired")
-            rows = builtins.list(self._scopes.get(scope_key, []))
-            inserted = deduped = superseded = 0
-            entries: builtins.list[CurationEntry] = []
-            for candidate in candidates:
-                plan = plan_write(scope_key, candidate, write_pool(rows, candidate))
-                rows, changed = _apply(
-                    rows, plan, scope_key, candidate, now, lambda: self._next_seq(scope_key)
-                )
-                entries.extend(_write_entries(rows, plan, candidate, now))
-                if plan.action == "dedup":
-                    deduped += 1
-                else:
-                    inserted += 1
-                    superseded += changed
-            self._scopes[scope_key] = rows
-            evicted = self._evict(scope_key, cap)
-            for item in entries:
-                self._append(item)
-            for row in rows:
-                if row.status == "active" and row.id not in self._vectors and row.text in vectors:
-                    self._vectors[row.id] = vectors[row.text]
-            return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+            return self._write(scope_key, candidates, cap, vectors, pending=False)
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         rows = [r for r in reversed(self._scopes.get(scope_key, [])) if r.status == "active"]
@@ -316,34 +285,3 @@ def _created_before(cutoff: float) -> Callable[[MemoryRecord], bool]:
 
 def _from_runs(run_ids: set[str]) -> Callable[[MemoryRecord], bool]:
     return lambda record: record.source_run_id in run_ids
-
-
-def _apply(
-    rows: builtins.list[MemoryRecord],
-    plan: WritePlan,
-    scope_key: str,
-    candidate: MemoryCandidate,
-    now: float,
-    next_seq: Callable[[], int],
-) -> tuple[builtins.list[MemoryRecord], int]:
-    if plan.action == "dedup":
-        return [fold_into(r, candidate, now) if r.id == plan.dedup_id else r for r in rows], 0
-    superseded = 0
-    if plan.supersede_id is not None:
-        rows = [replace(r, status="superseded") if r.id == plan.supersede_id else r for r in rows]
-        superseded = 1
-    rows.append(mint_record(scope_key, next_seq(), candidate, now, supersedes=plan.supersede_id))
-    return rows, superseded
-
-
-def _write_entries(
-    rows: Sequence[MemoryRecord], plan: WritePlan, candidate: MemoryCandidate, now: float
-) -> builtins.list[CurationEntry]:
-    """A fold confirms its record; a correction supersedes its target (the new record is the last row)."""
-    actor = run_actor(candidate.source_run_id)
-    by_id = {r.id: r for r in rows}
-    if plan.action == "dedup" and plan.dedup_id is not None:
-        return [entry(by_id[plan.dedup_id], "folded", actor, now)]
-    if plan.supersede_id is not None:
-        return [entry(by_id[plan.supersede_id], "superseded", actor, now, rows[-1].id)]
-    return []

@@ -14,8 +14,6 @@ from memory.ranking.embedder import Embedder, Matrix
 from memory.rules.curation import (
     SYSTEM_ACTOR,
     ChainWalk,
-    approval_candidate,
-    approved_record,
     edit_candidate,
     edited_record,
     entry,
@@ -24,16 +22,24 @@ from memory.rules.curation import (
     merged_survivor,
     names,
     newest_first,
-    pending_record,
-    pending_to_expire,
-    plan_pending,
-    run_actor,
     validate_actor,
     validate_entry,
     write_pool,
 )
-from memory.rules.engine import fold_into, plan_eviction, plan_write, prepare_batch
+from memory.rules.engine import plan_eviction, prepare_batch
 from memory.rules.retention import Retention
+from memory.stores.writing import (
+    Activate,
+    BatchPlan,
+    Erase,
+    Evict,
+    Fold,
+    Insert,
+    Step,
+    Supersede,
+    approval_pool_candidate,
+    plan_approval,
+)
 from memory.types import (
     CurationEntry,
     EraseReason,
@@ -69,36 +75,64 @@ class InMemoryCuration:
         if not candidates:
             return WriteResult()
         async with self._lock:
-            now = self._clock()
-            cutoff = self._retention.cutoff(scope_key, now)
-            if cutoff is not None:
-                self._erase_where(scope_key, lambda r: r.created_at < cutoff, "expired")
-            rows = self._scopes.setdefault(scope_key, [])
-            inserted = deduped = 0
-            for candidate in candidates:
-                plan = plan_pending(scope_key, candidate, write_pool(rows, candidate, pending=True))
-                if plan.action == "dedup":
-                    index = next(n for n, r in enumerate(rows) if r.id == plan.dedup_id)
-                    rows[index] = fold_into(rows[index], candidate, now)
-                    self._append(entry(rows[index], "folded", run_actor(candidate.source_run_id), now))
-                    deduped += 1
-                    continue
-                rows.append(pending_record(scope_key, self._next_seq(scope_key), candidate, now, plan))
-                inserted += 1
-            expired = self._expire_over_cap(scope_key, now, self._cap if cap is None else cap)
-        return WriteResult(inserted=inserted, deduped=deduped, evicted=expired)
+            result = self._write(scope_key, candidates, cap, None, pending=True)
+        if result.evicted:
+            log.info("memory.pending_expired", scope_key=scope_key, expired=result.evicted)
+        return result
 
-    def _expire_over_cap(self, scope_key: str, now: float, cap: int | None) -> int:
-        if cap is None:
-            return 0
-        doomed = set(pending_to_expire(self._live_rows(scope_key, "pending"), cap))
-        self._erase_where(scope_key, lambda r: r.id in doomed, "expired")
-        for record in self._scopes.get(scope_key, []):
-            if record.id in doomed:
-                self._append(entry(record, "expired", SYSTEM_ACTOR, now))
-        if doomed:
-            log.info("memory.pending_expired", scope_key=scope_key, expired=len(doomed))
-        return len(doomed)
+    def _write(
+        self,
+        scope_key: str,
+        batch: Sequence[MemoryCandidate],
+        cap: int | None,
+        vectors: Matrix | None,
+        *,
+        pending: bool,
+    ) -> WriteResult:
+        """The batch planned (memory/stores/writing.py) and applied after the scope's expired records
+        are erased."""
+        now = self._clock()
+        cutoff = self._retention.cutoff(scope_key, now)
+        if cutoff is not None:  # the scope is being written: its expired records go now
+            self._erase_where(scope_key, lambda r: r.created_at < cutoff, "expired")
+        rows = self._scopes.setdefault(scope_key, [])
+        plan = BatchPlan(scope_key, self._seq.get(scope_key, 0), now, pending=pending)
+        for index, candidate in enumerate(batch):
+            self._apply(
+                scope_key, plan.add(index, candidate, write_pool(rows, candidate, pending=pending)), vectors
+            )
+        self._seq[scope_key] = plan.seq
+        limit = self._cap if cap is None else cap
+        waiting = self._live_rows(scope_key, "pending") if pending else []
+        evicted = self._apply(scope_key, plan.finish(_UNCAPPED if limit is None else limit, waiting), vectors)
+        return plan.result(evicted)
+
+    def _apply(self, scope_key: str, steps: Sequence[Step], vectors: Matrix | None) -> int:
+        """The plan's steps in their order over the scope's rows; how many were evicted."""
+        rows = self._scopes.setdefault(scope_key, [])
+        evicted = 0
+        for step in steps:
+            if isinstance(step, Fold | Activate):
+                kept = step.folded if isinstance(step, Fold) else step.record
+                rows[:] = [kept if r.id == kept.id else r for r in rows]
+            elif isinstance(step, Supersede):
+                rows[:] = [replace(r, status="superseded") if r.id == step.record_id else r for r in rows]
+            elif isinstance(step, Insert):
+                rows.append(step.record)
+            elif isinstance(step, Erase):
+                self._erase_where(scope_key, _among(set(step.record_ids)), step.reason)
+            elif isinstance(step, Evict):
+                evicted = self._evict(scope_key, step.cap)
+            else:
+                for item in step.entries:
+                    self._append(item)
+            if isinstance(step, Insert | Activate) and step.record.status == "active":
+                self._keep_vector(step.record.id, vectors, step.vector)
+        return evicted
+
+    def _keep_vector(self, record_id: str, vectors: Matrix | None, index: int | None) -> None:
+        if vectors is not None and index is not None:
+            self._vectors[record_id] = vectors[index]
 
     async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
         rows = self._unexpired_rows(scope_key, "pending")
@@ -116,47 +150,24 @@ class InMemoryCuration:
             record = self._find(scope_key, record_id, "pending")
             if record is None:
                 return None
-            now = self._clock()
             rows = self._scopes[scope_key]
             walk = ChainWalk(record)
             walk.add(rows)
-            candidate = approval_candidate(record, walk.target())
-            plan = plan_write(scope_key, candidate, write_pool(rows, candidate))
-            if plan.action == "dedup":
-                index = next(n for n, r in enumerate(rows) if r.id == plan.dedup_id)
-                rows[index] = survivor = fold_into(rows[index], candidate, now)
-                self._erase_where(scope_key, lambda r: r.id == record.id, "merged")
-                self._append(entry(record, "approved", actor, now, survivor.id))
-                self._append(entry(survivor, "folded", actor, now, record.id))
-                log.info(
-                    "memory.approve",
-                    scope_key=scope_key,
-                    id=record.id,
-                    active_id=survivor.id,
-                    superseded=None,
-                    evicted=0,
-                )
-                return survivor
-            approved = approved_record(record, plan, walk.versions(), now)
-            for index, row in enumerate(rows):
-                if row.id == record.id:
-                    rows[index] = approved
-                elif row.id == plan.supersede_id:
-                    rows[index] = replace(row, status="superseded")
-                    self._append(entry(row, "superseded", run_actor(record.source_run_id), now, record.id))
-            self._append(entry(approved, "approved", actor, now))
-            if vector is not None:
-                self._vectors[approved.id] = vector
-            evicted = self._evict(scope_key, cap)
+            limit = self._cap if cap is None else cap
+            pool = write_pool(rows, approval_pool_candidate(record, walk))
+            change = plan_approval(
+                record, walk, pool, self._clock(), actor, _UNCAPPED if limit is None else limit
+            )
+            evicted = self._apply(scope_key, change.steps, None if vector is None else vector[None, :])
         log.info(
             "memory.approve",
             scope_key=scope_key,
             id=record_id,
-            active_id=record_id,
-            superseded=plan.supersede_id,
+            active_id=change.record.id,
+            superseded=change.superseded,
             evicted=evicted,
         )
-        return approved
+        return change.record
 
     async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
         validate_actor(actor)
@@ -317,6 +328,10 @@ class InMemoryCuration:
         seq = self._seq.get(scope_key, 0) + 1
         self._seq[scope_key] = seq
         return seq
+
+
+# No cap: eviction never runs (a store built without one keeps every record).
+_UNCAPPED = 2**62
 
 
 def _among(record_ids: set[str]) -> Callable[[MemoryRecord], bool]:

@@ -1,35 +1,39 @@
-"""The PostgreSQL store's curating half (`CuratingStore`), mixed into `PostgresMemoryStore`: arguments
-checked by memory/rules/curation.py, a lost server made one clear error, every action a structlog
-event with ids and counts (never text). The SQL is in `review` (the pending queue), `editing` (edits
-and merges) and `curation` (the log, chains and histories)."""
+"""The PostgreSQL store's curation storage (`CurationBackend` under memory/stores/front.py): each call
+on the store's settled pool, a lost server made one clear error. The SQL is in `review` (the pending
+queue), `versions` (edits, merges, chains and histories) and `curation_log`."""
 
 from __future__ import annotations
 
-import asyncio
 import builtins
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 import psycopg
 import structlog
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
-from memory.rules.curation import SYSTEM_ACTOR, log_limit, validate_actor, validate_entry
-from memory.rules.engine import prepare_batch, validate_cap
 from memory.rules.retention import Retention
-from memory.rules.scope import validate_scope_key
-from memory.stores.postgres import curation, editing, review
+from memory.stores.postgres import curation_log, review, versions, writes
 from memory.stores.postgres.connection import ServerPool, failure
 from memory.stores.postgres.erasure import ScrubList
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import NO_CUTOFF, Connection, own_seq
+from memory.stores.writing import Approval
 from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, RecordVersion, WriteResult
+
+if TYPE_CHECKING:
+    from memory.stores.postgres.store import PostgresMemoryStore
+
+T = TypeVar("T")
+Pool = AsyncConnectionPool[Connection]
 
 log = structlog.get_logger("memory")
 
 
-class PostgresCuration:
-    """Mixed into `PostgresMemoryStore`, whose pool, cap, clock, embedder, retention and scrub it uses."""
+class SettledPool:
+    """Mixed into `PostgresMemoryStore`: the pool each operation runs on, with this replica's held
+    usage bumps written first, and the cutoffs the retention sets."""
 
     _pool: ServerPool
     _cap: int
@@ -59,196 +63,130 @@ class PostgresCuration:
         """The curation log keeps its entries as long as the read audit keeps its rows."""
         return self._retention.audit_cutoff(now)
 
-    async def write_pending(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        validate_scope_key(scope_key)
-        batch_cap = self._cap if cap is None else validate_cap(cap)
-        batch = await asyncio.to_thread(prepare_batch, candidates)
-        if not batch:
-            return WriteResult()
-        pool = await self._settled()
+
+class PostgresCuration:
+    """The curation calls of one `PostgresMemoryStore`, on its pool."""
+
+    def __init__(self, store: PostgresMemoryStore) -> None:
+        self._store = store
+
+    async def _guarded(self, action: str, scope_key: str, work: Callable[[Pool], Awaitable[T]]) -> T:
+        """`work` on the settled pool; a lost server or a failed statement one clear error."""
+        pool = await self._store._settled()
         try:
-            result = await review.write_pending(
-                pool, scope_key, batch, batch_cap, self._clock, self._retention, self._scrub
-            )
+            return await work(pool)
         except psycopg.Error as error:
-            raise failure("write_pending", scope_key, error) from error
-        if result.evicted:
-            log.info("memory.pending_expired", store="postgres", scope_key=scope_key, expired=result.evicted)
-        return result
+            raise failure(action, scope_key, error) from error
+
+    async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        s = self._store
+        return await self._guarded(
+            "write_pending",
+            scope_key,
+            lambda pool: writes.write_batch(
+                pool, scope_key, batch, cap, None, s._clock, s._retention, s._scrub, pending=True
+            ),
+        )
 
     async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
-        validate_scope_key(scope_key)
-        limit = log_limit(limit)
-        if limit == 0:
-            return []
-        pool = await self._settled()
-        try:
-            return await review.pending_records(pool, scope_key, limit, self._since(scope_key))
-        except psycopg.Error as error:
-            raise failure("pending", scope_key, error) from error
-
-    async def approve(
-        self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
-    ) -> MemoryRecord | None:
-        validate_scope_key(scope_key)
-        validate_actor(actor)
-        batch_cap = self._cap if cap is None else validate_cap(cap)
-        seq = own_seq(scope_key, record_id)
-        if seq is None:
-            return None
-        pool = await self._settled()
-        try:
-            approval = await review.approve(
-                pool,
-                scope_key,
-                seq,
-                record_id,
-                actor,
-                batch_cap,
-                self._embedder,
-                self._clock,
-                self._retention,
-                self._scrub,
-            )
-        except psycopg.Error as error:
-            raise failure("approve", scope_key, error) from error
-        if approval is None:
-            return None
-        log.info(
-            "memory.approve",
-            store="postgres",
-            scope_key=scope_key,
-            id=record_id,
-            active_id=approval.record.id,
-            superseded=approval.superseded,
-            evicted=approval.evicted,
+        since = self._store._since(scope_key)
+        return await self._guarded(
+            "pending", scope_key, lambda pool: review.pending_records(pool, scope_key, limit, since)
         )
-        return approval.record
+
+    async def approve(self, scope_key: str, record_id: str, actor: str, cap: int) -> Approval | None:
+        s, seq = self._store, _seq(scope_key, record_id)
+        return await self._guarded(
+            "approve",
+            scope_key,
+            lambda pool: review.approve(
+                pool, scope_key, seq, record_id, actor, cap, s._embedder, s._clock, s._retention, s._scrub
+            ),
+        )
 
     async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
-        validate_scope_key(scope_key)
-        validate_actor(actor)
-        seq = own_seq(scope_key, record_id)
-        if seq is None:
-            return False
-        now = self._clock()
-        pool = await self._settled()
-        try:
-            rejected = await review.reject(
-                pool, self._scrub, scope_key, seq, record_id, actor, now, self._log_cutoff(now)
-            )
-        except psycopg.Error as error:
-            raise failure("reject", scope_key, error) from error
-        if rejected:
-            log.info("memory.reject", store="postgres", scope_key=scope_key, id=record_id)
-        return rejected
+        s, seq = self._store, _seq(scope_key, record_id)
+        now = s._clock()
+        return await self._guarded(
+            "reject",
+            scope_key,
+            lambda pool: review.reject(
+                pool, s._scrub, scope_key, seq, record_id, actor, now, s._log_cutoff(now)
+            ),
+        )
 
-    async def expire_pending(self, older_than: float, actor: str = SYSTEM_ACTOR) -> int:
+    async def expire_pending(self, older_than: float, actor: str) -> int:
         """Every scope in one transaction."""
-        validate_actor(actor)
-        now = self._clock()
-        pool = await self._settled()
-        try:
-            expired = await review.expire_pending(
-                pool, self._scrub, float(older_than), actor, now, self._log_cutoff(now)
-            )
-        except psycopg.Error as error:
-            raise failure("expire_pending", "-", error) from error
+        s = self._store
+        now = s._clock()
+        expired = await self._guarded(
+            "expire_pending",
+            "-",
+            lambda pool: review.expire_pending(pool, s._scrub, older_than, actor, now, s._log_cutoff(now)),
+        )
         if expired:
             log.info("memory.pending_expired", store="postgres", expired=expired)
         return expired
 
     async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
-        validate_scope_key(scope_key)
-        validate_actor(actor)
-        seq = own_seq(scope_key, record_id)
-        if seq is None:
-            return None
-        pool = await self._settled()
-        try:
-            edited = await editing.edit(
-                pool,
-                scope_key,
-                seq,
-                record_id,
-                text,
-                actor,
-                self._embedder,
-                self._clock,
-                self._log_cutoff,
-                self._scrub,
-            )
-        except psycopg.Error as error:
-            raise failure("edit", scope_key, error) from error
-        if edited is not None:
-            log.info(
-                "memory.edit",
-                store="postgres",
-                scope_key=scope_key,
-                id=record_id,
-                new_id=edited.id,
-                status=edited.status,
-            )
-        return edited
+        s, seq = self._store, _seq(scope_key, record_id)
+        return await self._guarded(
+            "edit",
+            scope_key,
+            lambda pool: versions.edit(
+                pool, scope_key, seq, record_id, text, actor, s._embedder, s._clock, s._log_cutoff, s._scrub
+            ),
+        )
 
     async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
-        validate_scope_key(scope_key)
-        seq = own_seq(scope_key, record_id)
-        if seq is None:
-            return []
-        pool = await self._settled()
-        try:
-            async with pool.connection() as conn:
-                since = self._log_cutoff(self._clock())
-                return await curation.read_history(conn, scope_key, seq, record_id, since)
-        except psycopg.Error as error:
-            raise failure("history", scope_key, error) from error
+        s, seq = self._store, _seq(scope_key, record_id)
 
-    async def record_curation(self, entry: CurationEntry) -> None:
-        validate_entry(entry)
-        pool = await self._settled()
-        try:
+        async def work(pool: Pool) -> builtins.list[RecordVersion]:
+            async with pool.connection() as conn:
+                since = s._log_cutoff(s._clock())
+                return await versions.read_history(conn, scope_key, seq, record_id, since)
+
+        return await self._guarded("history", scope_key, work)
+
+    async def append_entry(self, entry: CurationEntry) -> None:
+        s = self._store
+
+        async def work(pool: Pool) -> None:
             async with pool.connection() as conn, conn.transaction():
-                await curation.append_entries(conn, [entry], self._log_cutoff(self._clock()))
-        except psycopg.Error as error:
-            raise failure("record_curation", entry.scope_key, error) from error
+                await curation_log.append_entries(conn, [entry], s._log_cutoff(s._clock()))
+
+        await self._guarded("record_curation", entry.scope_key, work)
 
     async def curation_log(self, scope_key: str, record_id: str, limit: int) -> builtins.list[CurationEntry]:
-        validate_scope_key(scope_key)
-        limit = log_limit(limit)
-        if limit == 0:
-            return []
-        pool = await self._settled()
-        try:
+        s = self._store
+
+        async def work(pool: Pool) -> builtins.list[CurationEntry]:
             async with pool.connection() as conn:
-                since = self._log_cutoff(self._clock())
-                return await curation.read_log(conn, scope_key, record_id, limit, since)
-        except psycopg.Error as error:
-            raise failure("curation_log", scope_key, error) from error
+                since = s._log_cutoff(s._clock())
+                return await curation_log.read_log(conn, scope_key, record_id, limit, since)
+
+        return await self._guarded("curation_log", scope_key, work)
 
     async def active_records(self, scope_key: str) -> builtins.list[MemoryRecord]:
-        validate_scope_key(scope_key)
-        pool = await self._settled()
-        try:
-            return await editing.active_records(pool, scope_key, self._since(scope_key))
-        except psycopg.Error as error:
-            raise failure("active_records", scope_key, error) from error
+        since = self._store._since(scope_key)
+        return await self._guarded(
+            "active_records", scope_key, lambda pool: versions.active_records(pool, scope_key, since)
+        )
 
     async def merge(self, scope_key: str, survivor_id: str, duplicate_ids: Sequence[str], actor: str) -> int:
-        validate_scope_key(scope_key)
-        validate_actor(actor)
-        duplicates = builtins.list(dict.fromkeys(duplicate_ids))
-        pool = await self._settled()
-        try:
-            merged = await editing.merge(
-                pool, self._scrub, scope_key, survivor_id, duplicates, actor, self._clock, self._log_cutoff
-            )
-        except psycopg.Error as error:
-            raise failure("merge", scope_key, error) from error
-        if merged:
-            log.info(
-                "memory.merge", store="postgres", scope_key=scope_key, survivor=survivor_id, merged=merged
-            )
-        return merged
+        s = self._store
+        return await self._guarded(
+            "merge",
+            scope_key,
+            lambda pool: versions.merge(
+                pool, s._scrub, scope_key, survivor_id, duplicate_ids, actor, s._clock, s._log_cutoff
+            ),
+        )
+
+
+def _seq(scope_key: str, record_id: str) -> int:
+    """The front passes only ids of this scope (memory/stores/front.py)."""
+    seq = own_seq(scope_key, record_id)
+    if seq is None:
+        raise ValueError(f"{record_id} is not a record id of {scope_key}")
+    return seq

@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import builtins
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar
 
 import psycopg
 import structlog
@@ -31,15 +31,16 @@ from memory.rules.engine import prepare_batch, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.front import CurationFront
 from memory.stores.postgres import ledger, reads, writes
 from memory.stores.postgres.claims import ClaimTable
 from memory.stores.postgres.connection import DSN_SETTING, ServerPool, error_kind, failure, first_line
-from memory.stores.postgres.curating import PostgresCuration
-from memory.stores.postgres.curation import forget_chain
+from memory.stores.postgres.curating import PostgresCuration, SettledPool
 from memory.stores.postgres.erasure import ScrubList, erase
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import Connection, match_query, own_seq, tsquery_of
 from memory.stores.postgres.sql import _SCOPES
+from memory.stores.postgres.versions import forget_chain
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
 from memory.stores.usage_bumps import FlushTimers
 from memory.types import (
@@ -61,13 +62,15 @@ log = structlog.get_logger("memory")
 Clock = Callable[[], float]
 
 
-class PostgresMemoryStore(PostgresCuration):
+class PostgresMemoryStore(SettledPool, CurationFront):
     """A `MemoryStore` and `CuratingStore` on PostgreSQL (psycopg 3 async, one connection pool).
 
     The constructor only checks its arguments (a malformed DSN fails there); `await open()` — or the
     first operation — verifies the server, applies the schema and starts the pool. Call `open()` at
     start-up so an unreachable server is one clear line naming the setting, not a later surprise.
     """
+
+    _log_fields: ClassVar[Mapping[str, str]] = {"store": "postgres"}
 
     def __init__(
         self,
@@ -106,6 +109,7 @@ class PostgresMemoryStore(PostgresCuration):
         self._flushes = FlushTimers(self._write_bumps)
         self._scrub = ScrubList()  # the erase's SET list, from the live table's columns
         self._claims = ClaimTable()
+        self._curation_backend = PostgresCuration(self)
 
     @classmethod
     async def connect(cls, dsn: str, cap: int = DEFAULT_SCOPE_CAP, **options: Any) -> PostgresMemoryStore:

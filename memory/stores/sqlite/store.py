@@ -35,6 +35,7 @@ from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.front import CurationFront
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
 from memory.stores.sqlite import claims, erasure, ledger, reads, versions
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
@@ -70,7 +71,7 @@ DEFAULT_MAX_OPEN = 64
 DEFAULT_WORKERS = 2
 
 
-class SqliteMemoryStore(SqliteCuration):
+class SqliteMemoryStore(CurationFront):
     """The embedded default store: memory that survives restarts with zero set-up; curating too
     (memory/stores/sqlite/curating.py)."""
 
@@ -106,6 +107,7 @@ class SqliteMemoryStore(SqliteCuration):
         self._retriever = Retriever(self._scopes, self._connections, ranking, embedder, clock, retention)
         self._flushes = FlushTimers(self._flush)
         self._ledger = ledger.Ledger(self._data_dir)
+        self._curation_backend = SqliteCuration(self)
 
     @property
     def data_dir(self) -> Path:
@@ -183,7 +185,7 @@ class SqliteMemoryStore(SqliteCuration):
                 self._embedder,
                 self._clock,
                 cutoff,
-                self._log_cutoff(),
+                self._retention.audit_cutoff(self._clock()),  # the log keeps what the audit keeps
             )
             if result.deduped:
                 self._scopes.usage_changed(scope_key)
