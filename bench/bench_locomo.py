@@ -38,7 +38,7 @@ from memory.ranking.fusion import Ranking
 from memory.rules.engine import record_id
 from memory.rules.restate import meaning_key
 from memory.stores.contract import MemoryStore
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
 
@@ -247,7 +247,7 @@ async def run(
                 clock = Clock()
                 store: MemoryStore
                 if name == "memory":
-                    store = InMemoryMemoryStore(clock=clock, ranking=ranking, embedder=embedder)
+                    store = InProcessMemoryStore(clock=clock, ranking=ranking, embedder=embedder)
                     title = "in-process store"
                 else:
                     store = SqliteMemoryStore(

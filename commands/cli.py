@@ -21,7 +21,7 @@ from commands.reindex import run_reindex
 from commands.remember import WriteGateFor
 from memory.rules.visibility import Reader
 from memory.stores.contract import MemoryStore
-from memory.stores.in_process import NullMemoryStore
+from memory.stores.null import NullMemoryStore
 from ops.log_setup import LEVEL_NAMES, configure_logging
 
 CLI_USER_ID = "cli:local"

@@ -27,7 +27,8 @@ from memory.ranking.fusion import RANKING_MODES, Ranking, RankingMode
 from memory.rules.engine import is_valid_cap
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, Retention
 from memory.stores.contract import MemoryStore
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP
 
 log = structlog.get_logger("memory.build")
@@ -156,7 +157,7 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
         )
         log.info("memory.store_selected", store="in_process", cap=cap.value)
         embedder = build_embedder(memory)
-        return InMemoryMemoryStore(
+        return InProcessMemoryStore(
             cap=cap.value, ranking=build_ranking(memory, embedder), embedder=embedder, retention=retention
         )
     if choice == "postgres":

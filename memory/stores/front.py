@@ -20,6 +20,7 @@ from memory.rules.curation import SYSTEM_ACTOR, log_limit, validate_actor, valid
 from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import CurationBackend
+from memory.stores.writing import NO_CAP
 from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, RecordVersion, WriteResult
 
 log = structlog.get_logger("memory")
@@ -29,15 +30,21 @@ class CurationFront:
     """Mixed into a durable store: `_curation_backend` is the storage it runs the calls on, `_cap`
     the store's per-scope cap, `_log_fields` what every event adds (e.g. which store)."""
 
-    _cap: int
+    _cap: int | None
     _curation_backend: CurationBackend
     _log_fields: ClassVar[Mapping[str, str]] = {}
+
+    def _batch_cap(self, cap: int | None) -> int:
+        """The call's cap, else the store's; a store built without one never evicts."""
+        if cap is not None:
+            return validate_cap(cap)
+        return NO_CAP if self._cap is None else self._cap
 
     async def write_pending(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
     ) -> WriteResult:
         validate_scope_key(scope_key)
-        batch_cap = self._cap if cap is None else validate_cap(cap)
+        batch_cap = self._batch_cap(cap)
         # Validation and redaction: CPU work on untrusted text, off the loop.
         batch = await asyncio.to_thread(prepare_batch, candidates)
         if not batch:
@@ -61,7 +68,7 @@ class CurationFront:
     ) -> MemoryRecord | None:
         validate_scope_key(scope_key)
         validate_actor(actor)
-        batch_cap = self._cap if cap is None else validate_cap(cap)
+        batch_cap = self._batch_cap(cap)
         if not _own(scope_key, record_id):
             return None
         approval = await self._curation_backend.approve(scope_key, record_id, actor, batch_cap)

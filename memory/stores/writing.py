@@ -30,6 +30,9 @@ from memory.rules.curation import (
 from memory.rules.engine import fold_into, mint_record, plan_write
 from memory.types import CurationEntry, EraseReason, MemoryCandidate, MemoryRecord, WriteResult
 
+# No cap: a store built without one never evicts (nor expires waiting records over a cap).
+NO_CAP = 2**62
+
 
 @dataclass(frozen=True, slots=True)
 class Fold:

@@ -13,7 +13,7 @@ from commands.registry import Caller
 from memory.ranking.lexical import stem_words
 from memory.rules.engine import MAX_MATCH_TOKENS
 from memory.stores.contract import MemoryStore
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
 
@@ -31,7 +31,7 @@ TEXTS = (
 @pytest.fixture(params=["in_process", "sqlite"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
     made: MemoryStore = (
-        InMemoryMemoryStore() if request.param == "in_process" else SqliteMemoryStore(tmp_path / "memory")
+        InProcessMemoryStore() if request.param == "in_process" else SqliteMemoryStore(tmp_path / "memory")
     )
     await made.write("org:acme", [MemoryCandidate("fact", t, "slack:C1:1.0", origin="public") for t in TEXTS])
     yield made

@@ -2,7 +2,7 @@
 
 A pending row is a row like any other but for its status: every read (`status = 'active'`), the
 active-only full-text and stem indexes, the document frequencies and every replica's scope index
-(scope_cache.py) leave it out until `approve` flips it and counts its stems in one transaction: the
+(index.py) leave it out until `approve` flips it and counts its stems in one transaction: the
 flip is an UPDATE the change feed stamps (changes.py), so every replica's next read catches it up.
 Each action appends its curation entries in the transaction of the change it records. What folds,
 what expires over the cap and what an approval writes: memory/rules (curation, engine) decide; an

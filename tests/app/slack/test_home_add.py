@@ -10,7 +10,7 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from app.slack.home_view import ADD_ACTION, ADD_SCOPE, ADD_SCOPE_BLOCK, ADD_TEXT, ADD_TEXT_BLOCK, ADD_VIEW
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import RunningBot
 from tests.app.slack.home_support import ADMIN, home_bot, open_home, texts
 from tests.app.slack.home_support import submit as submit_view
@@ -41,7 +41,7 @@ def block_ids(view: dict[str, Any]) -> list[str]:
 async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraws_the_tab(
     slack_api: FakeSlackApi,
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     async with home_bot(slack_api, store) as bot:
         await open_home(bot, "U1")
         home = slack_api.home_views["U1"][-1]
@@ -76,7 +76,7 @@ async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraw
 async def test_an_admin_picks_the_org_in_the_modal_and_the_record_lands_there(
     slack_api: FakeSlackApi,
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     async with home_bot(slack_api, store) as bot:
         await open_home(bot, ADMIN)
         await click_add(bot, ADMIN, slack_api.home_views[ADMIN][-1])
@@ -93,7 +93,7 @@ async def test_an_admin_picks_the_org_in_the_modal_and_the_record_lands_there(
 
 
 async def test_a_non_admins_crafted_org_submission_is_refused_by_the_command(slack_api: FakeSlackApi) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     async with home_bot(slack_api, store) as bot:
         await open_home(bot, "U1")
         await click_add(bot, "U1", slack_api.home_views["U1"][-1])
@@ -111,7 +111,7 @@ async def test_slash_memory_remember_answers_ephemerally_with_the_channels_origi
 ) -> None:
     slack_api.add_conversation("C1", "public")
     slack_api.add_conversation("G1", "private")
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     async with home_bot(slack_api, store) as bot:
         for channel in ("C1", "G1"):
             await bot.slack.slash(

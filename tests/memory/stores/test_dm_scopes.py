@@ -21,7 +21,7 @@ from memory.stores.build import memory_dir
 from memory.stores.contract import MemoryStore, Progress, ScopeMaintenance
 from memory.stores.dm_scopes import DmMigration, migrate_dm_scopes, migrate_dm_scopes_at_start
 from memory.stores.http import HttpMemoryStore
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, ReadAudit, SourceLink
@@ -157,13 +157,13 @@ async def test_postgres_migrates_the_same_way() -> None:
 
 
 async def test_a_store_that_cannot_list_its_scopes_has_nothing_to_migrate() -> None:
-    store = InMemoryMemoryStore()  # starts empty each process: no old scope can be in it
+    store = InProcessMemoryStore()  # starts empty each process: no old scope can be in it
     await store.write(OWNED, [old_fact("a fact", "slack:D1", None, "slack:D1:1.0")])
     await migrate_dm_scopes_at_start(store)
     assert await migrate_dm_scopes(store) == DmMigration()
 
 
-class BrokenStore(InMemoryMemoryStore):
+class BrokenStore(InProcessMemoryStore):
     def maintenance(self) -> ScopeMaintenance | None:
         return self
 

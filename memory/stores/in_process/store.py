@@ -1,4 +1,4 @@
-"""The in-process stores: the disabled default and a dict of scopes for tests and development."""
+"""The in-process store: a dict of scopes, for tests and development; restarts lose it all."""
 
 from __future__ import annotations
 
@@ -21,7 +21,8 @@ from memory.rules.engine import (
 )
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
-from memory.stores.in_process_curation import InMemoryCuration
+from memory.stores.front import CurationFront
+from memory.stores.in_process.curating import InProcessCuration, InProcessRows
 from memory.types import (
     AuditQuery,
     CurationEntry,
@@ -36,67 +37,7 @@ from memory.types import (
 Clock = Callable[[], float]
 
 
-class NullMemoryStore:
-    """Memory switched off: remembers nothing, finds nothing."""
-
-    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
-        return []
-
-    async def retrieve_many(
-        self, scope_keys: Sequence[str], query: str, limit: int
-    ) -> dict[str, list[Ranked]]:
-        return {}
-
-    async def open(self) -> None:
-        return None
-
-    async def write(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        return WriteResult()
-
-    async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:
-        return []
-
-    async def forget(self, scope_key: str, record_id: str) -> bool:
-        return False
-
-    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
-        return 0
-
-    async def erase_expired(self) -> int:
-        return 0
-
-    async def link_sources(self, link: SourceLink) -> None:
-        return None
-
-    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
-        return 0
-
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        return []
-
-    async def record_read(self, entry: ReadAudit) -> None:
-        return None
-
-    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
-        return []
-
-    async def aclose(self) -> None:
-        return None
-
-    def curation(self) -> CuratedStore | None:
-        """None: a disabled store keeps no review queue or history (a command says so in one line)."""
-        return None
-
-    def claims(self) -> EventClaims | None:
-        return None
-
-    def maintenance(self) -> ScopeMaintenance | None:
-        return None
-
-
-class InMemoryMemoryStore(InMemoryCuration):
+class InProcessMemoryStore(InProcessRows, CurationFront):
     """Records per scope in a dict; the engine decides everything. Restarts lose it all."""
 
     def __init__(
@@ -121,6 +62,7 @@ class InMemoryMemoryStore(InMemoryCuration):
         self._scopes: dict[str, builtins.list[MemoryRecord]] = {}
         self._seq: dict[str, int] = {}
         self._lock = asyncio.Lock()
+        self._curation_backend = InProcessCuration(self)
 
     def records(self, scope_key: str) -> builtins.list[MemoryRecord]:
         """Every row of a scope, whatever its status (for tests and inspection)."""

@@ -1,7 +1,7 @@
 """The bot's side of the memory service: a MemoryStore over HTTP.
 
 Retrieval is advisory: any failure degrades to `[]` with one warning and never stalls a run beyond the
-timeout. Writes, listing, forgetting and every curation call (memory/stores/http_curation.py) raise
+timeout. Writes, listing, forgetting and every curation call (memory/stores/http/curating.py) raise
 `MemoryStoreError` instead — the reflection pass catches and warns, and a human command must never be
 shown a silent empty list.
 """
@@ -19,8 +19,8 @@ import structlog
 from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
-from memory.stores.http_curation import CurationClient
-from memory.stores.http_replies import CallFailed, count_of, ranked_scopes, records_of, write_result
+from memory.stores.http.curating import CurationClient
+from memory.stores.http.replies import CallFailed, count_of, ranked_scopes, records_of, write_result
 from memory.types import (
     AuditQuery,
     EraseReason,
