@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from memory.rules.token_shape import REDACTED, high_entropy, keyed_value, looks_random
+from memory.rules.token_shape import REDACTED, high_entropy, keyed_value, looks_random, path_of_names
 
 # A name ending in one of these holds a secret whatever its value looks like.
 _STRONG = (
@@ -169,7 +169,23 @@ def _password_name(name: str) -> bool:
 def _not_a_value(match: re.Match[str], value: str) -> bool:
     """A reference, placeholder or code, judged on the value and (bare) on its untrimmed spelling."""
     raw = match.group("bare")
-    return _NOT_A_VALUE.match(value) is not None or (raw is not None and _NOT_A_VALUE.match(raw) is not None)
+    return _excused(value) or (raw is not None and _excused(raw))
+
+
+# A value that starts as a path does (`/run/secrets/db`, `~/.aws/credentials`).
+_PATH_START = re.compile(r"(?:~|\.{1,2})?(?=/)")
+
+
+def _excused(value: str) -> bool:
+    """Not a value by `_NOT_A_VALUE`; one that starts with `/` only when it is a path of names, as
+    base64 (a secret's spelling) starts with `/` once in 64."""
+    if _NOT_A_VALUE.match(value) is None:
+        return False
+    start = _PATH_START.match(value)
+    if start is None:
+        return True
+    path = value[start.end() :]
+    return path.strip("/.") == "" or path_of_names(path)
 
 
 def _value_of(match: re.Match[str]) -> tuple[str, int, int]:

@@ -112,6 +112,8 @@ _SHAPES: tuple[_Shape, ...] = (
     _shape(r"(?P<value>(?:SK|AC)[0-9a-f]{32})(?![A-Za-z0-9])", check=lambda value: _mixed_hex(value[2:])),
     # Mailchimp API keys: 32 lower-case hex and the data center (`-us21`).
     _shape(r"(?P<value>[0-9a-f]{32})-us[0-9]{1,2}(?![A-Za-z0-9])", "-us", check=_mixed_hex),
+    # Braintree access tokens: environment, merchant id, then 32 hex (hex alone is no random run).
+    _shape(r"access_token\$(?:production|sandbox)\$[0-9a-z]{16}\$[0-9a-f]{32}", "access_token$"),
     # SendGrid.
     _shape(r"(?i)sg\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}", "sg."),
     # JWTs (signed or not).

@@ -5,8 +5,10 @@ Random means several character classes, many switches between them and high entr
 character. Not random: hex alone (commit SHAs, digests; a vendor prefix in front makes it a token),
 UUIDs, version strings, Kubernetes pod names, branches named after an issue key, OpenSSH public
 keys, words joined by `-`, `_`, `.` or `/` or in camelCase (identifiers, paths, module names,
-URLs), digests named by their algorithm (`sha512-…`), and base64 that decodes to plain text (a
-badge's inline SVG). A vendor prefix (`glpat-`, `hvs.`, `NRAK-`) lowers the bar for
+URLs), digests named by their algorithm (`sha512-…`, `/` and all), base64 that decodes to plain text
+(a badge's inline SVG), ids that prove themselves by checksum or header (`public_ids`: addresses,
+CIDs, inline images), a path of names after a key word, a resource id inside a URL's path, and a
+value a noun before it names as an id. A vendor prefix (`glpat-`, `hvs.`, `NRAK-`) lowers the bar for
 the rest: two character classes are enough.
 
 Every judgment here costs the run's length, and runs never overlap, so a text costs its length.
@@ -21,6 +23,8 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from itertools import pairwise
+
+from memory.rules.public_ids import is_public_id, is_secret_encoding
 
 REDACTED = "[REDACTED]"
 
@@ -37,7 +41,15 @@ _PUBLIC_ID = re.compile(
     r"|(?:msg|req|toolu|srvtoolu|msgbatch|batch|file|call|resp|asst|thread|run|step|vs|ftjob)_"
     r"|chatcmpl-"
 )
-_DIGEST_PREFIX = re.compile(r"(?i)(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|xxh\d*|crc32)[_.:-]")
+_DIGEST_NAME = r"(?:sha(?:1|224|256|384|512)|md5|blake2[bs]?|xxh\d*|crc32)"
+_DIGEST_PREFIX = re.compile(rf"(?i){_DIGEST_NAME}[_.:-]")
+# A digest named by its algorithm is one value, `/` and `+` included (they are base64's, not a
+# path's): Subresource Integrity (`sha512-` + standard base64 of the digest: npm's lockfile
+# `integrity`, CSP source hashes) and a digest after its label and a colon (`sha256:`, go.sum's `h1:`,
+# which is SHA-256). Only at a digest's length, so the name vouches for nothing longer.
+_NAMED_DIGEST = re.compile(rf"(?i){_DIGEST_NAME}[_.-](?P<body>[A-Za-z0-9+/]+={{0,2}})")
+_DIGEST_LABEL = re.compile(rf"(?i)(?<![A-Za-z0-9])(?:{_DIGEST_NAME}|h1):$")
+_DIGEST_BYTES = frozenset((16, 20, 28, 32, 48, 64))
 # Names of three or more lower-case parts joined by `-`, as DNS labels are: Kubernetes pods
 # (`payments-worker-5f7b9c8d6-q2w4e`), nodes, buckets, cache keys; the hash in them is no secret.
 _LABEL_NAME = re.compile(r"[a-z0-9]{1,20}(?:-[a-z0-9]{1,20}){2,}")
@@ -53,6 +65,7 @@ _VERSION = re.compile(r"(?i)v?[0-9]+(?:\.[0-9]+)+")
 _SEPARATORS = re.compile(r"[_.~+/=-]+")
 _WORD = re.compile(r"[A-Z]?[a-z]{4,}")
 _BASE64 = re.compile(r"[A-Za-z0-9+/_-]+={0,2}")
+_HEX = re.compile(r"[0-9a-fA-F]+")
 
 
 def entropy(value: str) -> float:
@@ -152,9 +165,18 @@ def is_random_token(run: str) -> bool:
     if _named(run):
         return False
     prefix = _PREFIX.match(run)
-    if prefix is not None and len(run) - prefix.end() >= 20 and _random(run[prefix.end() :], 2):
+    random = prefix is not None and len(run) - prefix.end() >= 20 and _random(run[prefix.end() :], 2)
+    return (random or _random(run, 3)) and not _public(run)
+
+
+def _public(run: str) -> bool:
+    """The run is a public id by its own structure, or a DNS name whose random labels are
+    (`<cid>.ipfs.dweb.link`): judged without them."""
+    if is_public_id(run):
         return True
-    return _random(run, 3)
+    labels = run.split(".")
+    rest = ".".join(label for label in labels if not is_public_id(label))
+    return len(labels) > 1 and rest != run and not is_random_token(rest)
 
 
 def _named(run: str) -> bool:
@@ -164,19 +186,141 @@ def _named(run: str) -> bool:
 
 def _replace_run(match: re.Match[str]) -> str:
     """A random run → the marker; a run with `/` in it is judged by its parts first (a URL or path
-    keeps its words, only a random part of it goes), then whole (base64 holds `/` too)."""
+    keeps its words, only a random part of it goes), then whole (base64 holds `/` too). A run that
+    names itself (a digest, an address, a content id, an inline file) or is named by the words
+    before it stays; those are asked only of a run that looks random."""
     run = match.group(0)
-    if _ssh_public_key(match):
-        return run
     if "/" not in run:
-        return _marked(run) if is_random_token(run) else run
+        return _marked(run) if is_random_token(run) and not _vouched(match) else run
     parts = run.split("/")
-    if any(is_random_token(part) for part in parts):
-        return "/".join(_marked(part) if is_random_token(part) else part for part in parts)
+    randoms = [is_random_token(part) for part in parts]
+    if any(randoms):
+        if _vouched(match) or is_public_id(run.strip(_EDGE)):
+            return run
+        kept = _resource_segments(match, parts, randoms)
+        marked = (flag and not keep for flag, keep in zip(randoms, kept, strict=True))
+        return "/".join(_marked(part) if mark else part for part, mark in zip(parts, marked, strict=True))
     whole = "." not in run and not run.startswith(("/", "~")) and not any(map(_named, parts))
-    if whole and is_random_token(run):
+    if whole and is_random_token(run) and not _vouched(match):
         return _marked(run)
     return run
+
+
+def _vouched(match: re.Match[str]) -> bool:
+    return _ssh_public_key(match) or _named_digest(match) or _named_id(match)
+
+
+def _named_digest(match: re.Match[str]) -> bool:
+    """The run is a digest its algorithm names: `sha512-<base64>` (SRI), or after `sha256:`/`h1:`."""
+    core = match.group(0).strip(_EDGE)
+    named = _NAMED_DIGEST.fullmatch(core)
+    if named is not None:
+        return _digest_length(named.group("body"))
+    label = _DIGEST_LABEL.search(match.string, max(match.start() - 8, 0), match.start())
+    return label is not None and _digest_length(core)
+
+
+def _digest_length(body: str) -> bool:
+    """`body` is hex or standard base64 of as many bytes as a digest has."""
+    if re.fullmatch(r"[0-9a-fA-F]+", body):
+        return len(body) // 2 in _DIGEST_BYTES and len(body) % 2 == 0
+    if len(body) % 4:
+        return False
+    try:
+        return len(base64.b64decode(body, validate=True)) in _DIGEST_BYTES
+    except binascii.Error:
+        return False
+
+
+# A URL path goes from container to resource to view (`/document/d/<id>/edit`, `/runs/<id>/logs`):
+# a random segment with a segment after it names a resource the rest of the path acts on. A
+# capability URL's token ends its path (Slack, Discord and generic webhooks) or shares its segment
+# with other text (Telegram's `bot<id>:<token>`), and one a segment names as a credential stays a
+# secret wherever it stands (`/hooks/<token>/run`).
+_CREDENTIAL_SEGMENT = re.compile(
+    r"(?i)key|token|secret|pass|auth|cred|hook|sig|session|bot|trigger|integration"
+)
+_URL_BEFORE = re.compile(r"://[^\s<>\"'`|]*$")
+
+
+def _resource_segments(match: re.Match[str], parts: list[str], random: list[bool]) -> list[bool]:
+    """For each part: a random whole segment of a URL's path that another segment follows."""
+    kept = [False] * len(parts)
+    candidates = [
+        at
+        for at in range(1, len(parts) - 1)
+        if random[at]
+        and parts[at + 1]
+        and not _CREDENTIAL_SEGMENT.search(parts[at - 1])
+        and not is_secret_encoding(parts[at])
+    ]
+    if candidates and _in_url(match):
+        for at in candidates:
+            kept[at] = True
+    return kept
+
+
+def _in_url(match: re.Match[str]) -> bool:
+    run, start = match.group(0), match.start()
+    if run.startswith("//") and match.string[start - 1 : start] == ":":
+        return True
+    return _URL_BEFORE.search(match.string, max(start - 256, 0), start) is not None
+
+
+# The noun right before a value says what it is, as a credential word does the other way round
+# (`secret_names`): "playlist PL…", "the doc id 1Bx…", "commit …", "CID …". Not after a word that
+# makes the id a credential ("session id", "key id").
+_ID_NOUN = re.compile(
+    r"(?i)(?<![A-Za-z0-9_-])(?P<words>(?:[A-Za-z0-9_-]+[ \t]+){0,2}"
+    r"(?:playlists?|videos?|channels?|documents?|docs?|sheets?|spreadsheets?|slides|files?|folders?"
+    r"|cids?|commits?|address(?:es)?|objects?|ids?|identifiers?))"
+    r"(?:[ \t]+(?:id|ids|is|was|are))?[ \t]*[:#]?[ \t]*$"
+)
+_CREDENTIAL_WORD = re.compile(r"(?i)key|token|secret|pass|pwd|auth|cred|session|cookie|sig|private|api")
+
+
+def _named_id(match: re.Match[str]) -> bool:
+    named = _ID_NOUN.search(match.string, max(match.start() - 64, 0), match.start())
+    if named is None or _CREDENTIAL_WORD.search(named.group("words")):
+        return False
+    return not is_secret_encoding(match.group(0).strip(_EDGE))
+
+
+def path_of_names(value: str) -> bool:
+    """`/` separates names, as in an object key or a file path (`reports/2026/q3/summary.csv`,
+    `/run/secrets/db`): two parts or a leading `/`, none of base64's own marks (`+`, `=` padding at
+    the end), half the parts or more names and no part random. Base64 of a key holds `/` about once
+    in 64 characters, between random parts."""
+    parts = [part for part in value.split("/") if part]
+    if not parts or (len(parts) < 2 and not value.startswith("/")) or "+" in value or value.endswith("="):
+        return False
+    names = sum(
+        all(_NAME_PIECE.fullmatch(piece) for piece in _SEPARATORS.split(part) if piece) for part in parts
+    )
+    return names * 2 >= len(parts) and not any(map(_random_part, parts))
+
+
+# Words in camelCase or PascalCase, acronyms and numbers, end to end (`UserProfile`, `AWSLogs2`):
+# random base62 rarely spells a capital with two lowercase letters after it at every capital.
+_CAMEL_WORDS = re.compile(r"(?:[A-Z]?[a-z]{2,}|[A-Z]{2,}(?![a-z])|[0-9]+)+")
+# A piece of a path that reads as a name: lower case and digits (`q3`, `summary`), camelCase words,
+# or capitals and digits (`000000010000000A000000FE`, a WAL segment).
+_NAME_PIECE = re.compile(r"[a-z0-9]+|[A-Z0-9]+|" + _CAMEL_WORDS.pattern)
+
+
+def _random_part(part: str) -> bool:
+    """A path part that is one random piece of eight characters or more, or holds one of twelve or
+    more (a file name may carry a short random suffix: `…_20261207T1205Z_Q8mWtY2r.json.gz`)."""
+    for piece in _SEPARATORS.split(part):
+        if (
+            len(piece) < (8 if piece == part else 12)
+            or _HEX.fullmatch(piece)
+            or not any(c.islower() for c in piece)
+        ):
+            continue
+        if _classes(piece) >= 2 and not _CAMEL_WORDS.fullmatch(piece) and _switch_ratio(piece) >= 0.3:
+            return True
+    return False
 
 
 def _ssh_public_key(match: re.Match[str]) -> bool:
@@ -237,7 +381,7 @@ def looks_random(value: str) -> bool:
 
 def high_entropy(value: str) -> bool:
     """Long, several character classes, and ≥ 3.5 bits of Shannon entropy per character."""
-    if len(value) < 16 or not re.fullmatch(r"[A-Za-z0-9+/=_.~-]+", value):
+    if len(value) < 16 or not re.fullmatch(r"[A-Za-z0-9+/=_.~-]+", value) or path_of_names(value):
         return False
     return _classes(value) >= 2 and entropy(value) >= 3.5
 
@@ -246,5 +390,7 @@ def keyed_value(value: str) -> bool:
     """Random enough to be a key where a key word stands right before it ("the app key 3f2a…"):
     ≥ 16 token characters of two classes or more, not words (hex and UUIDs count here)."""
     if len(value) < 16 or _classes(value) < 2 or _wordy(value) or _VERSION.fullmatch(value):
+        return False
+    if path_of_names(value) or is_public_id(value):
         return False
     return entropy(value) >= 3.0 and not _plain_base64(value)

@@ -19,6 +19,7 @@ SAMPLES = {
     "github app token": "ghs_" + "9z" * 18,
     "github fine-grained token": "github_pat_11ABCDEFG0" + "x" * 12 + "_" + "Y" * 59,
     "aws access key id": "AKIAIOSFODNN7EXAMPLE",
+    "braintree access token": "access_token$production$x7k2m9q4w8r1t5y3$0f1e2d3c4b5a69788796a5b4c3d2e1f0",
 }
 
 # Characters that draw nothing: zero-width space/non-joiner/joiner, word joiner, BOM, soft hyphen,
