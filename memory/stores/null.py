@@ -34,6 +34,10 @@ class NullMemoryStore:
     async def open(self) -> None:
         return None
 
+    def curation(self) -> CuratedStore | None:
+        """None: a disabled store keeps no review queue or history (a command says so in one line)."""
+        return None
+
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
     ) -> WriteResult:
@@ -51,11 +55,19 @@ class NullMemoryStore:
     async def erase_expired(self) -> int:
         return 0
 
+    def claims(self) -> EventClaims | None:
+        """None: it shares nothing with another process."""
+        return None
+
     async def link_sources(self, link: SourceLink) -> None:
         return None
 
     async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
         return 0
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        """None: it holds no scope to walk or reindex."""
+        return None
 
     async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
         return []
@@ -67,14 +79,4 @@ class NullMemoryStore:
         return []
 
     async def aclose(self) -> None:
-        return None
-
-    def curation(self) -> CuratedStore | None:
-        """None: a disabled store keeps no review queue or history (a command says so in one line)."""
-        return None
-
-    def claims(self) -> EventClaims | None:
-        return None
-
-    def maintenance(self) -> ScopeMaintenance | None:
         return None

@@ -100,6 +100,9 @@ class HttpMemoryStore(CurationClient):
                 message = f"{where}: the memory service answered {failure.reason}"
             raise MemoryStoreError(message, status=failure.status) from None
 
+    def curation(self) -> CuratedStore | None:
+        return self
+
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         try:
             reply = await self._call("/retrieve", {"scopeKey": scope_key, "query": query, "limit": limit})
@@ -215,6 +218,9 @@ class HttpMemoryStore(CurationClient):
                 continue
         return entries
 
+    def claims(self) -> EventClaims | None:
+        return self
+
     async def claim_event(self, key: str, ttl_seconds: float) -> bool:
         """Once per key across every process behind this memory service (memory/rules/claims.py)."""
         key, ttl = validate_claim(key, ttl_seconds)  # refused here, naming the field, not as a 400
@@ -226,12 +232,6 @@ class HttpMemoryStore(CurationClient):
 
     async def aclose(self) -> None:
         await self._client.aclose()
-
-    def curation(self) -> CuratedStore | None:
-        return self
-
-    def claims(self) -> EventClaims | None:
-        return self
 
     def maintenance(self) -> ScopeMaintenance | None:
         """None: the scopes and their vectors live on the service's host (run reindex there)."""

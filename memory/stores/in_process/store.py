@@ -167,6 +167,10 @@ class InProcessMemoryStore(InProcessRows, CurationFront):
                 total += self._erase_where(scope_key, _created_before(cutoff), "expired")
         return total
 
+    def claims(self) -> EventClaims | None:
+        """None: a dict in one process shares nothing with another."""
+        return None
+
     async def link_sources(self, link: SourceLink) -> None:
         self._sources.update((m, link.run_id, key) for m in link.messages for key in link.scope_keys)
 
@@ -206,14 +210,10 @@ class InProcessMemoryStore(InProcessRows, CurationFront):
     async def open(self) -> None:
         return None
 
-    async def aclose(self) -> None:
-        return None
-
     def curation(self) -> CuratedStore | None:
         return self
 
-    def claims(self) -> EventClaims | None:
-        """None: a dict in one process shares nothing with another."""
+    async def aclose(self) -> None:
         return None
 
     def maintenance(self) -> ScopeMaintenance | None:

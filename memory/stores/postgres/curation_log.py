@@ -7,12 +7,9 @@ import builtins
 from collections.abc import Sequence
 from typing import Final
 
-from psycopg.rows import TupleRow
-
 from memory.stores.postgres.rows import Connection
+from memory.stores.sql_common import curation_entry
 from memory.types import (
-    CURATION_ACTIONS,
-    CurationAction,
     CurationEntry,
 )
 
@@ -38,8 +35,6 @@ _SELECT_CHAIN_ENTRIES: Final = f"""
     WHERE scope_key = %s AND record_id = ANY(%s) AND at >= %s ORDER BY at, entry_id
 """
 
-_ACTIONS: Final[dict[str, CurationAction]] = {action: action for action in CURATION_ACTIONS}  # type: ignore[misc]
-
 
 async def append_entries(conn: Connection, entries: Sequence[CurationEntry], cutoff: float) -> None:
     """Inside the action's transaction: its entries (one round trip), and those past the retention
@@ -54,25 +49,13 @@ async def append_entries(conn: Connection, entries: Sequence[CurationEntry], cut
         )
 
 
-def _entry_of(row: TupleRow) -> CurationEntry:
-    record_id, scope_key, action, actor, at, related_id = row
-    return CurationEntry(
-        record_id=str(record_id),
-        scope_key=str(scope_key),
-        action=_ACTIONS[str(action)],
-        actor=str(actor),
-        at=float(at),
-        related_id=None if related_id is None else str(related_id),
-    )
-
-
 async def read_log(
     conn: Connection, scope_key: str, record_id: str, limit: int, since: float
 ) -> builtins.list[CurationEntry]:
     """Entries naming the record as their record or their related one, newest first."""
     params = {"scope": scope_key, "id": record_id, "since": since, "n": limit}
     cursor = await conn.execute(_SELECT_ENTRIES, params)
-    return [_entry_of(row) for row in await cursor.fetchall()]
+    return [curation_entry(row) for row in await cursor.fetchall()]
 
 
 async def of_records(
@@ -80,4 +63,4 @@ async def of_records(
 ) -> builtins.list[CurationEntry]:
     """Entries naming these records as their record, oldest first (a history's)."""
     cursor = await conn.execute(_SELECT_CHAIN_ENTRIES, (scope_key, builtins.list(record_ids), since))
-    return [_entry_of(row) for row in await cursor.fetchall()]
+    return [curation_entry(row) for row in await cursor.fetchall()]

@@ -178,6 +178,9 @@ class PostgresMemoryStore(SettledPool, CurationFront):
         """
         await self._pool.open()
 
+    def curation(self) -> CuratedStore | None:
+        return self
+
     def _opened(self) -> None:
         log.info("memory.store.opened", store="postgres", where=self._pool.where, cap=self._cap)
 
@@ -186,15 +189,6 @@ class PostgresMemoryStore(SettledPool, CurationFront):
         self._flushes.close()
         await self._write_held_bumps()
         await self._pool.close()
-
-    def curation(self) -> CuratedStore | None:
-        return self
-
-    def claims(self) -> EventClaims | None:
-        return self
-
-    def maintenance(self) -> ScopeMaintenance | None:
-        return self
 
     async def _write_bumps(self, scope_key: str) -> None:
         await self._retriever.write_bumps(self._pool, [scope_key])
@@ -273,6 +267,9 @@ class PostgresMemoryStore(SettledPool, CurationFront):
             return await reads.list_records(pool, statement, query)
         except psycopg.Error as error:
             raise failure("list", scope_key, error) from error
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        return self
 
     async def scope_keys(self) -> builtins.list[str]:
         """Every scope holding a record not yet erased (for `switchboard memory reindex` and the
@@ -379,6 +376,9 @@ class PostgresMemoryStore(SettledPool, CurationFront):
             return await ledger.read_audit(pool, query, cutoff)
         except psycopg.Error as error:
             raise failure("read_audit", "-", error) from error
+
+    def claims(self) -> EventClaims | None:
+        return self
 
     async def claim_event(self, key: str, ttl_seconds: float) -> bool:
         """Once per key across every replica on this database (memory/rules/claims.py)."""

@@ -224,6 +224,9 @@ class SqliteMemoryStore(CurationFront):
         log.info("memory.store.forget", scope_key=scope_key, id=record_id, forgotten=forgotten)
         return forgotten
 
+    def maintenance(self) -> ScopeMaintenance | None:
+        return self
+
     async def scope_keys(self) -> builtins.list[str]:
         """Every scope that has a database under the data directory (for `switchboard memory reindex`)."""
         return await self._on_pool(functools.partial(scope_keys_in, self._data_dir), "sqlite memory store")
@@ -305,6 +308,9 @@ class SqliteMemoryStore(CurationFront):
         cutoff = self._retention.audit_cutoff(self._clock())
         return await self._run_ledger(lambda c: ledger.read_audit(c, query, cutoff))
 
+    def claims(self) -> EventClaims | None:
+        return self
+
     async def claim_event(self, key: str, ttl_seconds: float) -> bool:
         """Once per key across every process over this data directory (memory/rules/claims.py)."""
         key, ttl = validate_claim(key, ttl_seconds)
@@ -325,12 +331,6 @@ class SqliteMemoryStore(CurationFront):
         return None
 
     def curation(self) -> CuratedStore | None:
-        return self
-
-    def claims(self) -> EventClaims | None:
-        return self
-
-    def maintenance(self) -> ScopeMaintenance | None:
         return self
 
     # -- on the store's pool -------------------------------------------------------------------------
