@@ -10,7 +10,7 @@ never on a concrete store. A store that cannot do something says so here, throug
 - `CuratedStore`: both at once, what `MemoryStore.curation()` hands out.
 - `EventClaims`: "act on this key once" across every process sharing the store.
 - `ScopeMaintenance`: listing the scopes a store holds, and giving older records their vectors.
-- `CurationBackend`: what a durable backend does under the curation front (memory/stores/front.py).
+- `StoreBackend`: what a backend does under the store front (memory/stores/front.py).
 
 Lives under `memory.stores` (not beside the values in `memory.types`): nothing below the stores needs a
 store, and everything above them may import this module.
@@ -212,10 +212,15 @@ class ScopeMaintenance(Protocol):
         ...
 
 
-class CurationBackend(Protocol):
-    """What a durable backend does under the curation front (memory/stores/front.py): each call one
-    transaction holding the scope's lock (or one read), its arguments already checked, its curation
-    entries appended in that transaction; a storage failure raised as a `MemoryStoreError`."""
+class StoreBackend(Protocol):
+    """What a backend does under the store front (memory/stores/front.py): each call one transaction
+    holding the scope's lock (or one read), its arguments already checked, its curation entries
+    appended in that transaction; a storage failure raised as a `MemoryStoreError`."""
+
+    async def write(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        """The prepared batch planned (memory/stores/writing.py) and applied after the scope's expired
+        records are erased, evicting over `cap`."""
+        ...
 
     async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
         """The prepared batch written as `CuratingStore.write_pending` says, under `cap`."""

@@ -1,4 +1,4 @@
-"""The in-process store's rows and its curation storage (`InProcessCuration`, under the curation front
+"""The in-process store's rows and its curation storage (`InProcessBackend`, under the curation front
 of memory/stores/front.py): the review queue, edits with history, merges, and the curation log beside
 the rows. Every write is planned by memory/stores/writing.py; every decision comes from memory/rules."""
 
@@ -195,12 +195,20 @@ class InProcessRows:
         return seq
 
 
-class InProcessCuration:
-    """The curation storage (`CurationBackend` under memory/stores/front.py) over one in-process
-    store's rows."""
+class InProcessBackend:
+    """The writes and curation storage (`StoreBackend` under memory/stores/front.py) over one
+    in-process store's rows."""
 
     def __init__(self, rows: InProcessRows) -> None:
         self._rows = rows
+
+    async def write(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        rows = self._rows
+        vectors = None
+        if rows._embedder is not None:  # off the loop, before the lock
+            vectors = await asyncio.to_thread(rows._embedder.embed, [candidate.text for candidate in batch])
+        async with rows._lock:
+            return rows._write(scope_key, batch, cap, vectors, pending=False)
 
     async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
         async with self._rows._lock:

@@ -17,27 +17,24 @@ from memory.ranking.vectors import ScopeVectors
 from memory.rules.audit import audit_matches
 from memory.rules.engine import (
     matches_filter,
-    prepare_batch,
 )
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
-from memory.stores.front import CurationFront
-from memory.stores.in_process.curating import InProcessCuration, InProcessRows
+from memory.stores.front import StoreFront
+from memory.stores.in_process.curating import InProcessBackend, InProcessRows
 from memory.types import (
     AuditQuery,
     CurationEntry,
     EraseReason,
-    MemoryCandidate,
     MemoryRecord,
     ReadAudit,
     SourceLink,
-    WriteResult,
 )
 
 Clock = Callable[[], float]
 
 
-class InProcessMemoryStore(InProcessRows, CurationFront):
+class InProcessMemoryStore(InProcessRows, StoreFront):
     """Records per scope in a dict; the engine decides everything. Restarts lose it all."""
 
     def __init__(
@@ -62,7 +59,7 @@ class InProcessMemoryStore(InProcessRows, CurationFront):
         self._scopes: dict[str, builtins.list[MemoryRecord]] = {}
         self._seq: dict[str, int] = {}
         self._lock = asyncio.Lock()
-        self._curation_backend = InProcessCuration(self)
+        self._backend = InProcessBackend(self)
 
     def records(self, scope_key: str) -> builtins.list[MemoryRecord]:
         """Every row of a scope, whatever its status (for tests and inspection)."""
@@ -124,20 +121,6 @@ class InProcessMemoryStore(InProcessRows, CurationFront):
             {record_id: plain[n] for n, record_id in enumerate(held)},
             {record_id: centered[n] for n, record_id in enumerate(held)},
         )
-
-    async def write(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        """`cap` overrides the store's cap for this batch (the memory service's per-request cap)."""
-        candidates = prepare_batch(candidates)
-        if not candidates:
-            return WriteResult()
-        vectors = None
-        if self._embedder is not None:
-            texts = [candidate.text for candidate in candidates]
-            vectors = await asyncio.to_thread(self._embedder.embed, texts)
-        async with self._lock:
-            return self._write(scope_key, candidates, cap, vectors, pending=False)
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         rows = [r for r in reversed(self._scopes.get(scope_key, [])) if r.status == "active"]

@@ -13,7 +13,6 @@ engine would say it does — no PostgreSQL parser or dictionary stands between t
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,11 +27,11 @@ from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms
 from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.claims import validate_claim
-from memory.rules.engine import prepare_batch, validate_cap
+from memory.rules.engine import validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
-from memory.stores.front import CurationFront
+from memory.stores.front import StoreFront
 from memory.stores.postgres import curation_log, ledger, reads, review, versions, writes
 from memory.stores.postgres.claims import ClaimTable
 from memory.stores.postgres.connections import DSN_SETTING, ServerPool, error_kind, failure, first_line
@@ -41,7 +40,7 @@ from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import NO_CUTOFF, Connection, match_query, own_seq, tsquery_of
 from memory.stores.postgres.sql import _SCOPES
 from memory.stores.postgres.versions import forget_chain
-from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
+from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.stores.usage_bumps import FlushTimers
 from memory.stores.writing import Approval
 from memory.types import (
@@ -100,7 +99,7 @@ class SettledPool:
         return self._retention.audit_cutoff(now)
 
 
-class PostgresMemoryStore(SettledPool, CurationFront):
+class PostgresMemoryStore(SettledPool, StoreFront):
     """A `MemoryStore` and `CuratingStore` on PostgreSQL (psycopg 3 async, one connection pool).
 
     The constructor only checks its arguments (a malformed DSN fails there); `await open()` — or the
@@ -148,7 +147,7 @@ class PostgresMemoryStore(SettledPool, CurationFront):
         self._flushes = FlushTimers(self._write_bumps)
         self._scrub = ScrubList()  # the erase's SET list, from the live table's columns
         self._claims = ClaimTable()
-        self._curation_backend = PostgresCuration(self)
+        self._backend = PostgresBackend(self)
 
     @classmethod
     async def connect(cls, dsn: str, cap: int = DEFAULT_SCOPE_CAP, **options: Any) -> PostgresMemoryStore:
@@ -231,29 +230,6 @@ class PostgresMemoryStore(SettledPool, CurationFront):
         finally:  # bumps held back (even by a read that failed later): written within FLUSH_SECONDS
             for key in keys:
                 self._flushes.soon(key, self._retriever.indexes.bumps.has_pending(key))
-
-    async def write(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        """One transaction per batch under the scope's advisory lock: plan, apply, evict — or nothing.
-
-        `cap` overrides the store's cap for this batch (the memory service's per-request cap).
-        """
-        validate_scope_key(scope_key)
-        batch_cap = self._cap if cap is None else validate_cap(cap)
-        # Validation and redaction are CPU work on untrusted text: off the event loop.
-        batch = await asyncio.to_thread(prepare_batch, candidates)
-        if not batch:
-            return WriteResult()
-        pool = await self._settled()
-        try:
-            result = await writes.write_batch(
-                pool, scope_key, batch, batch_cap, self._embedder, self._clock, self._retention, self._scrub
-            )
-        except psycopg.Error as error:
-            raise failure("write", scope_key, error) from error
-        log_evictions(scope_key, len(batch), result)
-        return result
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         """Active records newest first, optionally through the same FTS prefilter; no usage bump."""
@@ -399,8 +375,8 @@ class PostgresMemoryStore(SettledPool, CurationFront):
             raise failure(action, "-", error) from error
 
 
-class PostgresCuration:
-    """The curation calls of one `PostgresMemoryStore`, on its pool."""
+class PostgresBackend:
+    """The writes and curation calls of one `PostgresMemoryStore` (`StoreBackend`), on its pool."""
 
     def __init__(self, store: PostgresMemoryStore) -> None:
         self._store = store
@@ -412,6 +388,17 @@ class PostgresCuration:
             return await work(pool)
         except psycopg.Error as error:
             raise failure(action, scope_key, error) from error
+
+    async def write(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        """One transaction per batch under the scope's advisory lock: plan, apply, evict — or nothing."""
+        s = self._store
+        return await self._guarded(
+            "write",
+            scope_key,
+            lambda pool: writes.write_batch(
+                pool, scope_key, batch, cap, s._embedder, s._clock, s._retention, s._scrub
+            ),
+        )
 
     async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
         s = self._store

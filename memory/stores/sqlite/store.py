@@ -32,12 +32,12 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_te
 from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.claims import validate_claim
 from memory.rules.curation import edit_candidate
-from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
+from memory.rules.engine import parse_record_id, validate_cap
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
-from memory.stores.front import CurationFront
-from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
+from memory.stores.front import StoreFront
+from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.stores.sqlite import claims, curation_log, erasure, ledger, reads, review, versions
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
 from memory.stores.sqlite.erasure import scrub_files
@@ -75,7 +75,7 @@ DEFAULT_MAX_OPEN = 64
 DEFAULT_WORKERS = 2
 
 
-class SqliteMemoryStore(CurationFront):
+class SqliteMemoryStore(StoreFront):
     """The embedded default store: memory that survives restarts with zero set-up; curating too
     (its storage below, under memory/stores/front.py)."""
 
@@ -113,7 +113,7 @@ class SqliteMemoryStore(CurationFront):
         self._retriever = Retriever(self._scopes, self._connections, ranking, embedder, clock, retention)
         self._flushes = FlushTimers(self._flush)
         self._ledger = ledger.Ledger(self._data_dir)
-        self._curation_backend = SqliteCuration(self)
+        self._backend = SqliteBackend(self)
 
     @property
     def data_dir(self) -> Path:
@@ -169,40 +169,6 @@ class SqliteMemoryStore(CurationFront):
         for key in found:
             self._flushes.soon(key, self._scopes.has_bumps(key))
         return found
-
-    async def write(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        """Apply one batch in one transaction. `cap` overrides the store's cap for this batch."""
-        validate_scope_key(scope_key)
-        batch_cap = self._cap if cap is None else validate_cap(cap)
-        # Validation and redaction: CPU work on untrusted text.
-        batch = await self._on_pool(functools.partial(prepare_batch, candidates), "sqlite memory store")
-        if not batch:
-            return WriteResult()
-        cutoff = self._retention.cutoff(scope_key, self._clock())
-
-        def work(connection: sqlite3.Connection) -> WriteResult:
-            result, expired = write_batch(
-                connection,
-                scope_key,
-                batch,
-                batch_cap,
-                self._embedder,
-                self._clock,
-                cutoff,
-                self._retention.audit_cutoff(self._clock()),  # the log keeps what the audit keeps
-            )
-            if result.deduped:
-                self._scopes.usage_changed(scope_key)
-            if expired:
-                erasure.scrub_files(connection)
-                log.info("memory.store.expired", scope_key=scope_key, erased=expired)
-            return result
-
-        result = await self._run(scope_key, work, WriteResult(), create=True)
-        log_evictions(scope_key, len(batch), result)
-        return result
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         """Newest first, at most MAX_LIMIT; a query filters through the FTS prefilter and the
@@ -377,8 +343,8 @@ class SqliteMemoryStore(CurationFront):
         self._ledger.close()
 
 
-class SqliteCuration:
-    """The curation calls of one `SqliteMemoryStore`, on its runners."""
+class SqliteBackend:
+    """The writes and curation calls of one `SqliteMemoryStore` (`StoreBackend`), on its runners."""
 
     def __init__(self, store: SqliteMemoryStore) -> None:
         self._store = store
@@ -389,6 +355,22 @@ class SqliteCuration:
 
     def _since(self, scope_key: str) -> float | None:
         return self._store._retention.cutoff(scope_key, self._store._clock())
+
+    async def write(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        store, cutoff = self._store, self._since(scope_key)
+
+        def work(connection: sqlite3.Connection) -> WriteResult:
+            result, expired = write_batch(
+                connection, scope_key, batch, cap, store._embedder, store._clock, cutoff, self._log_cutoff()
+            )
+            if result.deduped:
+                store._scopes.usage_changed(scope_key)
+            if expired:
+                erasure.scrub_files(connection)
+                log.info("memory.store.expired", scope_key=scope_key, erased=expired)
+            return result
+
+        return await store._run(scope_key, work, WriteResult(), create=True)
 
     async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
         store, cutoff = self._store, self._since(scope_key)
