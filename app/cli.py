@@ -17,7 +17,10 @@ from config.settings import CONFIG_ENV, ConfigError, check_config_file
 
 # command → (module with `main(argv) -> int`, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
-    "serve": ("app.slack.serve", "run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP on $PORT)"),
+    "serve": (
+        "app.slack.transports.serve",
+        "run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP on $PORT)",
+    ),
     "chat": ("app.terminal.chat", 'talk to the bot in this terminal (--thread NAME "message" for one turn)'),
     "memory": ("app.memory_cli", "memory list|forget|remember|why|audit|reindex … on the configured store"),
     "memory-service": ("memory.service.main", "serve the memory store over HTTP for several bot processes"),

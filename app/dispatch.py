@@ -1,7 +1,8 @@
 """The dispatcher: the one path from "a message arrived" to "the answer was sent".
 
-    command fast path ─► agent selection ─► repo resolution (task) ─┐
-                                          └► memory read (starts now, takes the repo task) ─►
+    request context (reader, scopes) ─► command fast path ─► agent selection ─►
+    run context: repo resolution (task) ─► the scopes with the repo's (task) ─┐
+                 └► memory read (starts now, takes the run context) ─────────┴►
     block folded onto the front of the system prompt ─► agent loop ─► surface.send_reply ─►
     post-run steps ─► active-run slot released (outer finally)
 
@@ -17,7 +18,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 import structlog
 
@@ -26,14 +27,15 @@ from app.agent.providers.base import Message, Provider, ProviderError, Usage
 from app.agent.providers.registry import ProviderRegistry
 from app.agent.runner import RunEvent, RunResult, run_agent
 from app.agent.tools import ToolContext
-from app.audience import reader_for
 from app.incoming import IncomingMessage, message_time
-from app.run_memory import audit_read, read_for_run, run_scopes
+from app.run_context import RequestContext, RunContext, request_context, start_run
+from app.run_memory import audit_read, read_for_run
 from app.surface import Surface
-from commands.registry import Caller
+from commands.registry import Caller, CommandHandler
 from config.settings import ConfigError, Settings
 from memory.context import MemoryRead
 from memory.rules.scope import RequestScopes
+from memory.rules.visibility import Reader
 from memory.stores.contract import MemoryStore
 from memory.stores.null import NullMemoryStore
 from memory.types import Origin
@@ -56,22 +58,6 @@ NO_REPO_REPLY = (
 
 class RepoUnavailable(RuntimeError):
     """Raise from a repo resolver when a repo-bound agent cannot run; `str(error)` is the reply sent."""
-
-
-class CommandReplyLike(Protocol):
-    """commands/registry.CommandReply: `receipt` is set for an inline run that changed state (forget)."""
-
-    @property
-    def text(self) -> str: ...
-
-    @property
-    def receipt(self) -> Any: ...
-
-
-class CommandHandler(Protocol):
-    """commands/registry.CommandRegistry: None means "not a command, go on to the agent"."""
-
-    async def handle(self, text: str, caller: Any) -> CommandReplyLike | None: ...
 
 
 RepoResolver = Callable[[IncomingMessage, Agent | None], Awaitable[str | None]]
@@ -101,6 +87,8 @@ class CompletedRun:
     memory_labels: tuple[tuple[Origin, str | None], ...] = ()
     # When the conversation it answered happened (epoch seconds): the message's time, else the run's.
     observed_at: float | None = None
+    # Who read the reply (the dispatcher's, built once); None: a step derives it from `message`.
+    reader: Reader | None = None
 
 
 PostRunStep = Callable[[CompletedRun], object]
@@ -139,13 +127,17 @@ class DispatchOutcome:
 class _Run:
     """One agent run once planned: the selection, its run id, and the model that answers."""
 
-    message: IncomingMessage
+    request: RequestContext
     selection: Selection
     run_id: str
     model_ref: str
     provider: Provider
     model: str
     at: float  # the run's time (the dispatcher's clock when it was planned)
+
+    @property
+    def message(self) -> IncomingMessage:
+        return self.request.message
 
     @property
     def agent(self) -> Agent:
@@ -271,19 +263,21 @@ class Dispatcher:
                 self._idle.set()
 
     async def _dispatch(self, message: IncomingMessage, surface: Surface) -> DispatchOutcome:
+        request = request_context(self._settings.organization, message)
         if self._commands is not None:
-            handled = await self._command(message, surface)
+            handled = await self._command(request, surface)
             if handled is not None:
                 return handled
-        planned = await self._plan(message, surface)
+        planned = await self._plan(request, surface)
         if isinstance(planned, DispatchOutcome):
             return planned
         return await self._run(planned, surface)
 
     # -- steps --
 
-    async def _plan(self, message: IncomingMessage, surface: Surface) -> _Run | DispatchOutcome:
+    async def _plan(self, request: RequestContext, surface: Surface) -> _Run | DispatchOutcome:
         """Which agent answers, under which run id, on which model; a missing model fails here."""
+        message = request.message
         selection = self._agents.select(message)
         agent = selection.agent
         run_id = self._new_run_id()
@@ -303,22 +297,16 @@ class Dispatcher:
             provider, model = self._providers.resolve(agent.model_ref)
         except (ValueError, LookupError, ProviderError) as error:
             return await _fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
-        return _Run(message, selection, run_id, agent.model_ref, provider, model, self._clock())
+        return _Run(request, selection, run_id, agent.model_ref, provider, model, self._clock())
 
     async def _run(self, run: _Run, surface: Surface) -> DispatchOutcome:
         """The repo and the memory read start together; the agent runs once both are in."""
         agent = run.agent
-        repo_task = asyncio.create_task(self._run_repo(run.message, agent))
+        context = start_run(run.request, self._resolve_repo(run.message, agent))
         memory_task = (
             asyncio.create_task(
                 read_for_run(
-                    self.memory_store,
-                    self._settings,
-                    run.message,
-                    run.selection.text,
-                    repo_task,
-                    run.at,
-                    self._metrics,
+                    self.memory_store, self._settings, context, run.selection.text, run.at, self._metrics
                 )
             )
             if self._memory_enabled
@@ -327,12 +315,13 @@ class Dispatcher:
         started = time.monotonic()
         try:
             await _status(surface, "Thinking…")
-            repo, refusal = await _bound_repo(repo_task, agent)
+            repo, refusal = await _bound_repo(context.repo, agent)
             if refusal is not None:
                 return await _refuse(surface, run.run_id, agent, refusal)
+            await context.scopes  # resolved with the repo: done once here, for the read and the run's record
             read = await memory_task if memory_task is not None else None
             if read is not None:
-                self.track(audit_read(self.memory_store, run.run_id, run.message, read, self._clock))
+                self.track(audit_read(self.memory_store, run.run_id, context, read, self._clock))
             result = await self._agent_loop(run, repo, read)
         except ProviderError as error:
             log.warning(
@@ -345,8 +334,8 @@ class Dispatcher:
                 surface, run.run_id, agent, INTERNAL_ERROR_REPLY.format(detail=type(error).__name__)
             )
         finally:
-            await _settle(memory_task, repo_task)
-        return await self._deliver(run, surface, repo, read, result, started)
+            await _settle(memory_task, *context.tasks())
+        return await self._deliver(run, surface, context, repo, read, result, started)
 
     async def _agent_loop(self, run: _Run, repo: str | None, read: MemoryRead | None) -> RunResult:
         """The agent's own runner when it has one (e.g. `review`), else the tool loop."""
@@ -375,6 +364,7 @@ class Dispatcher:
         self,
         run: _Run,
         surface: Surface,
+        context: RunContext,
         repo: str | None,
         read: MemoryRead | None,
         result: RunResult,
@@ -387,7 +377,7 @@ class Dispatcher:
             agent=agent.name,
             model_ref=run.model_ref,
             repo=repo,
-            scopes=run_scopes(self._settings, message, read, repo),
+            scopes=context.scopes.result(),  # awaited before the agent ran
             run_id=run_id,
             tool_calls=result.tool_call_count,
             history_turns=len(message.history),
@@ -398,6 +388,7 @@ class Dispatcher:
             memory_records=len(read.records) if read is not None else 0,
             memory_labels=tuple((r.origin, r.origin_conversation) for r in read.records) if read else (),
             observed_at=_observed_at(message, run.at),
+            reader=context.reader,
         )
         has_block = read is not None and read.block is not None
         _log_run(completed, result, time.monotonic() - started, has_block)
@@ -409,16 +400,17 @@ class Dispatcher:
         await _after_reply(self._post_run, completed)
         return DispatchOutcome("answered", result.answer, run_id, agent.name, completed)
 
-    async def _command(self, message: IncomingMessage, surface: Surface) -> DispatchOutcome | None:
+    async def _command(self, request: RequestContext, surface: Surface) -> DispatchOutcome | None:
         assert self._commands is not None
+        message = request.message
         caller = self._make_caller(
             user_id=message.user_id,
             channel_id=message.channel_id,
             channel_visibility=message.channel_visibility,
             thread_key=message.thread_key,
             surface=message.surface,
-            thread_repo=lambda: self._thread_repo(message),
-            reader=reader_for(message),
+            thread_repo=lambda: self._resolve_repo(message, None),
+            reader=request.reader,
         )
         try:
             reply = await self._commands.handle(message.text, caller)
@@ -437,27 +429,23 @@ class Dispatcher:
         await _send(surface, reply.text)
         return DispatchOutcome("command", reply.text, run_id=run_id, receipt=reply.receipt)
 
-    async def _run_repo(self, message: IncomingMessage, agent: Agent) -> str | None:
-        """Only a repo-bound agent has a repo: a general run neither reads nor writes `repo:`
-        records, and never asks the resolver (which would bind the thread to a repository)."""
-        if not agent.repo_bound:
-            return None
-        return await self._resolve_repo(message, agent)
-
     async def _resolve_repo(self, message: IncomingMessage, agent: Agent | None) -> str | None:
-        """A resolver failure is no repo; only RepoUnavailable (the resolver's own verdict) passes."""
+        """The repo of an agent's run, or (no agent) the thread's for a command that asks for it.
+
+        Only a repo-bound agent has a repo: a general run neither reads nor writes `repo:` records,
+        and never asks the resolver (which would bind the thread to a repository). A resolver failure
+        is no repo; only RepoUnavailable (the resolver's own verdict) refuses a run, and a command
+        reads it as no repo."""
+        if agent is not None and not agent.repo_bound:
+            return None
         try:
             return await self._repo_resolver(message, agent)
         except RepoUnavailable:
+            if agent is None:
+                return None
             raise
         except Exception as error:
             log.warning("dispatch.repo_failed", error=type(error).__name__)
-            return None
-
-    async def _thread_repo(self, message: IncomingMessage) -> str | None:
-        try:
-            return await self._resolve_repo(message, None)
-        except RepoUnavailable:
             return None
 
     async def _channel_repo(self, message: IncomingMessage, agent: Agent | None) -> str | None:

@@ -112,7 +112,8 @@ class ReflectionHook:
         if completed.scopes is None:
             log.warning("memory.reflection_skipped", reason="no_scopes", run_id=completed.run_id)
             return False
-        # memory.model when set, else the run's own resolved ref — never a literal (invariant 7).
+        # memory.model when set, else the run's own resolved ref — never a literal (docs/architecture.md,
+        # invariant 5).
         ref = self.memory_model or completed.model_ref
         try:
             provider, model = self.providers.resolve(ref)
@@ -136,7 +137,7 @@ class ReflectionHook:
             run_id=completed.run_id,
             origin_visibility=message.channel_visibility,
             origin_conversation=message.channel_id,
-            reader=reader_for(message),
+            reader=completed.reader or reader_for(message),
             source_messages=message.source_messages,
             shown_labels=completed.memory_labels,
             observed_at=completed.observed_at,

@@ -18,9 +18,10 @@ from app.agent.providers.registry import (
     key_variable,
     provider_usable,
 )
-from app.dispatch import AgentRunner, CallerFactory, CommandHandler, Dispatcher, PostRunStep, RepoResolver
+from app.dispatch import AgentRunner, CallerFactory, Dispatcher, PostRunStep, RepoResolver
 from app.lifecycle import Lifecycle
 from app.review import PendingSweep, check_review_store, expire_pending, review_shared
+from commands.registry import CommandHandler
 from config.settings import ConfigError, Settings
 from memory.stores.contract import MemoryStore
 from ops.metrics import Metrics
@@ -139,6 +140,7 @@ def build_commands(
     from app.policy import write_gate
     from commands.memory import build_registry
     from commands.registry import Caller
+    from commands.transcripts import ChatTranscripts
 
     registry = build_registry(
         store=store,
@@ -147,6 +149,7 @@ def build_commands(
         admins=settings.admins,
         permalinks=permalinks,
         write_gate=write_gate,
+        transcripts=ChatTranscripts(settings.data_dir),
     )
     return registry, Caller
 

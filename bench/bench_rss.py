@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 CHILD = r"""
 import asyncio, json, resource, sys
-import app.slack.serve, app.agent  # the bot's own modules, as `switchboard serve` imports them
+import app.slack.transports.serve, app.agent  # the bot's own modules, as `switchboard serve` imports them
 from config.settings import load_settings
 from memory.stores.build import build_memory_store
 from memory.types import MemoryCandidate

@@ -10,8 +10,8 @@ not here: forget, edit, approve and reject go through their commands (commands/m
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Literal
 
 import structlog
@@ -20,6 +20,7 @@ from commands.access import curation_refusal, parse_id_word, scope_key_of
 from commands.list_filter import widened_filter
 from commands.memory import MemoryCommands
 from commands.registry import Caller
+from commands.replaced import Replaced, as_shown, replaced_records
 from memory.rules.scorer import query_tokens
 from memory.rules.visibility import Reader, may_show
 from memory.stores.contract import MemoryStore
@@ -66,6 +67,7 @@ class ReviewQueue:
     hidden: int = 0  # learned in a private conversation: `memory pending` there lists them
     more: bool = False  # a scope had more waiting than one read returns
     problem: str | None = None  # a sentence for the viewer instead of records
+    replaces: Mapping[str, Replaced] = field(default_factory=dict)  # by pending id: what it supersedes
 
 
 class MemoryBrowser:
@@ -149,16 +151,18 @@ class MemoryBrowser:
         if store is None:
             return ReviewQueue(problem="⚠️ This memory store cannot hold records for review.")
         keys = [key for key in (self._org_key, scope_key_of("channel", channel)) if key]
+        reader = Reader(audience="self", user_id=viewer, conversation_id=None)
         try:
             found = await asyncio.gather(*(store.pending(key, MAX_LIMIT) for key in keys))
+            shown = [[r for r in records if may_show(r, reader)] for records in found]
+            targets = await asyncio.gather(
+                *(replaced_records(store, key, records) for key, records in zip(keys, shown, strict=True))
+            )
         except Exception as error:
             log.warning("memory.review_browse_failed", scopes=len(keys), error=type(error).__name__)
             return ReviewQueue(problem=f"⚠️ Couldn't read what waits for review ({type(error).__name__}).")
         window = [record for records in found for record in records]
-        reader = Reader(audience="self", user_id=viewer, conversation_id=None)
-        visible = sorted(
-            (record for record in window if may_show(record, reader)), key=lambda r: -r.created_at
-        )
+        visible = sorted((record for records in shown for record in records), key=lambda r: -r.created_at)
         log.info(
             "memory.review_browse",
             viewer=scope_key_of("user", viewer),
@@ -170,6 +174,7 @@ class MemoryBrowser:
             tuple(visible),
             hidden=len(window) - len(visible),
             more=any(len(records) >= MAX_LIMIT for records in found),
+            replaces=as_shown({k: v for each in targets for k, v in each.items()}, reader),
         )
 
     async def editable(self, viewer: str, raw_id: str) -> MemoryRecord | str:

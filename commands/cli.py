@@ -19,6 +19,7 @@ from commands.plain import plain_text
 from commands.registry import Caller
 from commands.reindex import run_reindex
 from commands.remember import WriteGateFor
+from commands.transcripts import ChatTranscripts, Transcripts
 from memory.rules.visibility import Reader
 from memory.stores.contract import MemoryStore
 from memory.stores.null import NullMemoryStore
@@ -52,6 +53,7 @@ async def run_memory_cli(
     out: TextIO,
     err: TextIO | None = None,
     write_gate: WriteGateFor | None = None,
+    transcripts: Transcripts | None = None,
 ) -> int:
     """Answer one `memory …` command on `store`; 0 when it did what was asked, 1 when not, 2 on misuse."""
     registry = build_registry(
@@ -60,6 +62,7 @@ async def run_memory_cli(
         organization=organization,
         admins=admins,
         write_gate=write_gate,
+        transcripts=transcripts,
     )
     reply = await registry.handle(" ".join(["memory", *argv]), CLI_CALLER)
     if reply is None:
@@ -157,6 +160,7 @@ async def _main(argv: list[str], write_gate: WriteGateFor | None) -> int:
             admins=settings.admins,
             out=sys.stdout,
             write_gate=write_gate,
+            transcripts=ChatTranscripts(settings.data_dir),
         )
     finally:
         await store.aclose()

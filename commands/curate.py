@@ -20,6 +20,7 @@ import structlog
 
 from commands.access import actor_of, curation_refusal, require_id, scope_key_of, thread_repo
 from commands.curate_render import (
+    HIDDEN,
     NOT_CURATING,
     PendingSection,
     render_history,
@@ -30,10 +31,11 @@ from commands.options import parse_limit, parse_repo, split_options
 from commands.provenance import reader_for
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.remember import NARROW_WHERE, check_text, dashed
-from commands.render import code_span, is_machine_caller, store_failure
+from commands.render import code_span, is_machine_caller, quoted_text, store_failure
+from commands.replaced import as_shown, replaced_record, replaced_records
 from memory.rules.redact import REDACTED
 from memory.rules.scope import scope_kind
-from memory.rules.visibility import may_show, origin_from_visibility
+from memory.rules.visibility import may_show, origin_from_visibility, shown_to_anyone
 from memory.stores.contract import CuratedStore, MemoryStore
 from memory.types import MAX_LIMIT, MemoryRecord, RecordVersion
 
@@ -202,9 +204,15 @@ class CurateCommands:
                 log.warning("memory.pending_failed", scope_key=key, error=type(result).__name__)
                 return act.reply(f"⚠️ Couldn't list what waits for review: {store_failure(result)}.", "failed")
             shown = tuple(r for r in result if may_show(r, reader))
-            sections.append(
-                PendingSection(key, shown, len(result) - len(shown), len(result) >= request.limit)
-            )
+            try:
+                replaces = as_shown(await replaced_records(store, key, shown), reader)
+            except Exception as error:
+                log.warning("memory.pending_failed", scope_key=key, error=type(error).__name__)
+                return act.reply(
+                    f"⚠️ Couldn't read what the waiting records replace: {store_failure(error)}.", "failed"
+                )
+            full = len(result) >= request.limit
+            sections.append(PendingSection(key, shown, len(result) - len(shown), full, replaces))
         text = render_pending(sections, request.limit, machine=is_machine_caller(caller))
         counts = [len(s.records) for s in sections]
         return act.reply(
@@ -241,7 +249,8 @@ class CurateCommands:
         if isinstance(decision, CommandReply):
             return decision
         act, store, scope, target = decision
-        try:
+        try:  # read first: the receipt names what the approval retires
+            replaced = await replaced_record(store, scope, target)
             approved = await store.approve(scope, target, actor_of(caller))
         except Exception as error:
             return _failed(act, "approve", scope, target, error)
@@ -256,8 +265,15 @@ class CurateCommands:
                 ok=True,
                 folded_into=approved.id,
             )
+        lines = [f"✅ Approved {code_span(target)}: active in {code_span(scope)} now."]
+        if replaced is not None:
+            lines.append(await _retired(store, scope, replaced, caller))
         return act.reply(
-            f"✅ Approved {code_span(target)}: active in {code_span(scope)} now.", "approved", target, ok=True
+            "\n".join(lines),
+            "approved",
+            target,
+            ok=True,
+            replaces=None if replaced is None else replaced.id,
         )
 
     async def handle_reject(self, args: Sequence[str], caller: Caller) -> CommandReply:
@@ -321,8 +337,11 @@ class CurateCommands:
         checked = check_text(request.text)
         if isinstance(checked, str):
             return act.reply(f"Nothing changed: {checked}.", "invalid_input", request.id)
+        typed_in = (origin_from_visibility(caller.channel_visibility), caller.channel_id)
         try:
-            new = await store.edit(request.scope, request.id, checked.text, actor_of(caller))
+            new = await store.edit(
+                request.scope, request.id, checked.text, actor_of(caller), typed_in=typed_in
+            )
         except Exception as error:
             return _failed(act, "edit", request.scope, request.id, error)
         if new is None:
@@ -338,6 +357,8 @@ class CurateCommands:
         ]
         if new.status == "pending":
             lines.append(f"It still waits for review (`memory approve {new.id}`).")
+        if not shown_to_anyone(new) and typed_in[0] not in ("public", "machine"):
+            lines.append(_kept_where(new))
         if checked.redacted:
             lines.append(f"A secret in it was stored as `{REDACTED}`.")
         return act.reply(
@@ -395,6 +416,40 @@ def said_for_scope(scope: str, caller: Caller) -> bool:
     if origin in ("public", "machine"):
         return True
     return origin == "private" and scope == scope_key_of("channel", caller.channel_id)
+
+
+def _kept_where(record: MemoryRecord) -> str:
+    """Where an edit's narrowed origin lets the new version show: the words typed in a DM or a private
+    conversation never reach a wider audience than that one."""
+    mine = scope_kind(record.scope_key) == "user"
+    if record.origin in ("private", "mpim"):
+        where = NARROW_WHERE[record.origin]
+        return f"🔒 Kept as from {where}: it shows only there" + (" and to you, privately." if mine else ".")
+    if mine:
+        return "🔒 Kept as from a DM: it shows only to you, privately."
+    return "🔒 Kept as from a DM: a shared record from a DM shows to no one."
+
+
+async def _retired(store: CuratedStore, scope: str, replaced: MemoryRecord, caller: Caller) -> str:
+    """The receipt's line on the record an approval superseded: its id, its text where the caller may
+    see it, and its status now (read again: the approval decided it, not this command)."""
+    shown = as_shown({replaced.id: replaced}, reader_for(caller))[replaced.id]
+    text = (
+        f" ({HIDDEN})"
+        if shown.record is None
+        else f" ({quoted_text(replaced.text, machine=is_machine_caller(caller))})"
+    )
+    try:
+        now = [r.status for r in await store.fetch(scope, [replaced.id])]
+    except Exception as error:
+        log.warning(
+            "memory.approve_read_back_failed", scope_key=scope, id=replaced.id, error=type(error).__name__
+        )
+        failure = store_failure(error)
+        return f"It was to supersede {code_span(replaced.id)}{text}: ⚠️ couldn't read it back ({failure})."
+    if now == ["superseded"]:
+        return f"It supersedes {code_span(replaced.id)}{text}, which is now superseded (`memory history`)."
+    return f"{code_span(replaced.id)}{text} is still {now[0] if now else 'gone'}: it was not superseded."
 
 
 def _failed(act: _Act, verb: str, scope: str, target: str, error: Exception) -> CommandReply:

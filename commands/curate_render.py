@@ -4,11 +4,12 @@ code span for people, an `<untrusted>` wrapper for machine readers, as `memory l
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from commands.render import UNTRUSTED_NOTE, code_span, quoted_text
+from commands.replaced import Replaced
 from memory.rules.visibility import Reader, may_show
 from memory.types import CurationEntry, MemoryRecord, RecordVersion
 
@@ -16,6 +17,7 @@ NOT_CURATING = (
     "This memory store keeps no review queue or history (it cannot curate): "
     "use the sqlite, postgres or in_process store, or a memory service that can."
 )
+HIDDEN = "text not shown here: learned where this conversation cannot see"
 _ORIGINS = {
     "public": "a public channel",
     "private": "a private channel",
@@ -45,6 +47,7 @@ class PendingSection:
     records: tuple[MemoryRecord, ...]
     withheld: int
     full: bool
+    replaces: Mapping[str, Replaced] = field(default_factory=dict)  # by pending id
 
 
 def version_visible(record: MemoryRecord | None, reader: Reader, *, admin: bool) -> bool:
@@ -62,7 +65,10 @@ def render_pending(sections: Sequence[PendingSection], limit: int, *, machine: b
         lines = [f"**Waiting for review** {code_span(section.scope_key)}"]
         if not section.records:
             lines.append("nothing this conversation may see" if section.withheld else "nothing waits")
-        lines.extend(_pending_line(record, machine=machine) for record in section.records)
+        for record in section.records:
+            lines.append(_pending_line(record, machine=machine))
+            if record.id in section.replaces:
+                lines.append(_replaces_line(section.replaces[record.id], machine=machine))
         if section.withheld:
             lines.append(
                 f"({section.withheld} more learned where this conversation cannot see: "
@@ -88,6 +94,12 @@ def _pending_line(record: MemoryRecord, *, machine: bool) -> str:
     )
 
 
+def _replaces_line(replaced: Replaced, *, machine: bool) -> str:
+    """What approving it retires: an admin never approves a change to a record they were not shown."""
+    text = HIDDEN if replaced.record is None else quoted_text(replaced.record.text, machine=machine)
+    return f"  - would supersede {code_span(replaced.id)} · {text}"
+
+
 def render_history(
     target: str, versions: Sequence[RecordVersion], visible: Collection[str], *, machine: bool
 ) -> str:
@@ -103,7 +115,7 @@ def render_history(
         elif version.text is None:
             text = f"(erased: {version.erased_reason or 'gone'})"
         else:
-            text = "(text not shown here: learned where this conversation cannot see)"
+            text = f"({HIDDEN})"
         lines.append(
             f"- {code_span(version.id)} · {_day(version.created_at)} · {version.status}"
             f" · written by {code_span(_author(version, versions))} · {text}"

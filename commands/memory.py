@@ -18,13 +18,13 @@ import structlog
 
 from commands.access import curation_refusal, note_curation, parse_id_word, scope_key_of, thread_repo
 from commands.curate import CurateCommands, register_curate_commands
+from commands.erase_person import erase_person, parse_person_arg, render_nobody, render_person_erased
 from commands.list_filter import widened_filter
 from commands.options import parse_limit, parse_repo, split_options
 from commands.plain import TERMINAL_SURFACES, terminal_text
 from commands.provenance import (
     Permalinks,
     ProvenanceCommands,
-    parse_user_scope,
     register_provenance_commands,
 )
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
@@ -37,6 +37,8 @@ from commands.render import code_span as _code
 from commands.render import is_machine_caller as _is_machine
 from commands.render import quoted_text
 from commands.render import store_failure as _failure
+from commands.transcripts import Transcripts
+from memory.rules.person import PersonError, resolve_person
 from memory.rules.scope import (
     ScopeKind,
     is_dm_conversation,
@@ -58,7 +60,10 @@ LIST_USAGE = (
     "memory list [<words>…] [--scope me|org|repo|channel|all] "
     f"[--limit 1-{MEMORY_LIST_MAX_LIMIT}] [--repo owner/name]"
 )
-FORGET_USAGE = "memory forget <id> | memory forget --user <user id> (admins: erase one person's records)"
+FORGET_USAGE = (
+    "memory forget <id> | memory forget --user <person> (admins: erase one person everywhere, "
+    "by any id they are shown as)"
+)
 ID_FORMAT = "mem:<scope>:<n>"
 
 # In a terminal the listing is a plain-text table for a person.
@@ -116,20 +121,6 @@ def parse_forget_args(args: Sequence[str]) -> str:
     return args[0].strip("`'\"“”‘’")
 
 
-def parse_forget_user_args(args: Sequence[str]) -> str:
-    """`--user <id>` or `--user=<id>`, nothing else."""
-    first = _TYPOGRAPHIC_DASHES.sub("--", args[0])
-    _, has_value, value = first.partition("=")
-    rest = list(args[1:])
-    if not has_value:
-        if not rest:
-            raise UsageError("`--user` needs a user id.")
-        value = rest.pop(0)
-    if rest:
-        raise UsageError("`memory forget --user` takes exactly one user id.")
-    return parse_user_scope(value)
-
-
 def _parse_scope(value: str) -> ListScope:
     for word in SCOPE_WORDS:
         if value.lower() == word:
@@ -182,8 +173,10 @@ class MemoryCommands:
         memory_enabled: bool,
         organization: str | None,
         admins: Iterable[str],
+        transcripts: Transcripts | None = None,
     ) -> None:
         self._store = store
+        self._transcripts = transcripts
         self._enabled = memory_enabled
         self._org_key = scope_key_of("org", organization)
         # User scope keys (`user:slack:U0123`), exactly as settings validates them.
@@ -348,25 +341,28 @@ class MemoryCommands:
         caller_key: str | None,
         done: Callable[..., CommandReply],
     ) -> CommandReply:
-        """A data-subject request: erase one person's whole user scope. Admins only, fail closed."""
+        """A data-subject request: erase one person everywhere (commands/erase_person.py). Admins only,
+        fail closed; a name under which nothing is kept is refused."""
         try:
-            scope = parse_forget_user_args(args)
+            raw = parse_person_arg(args)
         except UsageError as error:
             return done(f"{error}\nUsage: `{FORGET_USAGE}`", "invalid_input", None, usage=True)
+        try:
+            person = resolve_person(raw, caller_id=caller.user_id)
+        except PersonError as error:
+            return done(f"🚫 {error}", "invalid_input", None)
         if not self.is_admin(caller):
             return done(
                 "🚫 Only admins can erase another person's records. Your own: `memory list me`, "
                 "then `memory forget <id>`.",
                 "refused",
-                scope,
+                person,
             )
-        try:
-            erased = await self._store.erase_scope(scope, "user_request")
-        except Exception as error:
-            log.warning("memory.forget_user_failed", scope_key=scope, error=type(error).__name__)
-            return done(f"⚠️ Couldn't erase {_code(scope)}: {_failure(error)}.", "failed", scope)
-        noun = "record" if erased == 1 else "records"
-        return done(f"🧹 Erased {erased} {noun} of {_code(scope)}.", f"erased:{erased}", scope, ok=True)
+        erased = await erase_person(self._store, self._transcripts, person)
+        if erased.nothing:
+            return done(render_nobody(person), "unknown_person", person)
+        outcome = "failed" if erased.problem else f"erased:{erased.records}"
+        return done(render_person_erased(person, erased), outcome, person, ok=erased.problem is None)
 
     def _refusal(self, scope: str, caller: Caller, caller_key: str | None) -> str | None:
         """Why this caller may not forget from `scope`, or None when they may."""
@@ -388,13 +384,19 @@ def build_registry(
     admins: Iterable[str],
     permalinks: Permalinks | None = None,
     write_gate: WriteGateFor | None = None,
+    transcripts: Transcripts | None = None,
 ) -> CommandRegistry:
     """The registry every surface shares: the memory commands, the curating ones (`memory pending`,
     `approve`, `reject`, `edit`, `history`), `memory why` and `memory audit` (`write_gate`: the app's
-    policy, which `memory remember` asks)."""
+    policy, which `memory remember` asks; `transcripts`: the terminal's chat threads, which a person's
+    erasure deletes)."""
     registry = CommandRegistry()
     commands = MemoryCommands(
-        store=store, memory_enabled=memory_enabled, organization=organization, admins=admins
+        store=store,
+        memory_enabled=memory_enabled,
+        organization=organization,
+        admins=admins,
+        transcripts=transcripts,
     )
     register_memory_commands(registry, commands)
     remember = RememberCommand(

@@ -22,7 +22,7 @@ from commands.curate_render import render_curation_log
 from commands.registry import Caller, CommandRegistry, CommandReply, UsageError
 from commands.render import UNTRUSTED_NOTE, code_span, is_machine_caller, quoted_text, store_failure
 from memory.rules.engine import parse_record_id
-from memory.rules.scope import validate_scope_key
+from memory.rules.person import PersonError, person_user_id, resolve_person
 from memory.rules.visibility import Reader, may_show
 from memory.stores.contract import MemoryStore
 from memory.types import MAX_LIMIT, AuditQuery, CurationEntry, MemoryRecord, ReadAudit
@@ -30,7 +30,7 @@ from memory.types import MAX_LIMIT, AuditQuery, CurationEntry, MemoryRecord, Rea
 log = structlog.get_logger("memory")
 
 WHY_USAGE = "memory why [<run id>]"
-AUDIT_USAGE = "memory audit --record <id> | --run <run id> | --user <user id> [--limit 1-50]"
+AUDIT_USAGE = "memory audit --record <id> | --run <run id> | --user <person> | --user me [--limit 1-50]"
 AUDIT_LIMIT = 20
 
 _TYPOGRAPHIC_DASHES = re.compile(r"^[—–]")
@@ -119,30 +119,6 @@ async def render_why(answer: WhyAnswer, *, machine: bool, permalinks: Permalinks
     return "\n".join(lines)
 
 
-_SLACK_MENTION = re.compile(r"^<@([A-Z0-9]+)(?:\|[^>]*)?>$")
-_SLACK_USER = re.compile(r"^[UW][A-Z0-9]+$")
-
-
-def parse_user_scope(value: str) -> str:
-    """A person as their user scope key: `user:slack:U0123`, `slack:U0123`, `U0123` or `<@U0123>`."""
-    value = value.strip("`'\"“”‘’")
-    mention = _SLACK_MENTION.match(value)
-    if mention is not None:
-        value = mention.group(1)
-    if _SLACK_USER.match(value):
-        value = f"slack:{value}"
-    key = value if value.startswith("user:") else f"user:{value}"
-    try:
-        validate_scope_key(key)
-    except ValueError:
-        key = ""
-    if ":" not in key[len("user:") :]:
-        raise UsageError(
-            f"{code_span(value)} is not a user id (e.g. `U0123`, `slack:U0123`, `user:slack:U0123`)."
-        )
-    return key
-
-
 def parse_audit_args(args: Sequence[str], *, me: str | None = None) -> AuditQuery:
     """Exactly one of `--record`, `--run`, `--user` (`me`: the caller), plus an optional `--limit`."""
     values: dict[str, str] = {}
@@ -185,7 +161,11 @@ def parse_audit_args(args: Sequence[str], *, me: str | None = None) -> AuditQuer
         if me is None:
             raise UsageError("There is no user identity on this surface, so `--user me` names nobody.")
         return AuditQuery(user_id=me, limit=limit)
-    return AuditQuery(user_id=parse_user_scope(values["user"])[len("user:") :], limit=limit)
+    try:
+        person = resolve_person(values["user"], caller_id=me)
+    except PersonError as error:
+        raise UsageError(str(error)) from None
+    return AuditQuery(user_id=person_user_id(person), limit=limit)
 
 
 class ProvenanceCommands:

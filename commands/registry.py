@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, replace
-from typing import Any
+from typing import Any, Protocol
 
 import structlog
 
@@ -122,6 +122,31 @@ class CommandReply:
     usage_error: bool = False
     # False for a reply already written for a terminal (the `memory list` table).
     markdown: bool = True
+
+
+class CommandReplyLike(Protocol):
+    """What a surface reads of a reply (`CommandReply` is one): the text it posts, and the receipt of an
+    inline run that changed state (a forget), else None."""
+
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def receipt(self) -> Any: ...
+
+
+class CommandHandler(Protocol):
+    """What a surface needs of the registry (`CommandRegistry` is one): the reply to a command, or None
+    when the text is not one and goes on to the agent."""
+
+    async def handle(self, text: str, caller: Any) -> CommandReplyLike | None: ...
+
+
+class CommandSet(CommandHandler, Protocol):
+    """A handler that also lists its commands: the `/memory` slash command answers words that are no
+    command with the group's usage."""
+
+    def usage(self, group: str | None = None) -> str: ...
 
 
 class UsageError(ValueError):

@@ -134,7 +134,7 @@ class MemorySettings(_Section):
     service_url: str | None = None
     token_env: str = Field(default="MEMORY_TOKEN", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$")
     timeout: float = Field(default=5.0, gt=0, le=300)
-    # Retrieval (issue 15): `spec` = the seed's exact scorer; `v2` = stems + IDF (+ the embedder's cosine).
+    # Retrieval: `spec` = the seed's exact scorer; `v2` = stems + IDF (+ the embedder's cosine).
     ranking: Literal["v2", "spec"] = "v2"
     # The local semantic signal (v2 only): `none` ranks lexically; `minilm` needs `switchboard[minilm]`.
     embedder: Literal["wordllama", "minilm", "none"] = "wordllama"
@@ -143,10 +143,11 @@ class MemorySettings(_Section):
     semantic_threshold: float = Field(
         default=0.7, ge=-1, le=1
     )  # the cosine a record needs with no shared stem
-    # Retention (README "Retention, erasure and the read audit"): unset keeps records until forgotten.
+    # Retention (docs/memory.md, "Retention, erasure and the read audit"): unset keeps records until
+    # forgotten.
     ttl_days: float | None = Field(default=None, gt=0, le=36_500)
     audit_retention_days: float = Field(default=30.0, gt=0, le=36_500)
-    # Curation (README "Review what enters shared memory"): `shared` holds reflection's org, repo and
+    # Curation (docs/memory.md, "Review what enters shared memory"): `shared` holds reflection's org, repo and
     # channel writes as pending until an admin approves; a pending record expires after review_days.
     review: Literal["off", "shared"] = DEFAULT_REVIEW
     review_days: float = DEFAULT_REVIEW_DAYS

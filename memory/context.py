@@ -39,6 +39,7 @@ class MemoryRead:
 
     block: str | None
     scopes: RequestScopes
+    scope_keys: tuple[str, ...]  # `scopes` as keys, widest first: what was read, in the block's order
     records: tuple[MemoryRecord, ...] = ()
 
 
@@ -56,16 +57,8 @@ async def read_memory(
     clock: Callable[[], float] = time.time,
     store_wait: float | None = None,
 ) -> MemoryRead:
-    """Every scope in one hop to the store (`retrieve_many`: one query embedding); when the repo is
-    still resolving, org, channel and user go at once and the repo follows in a second hop.
-
-    Each hop is a `memory.retrieve` span started from the caller's context (the caller's
-    `memory.read`), naming the kinds of scope it read. The pool is merged by each record's relevance
-    (as its store ranked it) with its recency, since each store ranked only its own scopes and the
-    usage bump of this very read changes what is recent.
-
-    Only records the reply's `reader` may see (memory/rules/visibility.py) enter the pool: what the read rule
-    refuses never takes a slot of the limit or the budget.
+    """The request's scopes from who asked and where, then `read_scopes`; when the repo is still
+    resolving, org, channel and user go at once and the repo follows in a second hop.
 
     A hop whose store takes longer than `store_wait` seconds reads as nothing, as a failing one does
     (only the store's call is given up: the repo's resolution, which the run awaits too, is waited for
@@ -77,30 +70,87 @@ async def read_memory(
         if inspect.iscoroutine(repo):
             repo.close()  # never awaited now: close it rather than leave a warning behind
         raise
-    found: dict[str, list[Ranked]] = {}
     if isinstance(repo, str | None):  # known already: every scope in one hop
-        repo_key = await _resolve_repo(repo)
-        scopes = _with_repo(scopes, repo_key)
-        found = await _retrieve_many(store, list_scope_keys(scopes), query, limit, store_wait)
+        scopes = await scopes_with_repo(scopes, repo)
+        return await read_scopes(
+            store,
+            query,
+            reader=reader,
+            scopes=scopes,
+            limit=limit,
+            max_tokens=max_tokens,
+            clock=clock,
+            store_wait=store_wait,
+        )
+    return await read_scopes(
+        store,
+        query,
+        reader=reader,
+        scopes=scopes,
+        later=scopes_with_repo(scopes, repo),
+        limit=limit,
+        max_tokens=max_tokens,
+        clock=clock,
+        store_wait=store_wait,
+    )
+
+
+async def read_scopes(
+    store: MemoryStore,
+    query: str,
+    *,
+    reader: Reader,
+    scopes: RequestScopes,
+    later: Awaitable[RequestScopes] | None = None,
+    limit: int = DEFAULT_BLOCK_RECORDS,
+    max_tokens: int = DEFAULT_BLOCK_TOKENS,
+    clock: Callable[[], float] = time.time,
+    store_wait: float | None = None,
+) -> MemoryRead:
+    """Every scope of `scopes` in one hop to the store (`retrieve_many`: one query embedding). `later`
+    is the same scopes once the repo resolved: the scopes it adds follow in a second hop while the
+    first is under way (without `later`, `scopes` is all there is).
+
+    Each hop is a `memory.retrieve` span started from the caller's context (the caller's
+    `memory.read`), naming the kinds of scope it read. The pool is merged by each record's relevance
+    (as its store ranked it) with its recency, since each store ranked only its own scopes and the
+    usage bump of this very read changes what is recent.
+
+    Only records the reply's `reader` may see (memory/rules/visibility.py) enter the pool: what the read
+    rule refuses never takes a slot of the limit or the budget.
+
+    A hop whose store takes longer than `store_wait` seconds reads as nothing, as a failing one does.
+    """
+    keys = list_scope_keys(scopes)
+    found: dict[str, list[Ranked]] = {}
+    if later is None:
+        found = await _retrieve_many(store, keys, query, limit, store_wait)
+        order = keys
     else:
-        first = asyncio.create_task(_retrieve_many(store, list_scope_keys(scopes), query, limit, store_wait))
+        first = asyncio.create_task(_retrieve_many(store, keys, query, limit, store_wait))
         try:
-            repo_key = await _resolve_repo(repo)
-            if repo_key is not None:
-                scopes = _with_repo(scopes, repo_key)
-                found.update(await _retrieve_many(store, [repo_key], query, limit, store_wait))
+            scopes = await later
+            order = list_scope_keys(scopes)
+            added = [key for key in order if key not in keys]
+            if added:
+                found.update(await _retrieve_many(store, added, query, limit, store_wait))
             found.update(await first)
         finally:  # a cancelled read leaves no retrieve running behind it
             first.cancel()
-    order = list_scope_keys(scopes)
     pool = [item for key in order for item in found.get(key, []) if may_show(item.record, reader)]
     if not pool:
-        return MemoryRead(block=None, scopes=scopes)
+        return MemoryRead(block=None, scopes=scopes, scope_keys=tuple(order))
     now = clock()
     window = time_window(query, now)  # the run's time: the same window the stores ranked with
     ranked = sorted(pool, key=lambda item: -merge_score(item, now, window))  # stable: org first on ties
     block = budget_memory_block([item.record for item in ranked], order, limit, max_tokens, today=now)
-    return MemoryRead(block=block.text, scopes=scopes, records=block.records)
+    return MemoryRead(block=block.text, scopes=scopes, scope_keys=tuple(order), records=block.records)
+
+
+async def scopes_with_repo(scopes: RequestScopes, repo: RepoSource) -> RequestScopes:
+    """The request's scopes once its repo resolved: `scopes` with the repo's scope, or as they are when
+    the repo resolves to nothing, fails or is no valid name (a warning, never an error)."""
+    return _with_repo(scopes, await _resolve_repo(repo))
 
 
 async def _resolve_repo(repo: RepoSource) -> str | None:

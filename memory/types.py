@@ -18,6 +18,11 @@ RECORD_KINDS: frozenset[str] = frozenset({"fact", "summary"})
 # than it might have been learned. See memory/rules/visibility.py for where each may go.
 Origin = Literal["public", "private", "mpim", "dm", "machine", "unknown"]
 ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine", "unknown"})
+# An origin with the conversation it names (a private channel's, a DM's id), or None.
+OriginLabel = tuple[Origin, str | None]
+# Words typed on a machine surface (a terminal, an admin's shared note): written for everyone, so an
+# edit typed there narrows nothing.
+MACHINE_LABEL: OriginLabel = ("machine", None)
 
 # Why a record's text was erased (the row keeps id, scope, origin, provenance, dates, status, reason).
 # `migrated`: a DM's old channel scope at start-up (moved into its owner's scope, or erased when no
@@ -177,6 +182,9 @@ class RecordVersion:
     source_run_id: str | None
     erased_reason: EraseReason | None
     entries: tuple[CurationEntry, ...]
+    # The id its row names: an older version of the chain, or the active record a pending one asks
+    # to supersede (`pending_target_id`).
+    supersedes: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

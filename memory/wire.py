@@ -16,6 +16,7 @@ from memory.rules.curation import validate_actor
 from memory.types import (
     CURATION_ACTIONS,
     ERASE_REASONS,
+    MACHINE_LABEL,
     MAX_KEYWORD_CHARS,
     MAX_LIMIT,
     MAX_OBSERVED_AT,
@@ -31,6 +32,7 @@ from memory.types import (
     MemoryCandidate,
     MemoryRecord,
     Origin,
+    OriginLabel,
     Ranked,
     ReadAudit,
     RecordKind,
@@ -191,6 +193,27 @@ def candidate_from_wire(value: object, index: int) -> MemoryCandidate:
         origin=_origin(obj.get("origin"), f"{at}.origin"),
         origin_conversation=_ref(obj.get("originConversation"), f"{at}.originConversation"),
         observed_at=observed,
+    )
+
+
+def typed_in_to_wire(label: OriginLabel) -> JsonObject:
+    """Where an edit's words were typed: its origin and the conversation it names, if any."""
+    out: JsonObject = {"origin": label[0]}
+    if label[1] is not None:
+        out["conversation"] = label[1]
+    return out
+
+
+def typed_in_from_wire(value: object, field: str = "typedIn") -> OriginLabel:
+    """Absent: a machine surface (a client that predates it; it narrows nothing, as before). Else an
+    object whose `origin` is required: a label the service cannot read is refused, never guessed."""
+    if value is None:
+        return MACHINE_LABEL
+    obj = _object(value, field)
+    if obj.get("origin") is None:
+        raise WireError(f"{field}.origin must be one of {', '.join(sorted(ORIGINS))}")
+    return _origin(obj.get("origin"), f"{field}.origin"), _ref(
+        obj.get("conversation"), f"{field}.conversation"
     )
 
 
@@ -381,6 +404,8 @@ def version_to_wire(version: RecordVersion) -> JsonObject:
         out["sourceRunId"] = version.source_run_id
     if version.erased_reason is not None:
         out["erasedReason"] = version.erased_reason
+    if version.supersedes is not None:
+        out["supersedes"] = version.supersedes
     return out
 
 
@@ -404,6 +429,7 @@ def version_from_wire(value: object, field: str = "version") -> RecordVersion:
         source_run_id=_optional_str(obj.get("sourceRunId"), f"{field}.sourceRunId"),
         erased_reason=reason,
         entries=tuple(entry_from_wire(item, f"{field}.entries[{i}]") for i, item in enumerate(raw)),
+        supersedes=_ref(obj.get("supersedes"), f"{field}.supersedes"),
     )
 
 

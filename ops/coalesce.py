@@ -1,8 +1,8 @@
 """One send per loop turn: a transport that gathers a connection's writes and hands them on together.
 
 uvicorn writes a response in two `transport.write` calls, the head and then the body, and on loopback
-each is its own send(2) and its own segment for the client to read: an eighth of the memory service's
-CPU per /retrieve (BENCHMARKS.md). Between the server's protocol and the real transport, this class
+each is its own send(2) and its own segment for the client to read, a system call and a wake-up more
+per request than the response needs. Between the server's protocol and the real transport, this class
 keeps what is written during one turn of the event loop and writes it as one buffer at the end of the
 turn (`call_soon`), so a response leaves in one send. Order is kept; `close` and `write_eof` send what
 is pending first, `abort` drops it (as the real transport's abort drops its buffer). Flow control is

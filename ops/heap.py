@@ -1,8 +1,8 @@
 """The garbage collector of a long-running server: start-up objects out of its way, collections rarer.
 
 A full collection walks every tracked object; in a server that is the modules, the embedder and the
-stores' caches, and it paused the memory service for tens of milliseconds under load (BENCHMARKS.md,
-"The p99 and the garbage collector"). Objects alive at start-up live as long as the process, so they are
+stores' caches, and it pauses the server for tens of milliseconds under load: the tail of its
+latency. Objects alive at start-up live as long as the process, so they are
 frozen out of the collector's generations; and the youngest generation is collected every 20,000
 allocations instead of CPython's 700, so the per-request garbage of an HTTP server triggers a
 collection every few hundred requests rather than every few. Cycles are still collected.

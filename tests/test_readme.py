@@ -38,7 +38,7 @@ def test_step_one_names_every_event_the_manifest_subscribes_to() -> None:
 
 
 def test_every_span_the_tracing_paragraph_names_is_one_the_code_starts() -> None:
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     paragraph = text[text.index("**Tracing.**") : text.index("**Metrics.**")]
     named = set(re.findall(r"`([a-z]+(?:\.[a-z_]+)+|dispatch)`", paragraph)) - {"opentelemetry-api"}
     sources = [path for package in ("app", "memory") for path in (ROOT / package).rglob("*.py")]

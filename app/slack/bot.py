@@ -28,20 +28,21 @@ from app.slack.claims import SharedClaims
 from app.slack.conversations import Conversations
 from app.slack.events import SlackIdentity
 from app.slack.feedback import FEEDBACK_ACTION, log_feedback
-from app.slack.home import HomeTab
-from app.slack.home import Permalinks as SlackPermalinks
-from app.slack.home_edit import EDIT_VIEW
-from app.slack.home_view import ADD_VIEW, HOME_ACTIONS
+from app.slack.home.edit import EDIT_VIEW
+from app.slack.home.tab import HomeTab
+from app.slack.home.tab import Permalinks as SlackPermalinks
+from app.slack.home.view import ADD_VIEW, HOME_ACTIONS
 from app.slack.memory_events import MemoryFollowsSlack
 from app.slack.messages import Dispatcher, MessageAnswerer
 from app.slack.options import SlackOptions
 from app.slack.provenance import CHANNEL_DELETED_EVENTS, WHY_ACTION
 from app.slack.routing import EventRouter, retry_num
-from app.slack.slash import CallerFactory, ChannelRepo, CommandHandler, SlashCommand
+from app.slack.slash import CallerFactory, ChannelRepo, SlashCommand
 from app.slack.state import TtlCache
 from app.slack.tasks import BackgroundTasks
 from commands.browse import MemoryBrowser
 from commands.provenance import Permalinks
+from commands.registry import CommandSet
 from memory.stores.contract import MemoryStore
 
 P = ParamSpec("P")
@@ -77,7 +78,7 @@ class SlackBotParts:
     dispatcher: Dispatcher
     bot_token: str
     signing_secret: str | None
-    registry: CommandHandler | None = None
+    registry: CommandSet | None = None
     client: AsyncWebClient | None = None
     base_url: str | None = None
     options: SlackOptions | None = None
@@ -96,7 +97,7 @@ class SlackBot:
         options = parts.options or SlackOptions()
         self.signing_secret = parts.signing_secret
         self.client = parts.client or make_web_client(parts.bot_token, parts.base_url)
-        self.permalinks: Permalinks = parts.permalinks or SlackPermalinks(self.client)  # app/slack/home.py
+        self.permalinks: Permalinks = parts.permalinks or SlackPermalinks(self.client)
         self._options = options
         self._tasks = BackgroundTasks()
         self._accepting = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 
@@ -14,24 +14,12 @@ from app.slack.conversations import Conversations
 from app.slack.ephemeral import respond_ephemeral
 from app.slack.events import SURFACE, SlackIdentity, visibility_from_slash_channel
 from app.slack.messages import WARNING_REPLY
+from commands.registry import CommandSet
 
 log = structlog.get_logger("slack")
 
 # The registry's group word: `/memory list …` reaches it as `memory list …`.
 GROUP = "memory"
-
-
-class CommandReplyLike(Protocol):
-    @property
-    def text(self) -> str: ...
-
-
-class CommandHandler(Protocol):
-    """What the slash command needs from the command registry (commands/registry.py)."""
-
-    async def handle(self, text: str, caller: Any) -> CommandReplyLike | None: ...
-
-    def usage(self, group: str | None = None) -> str: ...
 
 
 CallerFactory = Callable[..., Any]
@@ -44,7 +32,7 @@ class SlashCommand:
     def __init__(
         self,
         *,
-        registry: CommandHandler | None,
+        registry: CommandSet | None,
         identity: SlackIdentity,
         conversations: Conversations,
         caller_factory: CallerFactory,

@@ -26,6 +26,7 @@ from typing import Any, TextIO
 from app.dispatch import DispatchOutcome
 from app.incoming import ChannelVisibility, HistoryTurn, IncomingMessage
 from app.runtime import Runtime, credentials_problem, start_runtime
+from commands.transcripts import chat_directory, temporary_path, thread_path
 from config.settings import ConfigError, Settings, load_settings
 from memory.rules.redact import redact_secrets
 from ops.log_setup import LEVEL_NAMES, configure_logging
@@ -45,7 +46,7 @@ class ChatThreads:
         self.directory = directory
 
     def path(self, thread: str) -> Path:
-        return self.directory / f"{thread}.json"
+        return thread_path(self.directory, thread)
 
     def load(self, thread: str) -> tuple[HistoryTurn, ...]:
         path = self.path(thread)
@@ -71,7 +72,7 @@ class ChatThreads:
         ]
         self.directory.mkdir(parents=True, exist_ok=True)
         path = self.path(thread)
-        temporary = path.with_name(f".{path.name}.tmp")
+        temporary = temporary_path(path)
         temporary.write_text(json.dumps({"thread": thread, "turns": turns}, indent=1), encoding="utf-8")
         os.replace(temporary, path)
 
@@ -137,7 +138,7 @@ async def _run(settings: Settings, args: argparse.Namespace) -> int:
     except ConfigError as error:
         print(f"switchboard chat: {error}", file=sys.stderr)
         return 2
-    threads = ChatThreads(Path(settings.data_dir) / "chat")
+    threads = ChatThreads(chat_directory(settings.data_dir))
     thread = args.thread or time.strftime("chat-%Y%m%d-%H%M%S")
     runtime.lifecycle.install_signal_handlers()
     try:

@@ -85,9 +85,10 @@ RankingMode = Literal["spec", "v2"]
 RANKING_MODES: tuple[str, ...] = ("v2", "spec")
 
 # The cosine's share of the relevance when none is given (each embedder's own tuned weight is in
-# memory/ranking/embedder.py, TUNED_WEIGHTS; measured on the LoCoMo dev split, BENCHMARKS.md "Tuning").
+# memory/ranking/embedder.py, TUNED_WEIGHTS).
 DEFAULT_SEMANTIC_WEIGHT = 0.3
-# A record with no lexical match enters only at or above this cosine (measured, same section).
+# A record with no lexical match enters only at or above this cosine: high enough that an unrelated
+# record, however close its register, never fills a slot of the block.
 DEFAULT_SEMANTIC_THRESHOLD = 0.7
 # Below this squared length (float32 products leave ~1e-7 of noise) a centered vector is the centroid
 # itself: no closer to the query than the scope's average record is.

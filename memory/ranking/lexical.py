@@ -62,7 +62,7 @@ def record_stems(record: MemoryRecord) -> frozenset[str]:
 # Words that frame a question rather than name what it is about ("what kind of", "how many", "how
 # long", "did he mention", "what did she say about", "what other"). On top of the scorer's stopwords they
 # select nothing in v2: a record that shares only "kind" or "mention" with a question is not about it.
-# Measured on the LoCoMo dev split (BENCHMARKS.md, "Tuning"). The `spec` ranking never sees this list.
+# The `spec` ranking never sees this list.
 QUESTION_WORDS: frozenset[str] = frozenset(
     {
         *("kind", "kinds", "type", "types", "sort", "many", "much", "long", "often", "ever", "other"),
@@ -75,7 +75,7 @@ QUESTION_WORDS: frozenset[str] = frozenset(
 _QUESTION_STEMS = frozenset(Stemmer.Stemmer("english").stemWords(sorted(QUESTION_WORDS)))
 
 # Each stem weighs its IDF to this power: a rare stem outweighs a common one by more than BM25's IDF
-# alone says (measured with the question words above, BENCHMARKS.md "Tuning").
+# alone says: a question is about its rarest words.
 IDF_EXPONENT = 1.5
 
 

@@ -5,7 +5,7 @@ restatements in it and merges each group into its survivor. Two records restate 
 `meaning_key`s are equal — the key every write already folds on, so consolidation only catches up
 with records stored before that rule (or written by a path that skipped it). No embedder similarity
 joins them: on the near-miss corpus, every cosine threshold that folds a true restatement of either
-embedder also folds near misses (BENCHMARKS.md, "The embedder fold threshold").
+embedder also folds near misses ("at least 30 days" / "at most 30 days" are all but one vector).
 
 Only records with the same origin label are grouped: the survivor keeps its own origin, so a merge
 across labels would change who may read the fact (a public restatement folded into a DM-learned one

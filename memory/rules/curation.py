@@ -17,8 +17,10 @@ from dataclasses import dataclass, field, replace
 from memory.rules.engine import WritePlan, mint_record, parse_record_id, plan_write, prepare_batch
 from memory.rules.restate import meaning_key
 from memory.rules.scope import validate_scope_key
+from memory.rules.visibility import narrower
 from memory.types import (
     CURATION_ACTIONS,
+    MACHINE_LABEL,
     MAX_LIMIT,
     MAX_REF_CHARS,
     CurationAction,
@@ -26,6 +28,7 @@ from memory.types import (
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
+    OriginLabel,
     RecordVersion,
 )
 
@@ -179,12 +182,24 @@ def approved_record(
 # -- edits and merges -------------------------------------------------------------------------------
 
 
-def edit_candidate(record: MemoryRecord, text: object) -> MemoryCandidate:
+def edit_candidate(
+    record: MemoryRecord, text: object, typed_in: OriginLabel = MACHINE_LABEL
+) -> MemoryCandidate:
     """The new version's candidate: the person's text (validated and redacted as any write is) with
-    the record's kind, origin and provenance. Keywords are not carried: they described the old text."""
+    the record's kind and provenance. Keywords are not carried: they described the old text. Its
+    origin is the narrower of the record's and the conversation the words were typed in: an edit
+    never shows new words wider than where they were said (a DM's words in a public record stay out
+    of public channels)."""
     if not isinstance(text, str):
         raise ValueError("text must be a string")
-    candidate = replace(record_candidate(record), text=text, keywords=())
+    origin, conversation = narrower((record.origin, record.origin_conversation), typed_in)
+    candidate = replace(
+        record_candidate(record),
+        text=text,
+        keywords=(),
+        origin=origin,
+        origin_conversation=conversation,
+    )
     try:
         (prepared,) = prepare_batch([candidate])
     except ValueError as error:
@@ -286,6 +301,15 @@ class ChainWalk:
         return None
 
 
+def pending_target_id(history: Sequence[RecordVersion]) -> str | None:
+    """The id a pending record's chain asks to supersede: the newest `supersedes` naming a row
+    outside the chain (an edit of a pending correction still corrects what its first version named,
+    as `ChainWalk.target` reads it). None when no version names one."""
+    own = {v.id for v in history}
+    named = [v.supersedes for v in history if v.supersedes is not None and v.supersedes not in own]
+    return named[-1] if named else None
+
+
 def history_of(
     versions: Sequence[MemoryRecord],
     erased: Mapping[str, EraseReason | None],
@@ -306,6 +330,7 @@ def history_of(
             source_run_id=v.source_run_id,
             erased_reason=erased.get(v.id),
             entries=tuple(by_record.get(v.id, ())),
+            supersedes=v.supersedes,
         )
         for v in versions
     ]

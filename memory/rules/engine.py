@@ -1,6 +1,7 @@
 """The one algorithm every store shares: ranking, write planning, minting and eviction.
 
-Pure: stores feed it the rows it needs and persist what it decides (invariant 2).
+Pure: stores feed it the rows it needs and persist what it decides (docs/architecture.md,
+invariant 2).
 """
 
 from __future__ import annotations

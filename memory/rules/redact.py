@@ -11,7 +11,7 @@ break that split a token in two. Every
 later cleaning step (the prompt sanitizer, `memory list`) goes through this module.
 
 Engine: our own patterns, not Yelp's `detect-secrets` (1.5.0), evaluated first on this module's
-corpora (`bench/bench_redact.py --detect-secrets`, figures in BENCHMARKS.md): its default plugins flag
+corpora (`bench/bench_redact.py --detect-secrets`): its default plugins flag
 nearly every benign sentence, without its entropy plugins it misses most modern token formats, it
 reports no offsets (so it cannot drive a replacement), and it keeps mutable global settings. No
 maintained gitleaks-style rule set ships as data on PyPI either (the packages that wrap gitleaks run

@@ -1,4 +1,4 @@
-"""Scope keys, derived from request identity and never configured (invariant 4)."""
+"""Scope keys, derived from request identity and never configured (docs/architecture.md, invariant 3)."""
 
 from __future__ import annotations
 

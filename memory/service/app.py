@@ -62,7 +62,7 @@ NO_TOKEN = "no data token is set: every data request is refused"
 
 
 class JsonReply(JSONResponse):
-    """Every reply's JSON, encoded by orjson: encoding eight records is on every /retrieve (BENCHMARKS.md)."""
+    """Every reply's JSON, encoded by orjson: encoding eight records is on every /retrieve's path."""
 
     def render(self, content: Any) -> bytes:
         return orjson.dumps(content)
@@ -102,6 +102,11 @@ def create_app(
         Route("/forget", service.endpoint("/forget", service.forget), methods=["POST"]),
         Route("/erase-scope", service.endpoint("/erase-scope", service.erase_scope), methods=["POST"]),
         Route("/erase-expired", service.endpoint("/erase-expired", service.erase_expired), methods=["POST"]),
+        Route(
+            "/erase-person/pseudonymize",
+            service.endpoint("/erase-person/pseudonymize", service.pseudonymize_person),
+            methods=["POST"],
+        ),
         Route("/sources/link", service.endpoint("/sources/link", service.link_sources), methods=["POST"]),
         Route("/sources/erase", service.endpoint("/sources/erase", service.erase_sources), methods=["POST"]),
         Route("/fetch", service.endpoint("/fetch", service.fetch), methods=["POST"]),
@@ -329,6 +334,13 @@ class _Service:
             self._redaction.forget_scope(scope_key)
         fields.update(reason=reason, erased=erased)
         return {"ok": True, "erased": erased}
+
+    async def pseudonymize_person(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
+        person_key = checks.person_key(body, fields)
+        pseudonym = checks.pseudonym(body.get("pseudonym"))
+        renamed = await self._store.pseudonymize_person(person_key, pseudonym)
+        fields["renamed"] = renamed
+        return {"ok": True, "renamed": renamed}
 
     async def erase_expired(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         try:

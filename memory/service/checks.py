@@ -11,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from memory.rules.engine import is_valid_cap
+from memory.rules.person import USER_PREFIX, validate_pseudonym
 from memory.rules.scope import validate_scope_key
 from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate
 from memory.wire import MAX_BATCH, MAX_QUERY_CHARS, WireError, candidate_from_wire, is_unicode_text
@@ -51,6 +52,21 @@ def scope_key(body: dict[str, object], fields: LogFields, name: str = "scopeKey"
         raise Refusal(400, f"{name} is invalid: it must be valid Unicode text")
     fields["scope_key"] = key
     return key
+
+
+def person_key(body: dict[str, object], fields: LogFields) -> str:
+    """`personKey`: a user scope key (`user:…`), the person whose log entries are renamed."""
+    key = scope_key(body, fields, "personKey")
+    if not key.startswith(USER_PREFIX) or key == USER_PREFIX:
+        raise Refusal(400, "personKey is invalid: it must be a user scope key (`user:…`)")
+    return key
+
+
+def pseudonym(value: object) -> str:
+    try:
+        return validate_pseudonym(value)
+    except ValueError as exc:
+        raise Refusal(400, f"pseudonym is invalid: {exc}") from None
 
 
 def scope_keys(body: dict[str, object], fields: LogFields) -> list[str]:

@@ -37,6 +37,7 @@ from memory.wire import (
     epoch_from_wire,
     record_to_wire,
     text_from_wire,
+    typed_in_from_wire,
     version_to_wire,
     write_result_to_wire,
 )
@@ -151,8 +152,9 @@ class CurationRoutes:
     async def edit(self, body: Body, fields: LogFields) -> Body:
         scope_key, record_id, actor = _target(body, fields)
         text = checks.parsed(lambda v: text_from_wire(v, "text"), body.get("text"))
+        typed_in = checks.parsed(typed_in_from_wire, body.get("typedIn"))
         try:
-            record = await self._curating().edit(scope_key, record_id, text, actor)
+            record = await self._curating().edit(scope_key, record_id, text, actor, typed_in=typed_in)
         finally:
             self._redaction.forget(scope_key, record_id)
         fields["edited"] = record is not None

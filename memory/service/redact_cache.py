@@ -1,7 +1,7 @@
 """Redaction on the way out, remembered: the service's retrieves return the same records again and again.
 
-`redact_record` is pure over a record's text and keywords, and it was a third of the memory service's
-own CPU per /retrieve (eight records, each redacted on every reply; BENCHMARKS.md). This cache keeps
+`redact_record` is pure over a record's text and keywords, and without a cache it runs on every record
+of every reply (eight a /retrieve), the largest share of the service's own work per request. This cache keeps
 each record's redacted text and keywords under its scope key and id, beside the text and keywords they
 were made from, and answers only when the record the store just returned has exactly that text and
 those keywords. So:

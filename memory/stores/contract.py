@@ -24,11 +24,13 @@ from typing import Protocol, runtime_checkable
 
 from memory.stores.writing import Approval
 from memory.types import (
+    MACHINE_LABEL,
     AuditQuery,
     CurationEntry,
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
+    OriginLabel,
     Ranked,
     ReadAudit,
     RecordVersion,
@@ -40,8 +42,21 @@ Progress = Callable[[str, int, int], None]
 
 
 @runtime_checkable
-class MemoryStore(Protocol):
-    """Every store: the core depends on this and never on a concrete store."""
+class PseudonymizingStore(Protocol):
+    """A store whose logs may name people: a person's erasure renames them there (memory/rules/person.py).
+    Every store is one (`MemoryStore` includes it); the disabled store keeps no logs and renames none."""
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        """In every curation log and read-audit entry, the person's key (as actor, asker, a scope read
+        and the ids of their records) becomes the pseudonym's, same for all; the shape stays. How many
+        entries were renamed (0 the second time)."""
+        ...
+
+
+@runtime_checkable
+class MemoryStore(PseudonymizingStore, Protocol):
+    """Every store: the core depends on this and never on a concrete store (docs/architecture.md,
+    invariant 1)."""
 
     async def open(self) -> None:
         """Verify the store at start-up (a database or service that answers); raises MemoryStoreError
@@ -156,9 +171,13 @@ class CuratingStore(Protocol):
         """Erase every pending record created before `older_than` (reason `expired`), every scope."""
         ...
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
-        """A new version of an active or pending record: same scope, kind, origin, provenance and
-        status, `supersedes` the old one (now `superseded`); None if there was no such record."""
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, *, typed_in: OriginLabel = MACHINE_LABEL
+    ) -> MemoryRecord | None:
+        """A new version of an active or pending record: same scope, kind, provenance and status,
+        `supersedes` the old one (now `superseded`); its origin the narrower of the old one's and
+        `typed_in`, the conversation the new words were typed in (`edit_candidate`). None if there
+        was no such record."""
         ...
 
     async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
@@ -243,8 +262,11 @@ class StoreBackend(Protocol):
         each expiry logged; how many."""
         ...
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
-        """The record's new version (`edit_candidate` checks `text`); None if there is no such record."""
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, typed_in: OriginLabel
+    ) -> MemoryRecord | None:
+        """The record's new version (`edit_candidate` checks `text` and narrows the origin by
+        `typed_in`); None if there is no such record."""
         ...
 
     async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:

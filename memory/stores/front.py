@@ -23,7 +23,15 @@ from memory.rules.scope import validate_scope_key
 from memory.stores.contract import StoreBackend
 from memory.stores.sql_common import log_evictions
 from memory.stores.writing import NO_CAP
-from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, RecordVersion, WriteResult
+from memory.types import (
+    MACHINE_LABEL,
+    CurationEntry,
+    MemoryCandidate,
+    MemoryRecord,
+    OriginLabel,
+    RecordVersion,
+    WriteResult,
+)
 
 log = structlog.get_logger("memory")
 
@@ -116,12 +124,14 @@ class StoreFront:
         validate_actor(actor)
         return await self._backend.expire_pending(float(older_than), actor)
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, *, typed_in: OriginLabel = MACHINE_LABEL
+    ) -> MemoryRecord | None:
         validate_scope_key(scope_key)
         validate_actor(actor)
         if not _own(scope_key, record_id):
             return None
-        edited = await self._backend.edit(scope_key, record_id, text, actor)
+        edited = await self._backend.edit(scope_key, record_id, text, actor, typed_in)
         if edited is not None:
             log.info(
                 "memory.edit",

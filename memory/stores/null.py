@@ -52,6 +52,10 @@ class NullMemoryStore:
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
         return 0
 
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        """0: it keeps no log that could name anyone."""
+        return 0
+
     async def erase_expired(self) -> int:
         return 0
 

@@ -1,11 +1,11 @@
 """Usage bumps held back from the read path and written in batches, and the timers that write them:
 the SQLite store's and the PostgreSQL store's.
 
-A retrieve used to be a write transaction: `UPDATE … use_count + 1` and a commit on every read — on
-SQLite behind the database's write lock, on PostgreSQL half of a read's time at 10,000 records (what
-each cost is in BENCHMARKS.md). Now a retrieve records its bumps here and the store writes a scope's
-pending bumps in one transaction: within `FLUSH_SECONDS`, before any other operation of the store, and
-when the store closes.
+A bump written on every read would make each retrieve a write transaction: on SQLite behind the
+database's write lock (so readers in several processes serialize on it), on PostgreSQL a round trip
+and a commit as long as the read itself. So a retrieve records its bumps here and the store writes a
+scope's pending bumps in one transaction: within `FLUSH_SECONDS`, before any other operation of the
+store, and when the store closes.
 
 Readers see no difference in this process: every record a retrieve reads has its pending bumps laid
 over it (`overlay`), so ranking and the returned counts are exactly those of an immediate bump. What is

@@ -564,7 +564,7 @@ async def test_concurrent_dispatches_each_hold_a_slot(
     assert sorted(o.reply or "" for o in outcomes) == ["one", "two"] and dispatcher.active_run_count == 0
 
 
-# -- the read rule and the general run's scopes (issue 14) ------------------------------------------
+# -- the read rule and the general run's scopes -----------------------------------------------------
 
 
 async def test_a_general_run_never_asks_for_a_repo_and_has_no_repo_scope(

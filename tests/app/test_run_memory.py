@@ -11,6 +11,7 @@ from collections.abc import Iterator
 import pytest
 from structlog.testing import capture_logs
 
+from app.run_context import RunContext, request_context, start_run
 from app.run_memory import read_for_run
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryCandidate
@@ -32,6 +33,10 @@ async def no_repo() -> str | None:
     return None
 
 
+def run_context(text: str) -> RunContext:
+    return start_run(request_context("acme", message(text)), no_repo())
+
+
 async def test_a_read_from_a_server_gone_silent_leaves_the_run_without_memory_within_the_timeout(
     schema: TempSchema, fake_anthropic: FakeModelServer
 ) -> None:
@@ -43,14 +48,14 @@ async def test_a_read_from_a_server_gone_silent_leaves_the_run_without_memory_wi
     fact = MemoryCandidate(kind="fact", text="deploys run nightly", source_thread_key="t", origin="public")
     try:
         await store.write("org:acme", [fact])
-        warm = await read_for_run(store, settings, message("deploys?"), "deploys?", no_repo(), 0.0, metrics)
+        warm = await read_for_run(store, settings, run_context("deploys?"), "deploys?", 0.0, metrics)
         assert warm is not None and warm.block is not None and "deploys run nightly" in warm.block
         forwarder.silence()
 
         started = time.monotonic()
         with capture_logs() as logs:
             read = await asyncio.wait_for(  # a bound for the test itself, should the read hang
-                read_for_run(store, settings, message("deploys?"), "deploys?", no_repo(), 0.0, metrics),
+                read_for_run(store, settings, run_context("deploys?"), "deploys?", 0.0, metrics),
                 TIMEOUT + 10,
             )
         waited = time.monotonic() - started

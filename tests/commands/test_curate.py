@@ -382,7 +382,10 @@ async def test_the_owner_edits_their_own_record_and_its_history_shows_both_versi
 
     new = next(r for r in store.records("user:slack:U1") if r.status == "active")
     assert (
-        reply.ok and reply.text == f"✏️ Edited `{old.id}`: its new version is `{new.id}` in `user:slack:U1`."
+        reply.ok
+        and reply.text
+        == f"✏️ Edited `{old.id}`: its new version is `{new.id}` in `user:slack:U1`.\n"
+        "🔒 Kept as from a DM: it shows only to you, privately."
     )
     assert reply.receipt is not None and (reply.receipt.command, reply.receipt.id) == ("memory.edit", new.id)
     assert (new.text, new.origin, new.supersedes) == ("I review PRs after lunch", old.origin, old.id)
@@ -459,6 +462,23 @@ async def test_editing_a_pending_record_leaves_a_new_pending_version() -> None:
     [waiting] = await store.pending(ORG, 50)
     assert waiting.text == "Deploys go through make ship-it" and waiting.supersedes == record
     assert f"It still waits for review (`memory approve {waiting.id}`)." in reply.text
+
+
+async def test_a_waiting_record_edited_in_its_private_channel_waits_as_from_that_channel() -> None:
+    store = InProcessMemoryStore()
+    await store.write_pending(
+        "channel:slack:G1",
+        [MemoryCandidate("fact", FACT, "slack:G1:1.0", origin="public", origin_conversation="slack:G1")],
+    )
+    [waiting] = await store.pending("channel:slack:G1", 10)
+    reply = await ask(store, f"memory edit {waiting.id} -- {FACT} at noon", slack(ADMIN, "G1", "private"))
+    [edited] = await store.pending("channel:slack:G1", 10)
+    assert (edited.supersedes, edited.origin, edited.origin_conversation) == (
+        waiting.id,
+        "private",
+        "slack:G1",
+    )
+    assert "🔒 Kept as from a private channel: it shows only there." in reply.text, reply.text
 
 
 async def test_edit_of_an_unknown_record_is_nothing_to_edit() -> None:

@@ -17,7 +17,7 @@ from app.agent.agents import build_agents
 from app.agent.providers.registry import build_provider_registry
 from app.dispatch import Dispatcher
 from commands.memory import build_registry
-from commands.provenance import explain_run, parse_audit_args, parse_user_scope, reader_for, render_why
+from commands.provenance import explain_run, parse_audit_args, reader_for, render_why
 from commands.registry import Caller, UsageError
 from memory.rules.retention import Retention
 from memory.rules.visibility import Audience, Reader
@@ -220,18 +220,9 @@ async def test_an_admins_forget_user_erases_that_persons_whole_scope_and_counts(
         "🧹 Erased 2 records of `user:slack:U2`."
     )
     assert await bot.store.list("user:slack:U2", 10) == []
-    assert await bot.command("memory forget --user=slack:U2", caller(ADMIN)) == (
-        "🧹 Erased 0 records of `user:slack:U2`."
-    )
+    again = await bot.command("memory forget --user=slack:U2", caller(ADMIN))
+    assert again.startswith("🚫 Nobody is known as `user:slack:U2`"), again
     assert len(await bot.store.list("user:slack:U1", 10)) == 1
-
-
-def test_user_ids_parse_in_every_spelling_and_nonsense_is_refused() -> None:
-    for spelling in ("U0123", "<@U0123>", "slack:U0123", "user:slack:U0123", "`U0123`"):
-        assert parse_user_scope(spelling) == "user:slack:U0123"
-    for bad in ("", "me please", "user:"):
-        with pytest.raises(UsageError):
-            parse_user_scope(bad)
 
 
 def test_audit_arguments_name_exactly_one_target() -> None:

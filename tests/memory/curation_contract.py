@@ -15,10 +15,12 @@ from typing import Protocol, cast
 import pytest
 
 from memory.ranking.fusion import SPEC
+from memory.rules.curation import pending_target_id
 from memory.rules.retention import Retention
 from memory.stores.contract import CuratingStore, MemoryStore
 from memory.types import CurationEntry, MemoryCandidate, SourceLink, WriteResult
 from tests.memory.embedders import ConceptEmbedder
+from tests.memory.person_contract import PersonErasureContract
 from tests.memory.store_contract import (
     DAY,
     ORG,
@@ -33,6 +35,7 @@ from tests.memory.store_contract import (
 
 ADMIN = "user:slack:UADMIN"
 CHANNEL = "channel:slack:C1"
+USER = "user:slack:UA"
 
 
 class Curating(MemoryStore, CuratingStore, Protocol):
@@ -327,6 +330,53 @@ class EditContract:
         assert ids(await store.retrieve(ORG, "deploys tuesdays", 5)) == [rid(ORG, 2)]
         assert await store.retrieve(ORG, "mondays", 5) == []
 
+    async def test_an_edit_typed_in_a_dm_keeps_the_new_version_as_from_that_dm(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = curating(make_store)
+        await store.write(
+            USER, [fact("deploys go out on mondays", origin="public", origin_conversation="slack:C1")]
+        )
+        edited = await store.edit(
+            USER, rid(USER, 1), "mondays, and my diagnosis", "u", typed_in=("dm", "slack:D1")
+        )
+        assert edited is not None and (edited.origin, edited.origin_conversation) == ("dm", "slack:D1")
+        [stored] = await store.fetch(USER, [rid(USER, 2)])
+        assert (stored.origin, stored.origin_conversation) == ("dm", "slack:D1")  # what a read sees
+
+    async def test_an_edit_typed_wider_than_the_record_keeps_its_narrower_origin(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = curating(make_store)
+        await store.write(
+            CHANNEL, [fact("the runbook is in the wiki", origin="private", origin_conversation="slack:C1")]
+        )
+        edited = await store.edit(
+            CHANNEL, rid(CHANNEL, 1), "the runbook is in git", ADMIN, typed_in=("public", "slack:C9")
+        )
+        assert edited is not None and (edited.origin, edited.origin_conversation) == ("private", "slack:C1")
+
+    async def test_a_pending_edit_typed_in_a_private_channel_waits_as_from_that_channel(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = curating(make_store)
+        await store.write_pending(CHANNEL, [fact("deploys freeze on frydays", origin="public")])
+        edited = await store.edit(
+            CHANNEL, rid(CHANNEL, 1), "deploys freeze on fridays", ADMIN, typed_in=("private", "slack:C1")
+        )
+        assert edited is not None and edited.status == "pending"
+        [waiting] = await store.pending(CHANNEL, 10)
+        assert (waiting.id, waiting.origin, waiting.origin_conversation) == (
+            rid(CHANNEL, 2),
+            "private",
+            "slack:C1",
+        )
+        approved = await store.approve(CHANNEL, rid(CHANNEL, 2), ADMIN)
+        assert approved is not None and (approved.origin, approved.origin_conversation) == (
+            "private",
+            "slack:C1",
+        )
+
     async def test_an_edit_is_redacted_and_refused_what_a_write_refuses(
         self, make_store: StoreFactory
     ) -> None:
@@ -414,6 +464,20 @@ class EditContract:
             (rid(ORG, 2), "superseded"),
             (rid(ORG, 3), "active"),
         ]
+
+    async def test_a_pending_corrections_history_names_the_record_it_would_supersede_even_once_edited(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = curating(make_store)
+        await store.write(ORG, [fact("deploys go out on mondays")])
+        await store.write_pending(ORG, [fact("deploys go out on tusedays", supersedes=rid(ORG, 1))])
+        assert pending_target_id(await store.history(ORG, rid(ORG, 2))) == rid(ORG, 1)
+        await store.edit(ORG, rid(ORG, 2), "deploys go out on tuesdays", ADMIN)
+        history = await store.history(ORG, rid(ORG, 3))
+        assert [v.supersedes for v in history] == [rid(ORG, 1), rid(ORG, 2)]
+        assert pending_target_id(history) == rid(ORG, 1)
+        await store.write_pending(ORG, [fact("an unrelated pending rule")])
+        assert pending_target_id(await store.history(ORG, rid(ORG, 4))) is None
 
     async def test_forget_erases_the_text_of_every_version(self, make_store: StoreFactory) -> None:
         store = curating(make_store)
@@ -577,5 +641,5 @@ class MergeAndLogContract:
         assert (await store.history(ORG, rid(ORG, 1)))[0].entries == ()
 
 
-class CurationContract(ReviewContract, EditContract, MergeAndLogContract):
+class CurationContract(ReviewContract, EditContract, MergeAndLogContract, PersonErasureContract):
     """Mix into a `Test…` class that provides `make_store`: every curation behaviour."""

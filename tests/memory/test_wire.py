@@ -57,9 +57,11 @@ def test_a_version_round_trips_with_its_entries() -> None:
         source_run_id="run-7",
         erased_reason=None,
         entries=(APPROVED, EDITED),
+        supersedes="mem:org:acme:0",
     )
     wire = version_to_wire(version)
     assert wire["sourceRunId"] == "run-7" and "erasedReason" not in wire
+    assert wire["supersedes"] == "mem:org:acme:0"
     assert [entry["action"] for entry in wire["entries"]] == ["approved", "edited"]
     assert version_from_wire(wire) == version
 
@@ -67,7 +69,7 @@ def test_a_version_round_trips_with_its_entries() -> None:
 def test_an_erased_version_has_no_text_on_the_wire_and_reads_back_as_none() -> None:
     version = RecordVersion("mem:org:acme:3", "org:acme", "forgotten", 1.0, None, None, "rejected", ())
     wire = version_to_wire(version)
-    assert "text" not in wire and "sourceRunId" not in wire
+    assert "text" not in wire and "sourceRunId" not in wire and "supersedes" not in wire
     assert wire["erasedReason"] == "rejected"
     assert version_from_wire(wire) == version
 

@@ -4,7 +4,7 @@ The guard keeps time and never frames: every framing question is the server pars
 parser refuses gets the parser's 400 at once (never a close without an answer, never a wait), and the
 deadlines follow what that parser says. The services themselves, as processes, are tested with raw
 sockets where each one is (tests/memory/service/test_service_slow_clients.py,
-tests/app/slack/test_slow_clients.py, tests/app/slack/test_serve.py).
+tests/app/slack/test_slow_clients.py, tests/app/slack/transports/test_serve.py).
 """
 
 from __future__ import annotations

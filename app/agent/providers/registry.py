@@ -1,7 +1,7 @@
 """Model refs (`<provider>/<model>`) and the registry that turns a ref into a provider and a model name.
 
-No model name is written in code (invariant 7): every ref comes through the settings and is resolved
-here, for agents and for reflection alike.
+No model name is written in code (docs/architecture.md, invariant 5): every ref comes through the
+settings and is resolved here, for agents and for reflection alike.
 """
 
 from __future__ import annotations

@@ -20,10 +20,12 @@ from memory.rules.engine import prepare_batch
 from memory.rules.redact import redact_secrets
 from memory.stores.http.replies import CallFailed, count_of, records_of, write_result
 from memory.types import (
+    MACHINE_LABEL,
     CurationEntry,
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
+    OriginLabel,
     RecordVersion,
     WriteResult,
 )
@@ -35,6 +37,7 @@ from memory.wire import (
     entry_to_wire,
     record_from_wire,
     text_from_wire,
+    typed_in_to_wire,
     version_from_wire,
 )
 
@@ -93,10 +96,16 @@ class CurationClient:
 
     # --- edits, history, the curation log ------------------------------------------------------------
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, *, typed_in: OriginLabel = MACHINE_LABEL
+    ) -> MemoryRecord | None:
         """The new text redacted here, so a secret typed into an edit never crosses the wire."""
         redacted = text_from_wire(redact_secrets(text_from_wire(text, "text")), "text")
-        body = {**_target(scope_key, record_id, actor), "text": redacted}
+        body = {
+            **_target(scope_key, record_id, actor),
+            "text": redacted,
+            "typedIn": typed_in_to_wire(typed_in),
+        }
         return _changed(await self._checked("/records/edit", body), "edited", "/records/edit", scope_key)
 
     async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:

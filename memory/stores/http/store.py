@@ -177,6 +177,12 @@ class HttpMemoryStore(CurationClient):
         reply = await self._checked("/erase-scope", {"scopeKey": scope_key, "reason": reason})
         return count_of(reply, "erased", "/erase-scope")
 
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        body: dict[str, object] = {"personKey": person_key, "pseudonym": pseudonym}
+        return count_of(
+            await self._checked("/erase-person/pseudonymize", body), "renamed", "/erase-person/pseudonymize"
+        )
+
     async def erase_expired(self) -> int:
         return count_of(await self._checked("/erase-expired", {}), "erased", "/erase-expired")
 

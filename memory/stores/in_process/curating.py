@@ -45,6 +45,7 @@ from memory.types import (
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
+    OriginLabel,
     RecordVersion,
     WriteResult,
 )
@@ -261,12 +262,14 @@ class InProcessBackend:
             log.info("memory.pending_expired", expired=total)
         return total
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, typed_in: OriginLabel
+    ) -> MemoryRecord | None:
         r = self._rows
         old = r._find(scope_key, record_id, "active", "pending")
         if old is None:
             return None
-        candidate = edit_candidate(old, text)
+        candidate = edit_candidate(old, text, typed_in)
         vector = await r._embed(candidate.text) if old.status == "active" else None
         async with r._lock:
             old = r._find(scope_key, record_id, "active", "pending")

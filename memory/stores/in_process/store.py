@@ -18,6 +18,7 @@ from memory.rules.audit import audit_matches
 from memory.rules.engine import (
     matches_filter,
 )
+from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.front import StoreFront
@@ -140,6 +141,19 @@ class InProcessMemoryStore(InProcessRows, StoreFront):
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
         return self._erase_where(scope_key, lambda r: True, reason)
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        rename = PersonRename(person_key, pseudonym)
+        async with self._lock:
+            renamed = 0
+            entries = [rename.entry(e) for e in self._curation]
+            renamed += sum(1 for new, old in zip(entries, self._curation, strict=True) if new != old)
+            reads = [rename.read(e) for e in self._audit]
+            renamed += sum(1 for new, old in zip(reads, self._audit, strict=True) if new != old)
+            self._curation, self._audit = entries, reads
+            # The person's links name their scope, and only ever found records now erased.
+            self._sources = {s for s in self._sources if s[2] != person_key}
+        return renamed
 
     async def erase_expired(self) -> int:
         now = self._clock()

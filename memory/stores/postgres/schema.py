@@ -60,7 +60,7 @@ _SCHEMA: Final[tuple[str, ...]] = (
     " ON memory_records (scope_key, status, last_used_at DESC, created_at DESC)",
     # The FTS index holds exactly the active rows: a soft delete leaves it by the status flip.
     "CREATE INDEX IF NOT EXISTS memory_records_fts ON memory_records USING gin (tsv) WHERE status = 'active'",
-    # Ranking v2 (issue 15): the engine's stems (NULL until stemmed: `_backfill_stems` fills older rows),
+    # Ranking v2: the engine's stems (NULL until stemmed: `_backfill_stems` fills older rows),
     # their full-text column and index, and each scope's document frequency per stem, kept in the
     # transaction of every change (the term '' counts the scope's active records).
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS stems text[]",
@@ -77,7 +77,7 @@ _SCHEMA: Final[tuple[str, ...]] = (
     )
     """,
     "CREATE TABLE IF NOT EXISTS memory_meta (key text PRIMARY KEY, value text NOT NULL)",
-    # Erasure (issue 17): why and when a row's text was scrubbed.
+    # Erasure: why and when a row's text was scrubbed.
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS erased_reason text",
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS erased_at double precision",
     "CREATE INDEX IF NOT EXISTS memory_records_run ON memory_records (source_run_id)",
@@ -110,7 +110,7 @@ _SCHEMA: Final[tuple[str, ...]] = (
     "CREATE INDEX IF NOT EXISTS memory_read_audit_asker ON memory_read_audit (asker, at DESC)",
     "CREATE INDEX IF NOT EXISTS memory_read_audit_at ON memory_read_audit (at)",
     "CREATE INDEX IF NOT EXISTS memory_read_audit_records ON memory_read_audit USING gin (record_ids)",
-    # The origin label (issue 14): added nullable, labelled by `_migrate_origin`, then made NOT NULL.
+    # The origin label: added nullable, labelled by `_migrate_origin`, then made NOT NULL.
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin text",
     "ALTER TABLE memory_records ADD COLUMN IF NOT EXISTS origin_conversation text",
     # The embedder's vector (float32 bytes; pgvector is not assumed) and the model that made it.
@@ -302,7 +302,7 @@ async def _migrate_origin(conn: Connection) -> None:
         log.info("memory.store.origin_migrated", store="postgres", scopes=len(scopes), records=labelled)
 
 
-# Curation (issue 25): the `pending` status, the curation log (who approved, edited, rejected, merged
+# Curation: the `pending` status, the curation log (who approved, edited, rejected, merged
 # what; never text), and the lookups the review queue and a record's history make.
 _CURATION_SCHEMA: Final[tuple[str, ...]] = (
     """

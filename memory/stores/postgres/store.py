@@ -28,6 +28,7 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_te
 from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.claims import validate_claim
 from memory.rules.engine import validate_cap
+from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
@@ -51,6 +52,7 @@ from memory.types import (
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
+    OriginLabel,
     ReadAudit,
     RecordVersion,
     SourceLink,
@@ -287,6 +289,16 @@ class PostgresMemoryStore(SettledPool, StoreFront):
         log.info("memory.store.erased", store="postgres", scope_key=scope_key, reason=reason, erased=erased)
         return erased
 
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        rename = PersonRename(person_key, pseudonym)
+        pool = await self._settled()
+        try:
+            renamed = await ledger.rename_person(pool, rename)
+        except psycopg.Error as error:
+            raise failure("pseudonymize_person", "-", error) from error
+        log.info("memory.store.pseudonymized", store="postgres", renamed=renamed)
+        return renamed
+
     async def erase_expired(self) -> int:
         """Every scope: the configured ttl for all but the scopes with their own, then each of those."""
         retention = self._retention
@@ -450,13 +462,25 @@ class PostgresBackend:
             log.info("memory.pending_expired", store="postgres", expired=expired)
         return expired
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, typed_in: OriginLabel
+    ) -> MemoryRecord | None:
         s, seq = self._store, _seq(scope_key, record_id)
         return await self._guarded(
             "edit",
             scope_key,
             lambda pool: versions.edit(
-                pool, scope_key, seq, record_id, text, actor, s._embedder, s._clock, s._log_cutoff, s._scrub
+                pool,
+                scope_key,
+                seq,
+                record_id,
+                text,
+                typed_in,
+                actor,
+                s._embedder,
+                s._clock,
+                s._log_cutoff,
+                s._scrub,
             ),
         )
 

@@ -39,7 +39,7 @@ from memory.stores.postgres.sql import (
 )
 from memory.stores.postgres.terms import uncount
 from memory.stores.postgres.writes import _insert
-from memory.types import ERASE_REASONS, EraseReason, MemoryRecord, RecordVersion
+from memory.types import ERASE_REASONS, EraseReason, MemoryRecord, OriginLabel, RecordVersion
 
 _SELECT_ONE_EDITABLE: Final = f"""
     SELECT {_COLUMNS} FROM {_RECORDS}
@@ -95,6 +95,7 @@ async def edit(
     seq: int,
     record_id: str,
     text: str,
+    typed_in: OriginLabel,
     actor: str,
     embedder: Embedder | None,
     clock: Clock,
@@ -108,7 +109,7 @@ async def edit(
         found = await fetch_rows(conn, _SELECT_ONE_EDITABLE, (scope_key, seq, record_id))
     if not found:
         return None
-    candidate = await asyncio.to_thread(edit_candidate, found[0][1], text)
+    candidate = await asyncio.to_thread(edit_candidate, found[0][1], text, typed_in)
     vector = None
     if embedder is not None and found[0][1].status == "active":  # off the loop, before the lock
         [vector] = await asyncio.to_thread(embedder.embed, [candidate.text])

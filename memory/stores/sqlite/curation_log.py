@@ -9,7 +9,8 @@ import sqlite3
 from collections.abc import Sequence
 
 from memory.stores.sql_common import curation_entry
-from memory.stores.sqlite.sql import NO_CUTOFF, chunks, placeholders
+from memory.stores.sqlite.erasure import scrub_files
+from memory.stores.sqlite.sql import NO_CUTOFF, chunks, placeholders, transaction
 from memory.types import CurationEntry
 
 _COLUMNS = "record_id, scope_key, action, actor, at, related_id"
@@ -25,6 +26,17 @@ def append(connection: sqlite3.Connection, entries: Sequence[CurationEntry], cut
         f"INSERT INTO curation_log ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
         [(e.record_id, e.scope_key, e.action, e.actor, e.at, e.related_id) for e in entries],
     )
+
+
+def rename_actor(connection: sqlite3.Connection, person_key: str, pseudonym_key: str) -> int:
+    """The person's entries name the pseudonym instead, and the old name leaves the WAL; how many."""
+    with transaction(connection):
+        renamed = connection.execute(
+            "UPDATE curation_log SET actor = ? WHERE actor = ?", (pseudonym_key, person_key)
+        ).rowcount
+    if renamed:
+        scrub_files(connection)
+    return int(renamed)
 
 
 def naming(

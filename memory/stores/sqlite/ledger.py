@@ -11,7 +11,9 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from memory.rules.person import PersonRename
 from memory.stores.sql_common import AuditKey, audit_key, source_rows
+from memory.stores.sqlite.erasure import scrub_files
 from memory.stores.sqlite.schema import open_database
 from memory.stores.sqlite.sql import BUSY_TIMEOUT_SECONDS, chunks, enable_wal, placeholders, transaction
 from memory.types import (
@@ -140,6 +142,41 @@ def read_audit(connection: sqlite3.Connection, query: AuditQuery, cutoff: float)
             )
         )
     return entries
+
+
+_ASKED_BY = "SELECT audit_id FROM read_audit WHERE asker = ?"
+_READ_SCOPE = "SELECT audit_id, scope_keys FROM read_audit WHERE instr(scope_keys, ?) > 0"
+_READ_RECORD = "SELECT audit_id FROM read_audit_records WHERE substr(record_id, 1, ?) = ?"
+_RENAME_RECORDS = (
+    "UPDATE read_audit_records SET record_id = ? || substr(record_id, ?) WHERE substr(record_id, 1, ?) = ?"
+)
+
+
+def rename_person(connection: sqlite3.Connection, rename: PersonRename) -> int:
+    """The person's read-audit entries take the pseudonym (asker, scopes read, their records' ids) and
+    their scope's source links go (they found only records now erased); how many entries changed."""
+    prefix = rename.record_prefix
+    with transaction(connection):
+        touched = {int(row[0]) for row in connection.execute(_ASKED_BY, (rename.user_id,))}
+        connection.execute(
+            "UPDATE read_audit SET asker = ? WHERE asker = ?", (rename.pseudonym, rename.user_id)
+        )
+        for audit_id, scope_keys in connection.execute(
+            _READ_SCOPE, (json.dumps(rename.person_key),)
+        ).fetchall():
+            renamed = json.dumps([rename.key(str(key)) for key in json.loads(str(scope_keys))])
+            if renamed != scope_keys:
+                connection.execute(
+                    "UPDATE read_audit SET scope_keys = ? WHERE audit_id = ?", (renamed, audit_id)
+                )
+                touched.add(int(audit_id))
+        touched.update(int(row[0]) for row in connection.execute(_READ_RECORD, (len(prefix), prefix)))
+        connection.execute(
+            _RENAME_RECORDS, (rename.pseudonym_record_prefix, len(prefix) + 1, len(prefix), prefix)
+        )
+        connection.execute("DELETE FROM run_sources WHERE scope_key = ?", (rename.person_key,))
+    scrub_files(connection)  # the old values leave the WAL too
+    return len(touched)
 
 
 class Ledger:

@@ -74,7 +74,7 @@ _SCHEMA = (
     "CREATE INDEX IF NOT EXISTS records_active_seq ON records (status, seq DESC)",
     "CREATE INDEX IF NOT EXISTS records_active_used ON records (status, last_used_at DESC, created_at DESC)",
     "CREATE VIRTUAL TABLE IF NOT EXISTS records_fts USING fts5(text, keywords, tokenize = 'ascii')",
-    # Ranking v2 (issue 15): the engine's stems of text + keywords, exactly the active rows (rowid = seq),
+    # Ranking v2: the engine's stems of text + keywords, exactly the active rows (rowid = seq),
     # and each stem's document frequency among them, kept in the same transaction as every change.
     "CREATE VIRTUAL TABLE IF NOT EXISTS records_stems USING fts5(stems, tokenize = 'ascii')",
     "CREATE VIRTUAL TABLE IF NOT EXISTS records_stems_vocab USING fts5vocab(records_stems, 'row')",
@@ -107,7 +107,7 @@ _STATUS_CHECK = re.compile(r"CHECK\s*\(\s*status\s+IN\s*\(([^)]*)\)\s*\)", re.IG
 _COLUMNS_ADDED = (
     ("records", "embedding", "BLOB"),
     ("records", "embedding_model", "TEXT"),
-    # Erasure (issue 17): why and when a row's text was scrubbed.
+    # Erasure: why and when a row's text was scrubbed.
     ("records", "erased_reason", "TEXT"),
     ("records", "erased_at", "REAL"),
     # The change generation that last touched the row (`stamp`).
@@ -216,7 +216,7 @@ def _migrate_statuses(connection: sqlite3.Connection, scope_key: str) -> None:
 
 
 def _migrate_origin(connection: sqlite3.Connection, scope_key: str) -> None:
-    """The origin label (issue 14). Rows written before it existed get the conservative label of
+    """The origin label. Rows written before it existed get the conservative label of
     their scope (`legacy_origin`), once, in the transaction that adds the columns."""
     added = ensure_column(connection, "records", "origin", "TEXT NOT NULL DEFAULT 'unknown'")
     ensure_column(connection, "records", "origin_conversation", "TEXT")

@@ -33,6 +33,7 @@ from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.claims import validate_claim
 from memory.rules.curation import edit_candidate
 from memory.rules.engine import parse_record_id, validate_cap
+from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
@@ -57,6 +58,7 @@ from memory.types import (
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
+    OriginLabel,
     ReadAudit,
     RecordVersion,
     SourceLink,
@@ -221,6 +223,20 @@ class SqliteMemoryStore(StoreFront):
         erased = await self._run(scope_key, lambda c: erasure.erase(c, "1 = 1", (), reason, now), 0)
         log.info("memory.store.erased", scope_key=scope_key, reason=reason, erased=erased)
         return erased
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        """Every scope's curation log, then the ledger's read audit (memory/rules/person.py)."""
+        rename = PersonRename(person_key, pseudonym)
+        rename_actor = functools.partial(
+            curation_log.rename_actor, person_key=person_key, pseudonym_key=rename.pseudonym_key
+        )
+        renamed = 0
+        for scope_key in await self.scope_keys():
+            renamed += await self._run(scope_key, rename_actor, 0)
+        if await self._ledger_exists():
+            renamed += await self._run_ledger(lambda c: ledger.rename_person(c, rename))
+        log.info("memory.store.pseudonymized", renamed=renamed)
+        return renamed
 
     async def erase_expired(self) -> int:
         """Every scope database in the directory, one at a time (start-up; no sweeper runs later)."""
@@ -438,14 +454,16 @@ class SqliteBackend:
             total += expired
         return total
 
-    async def edit(self, scope_key: str, record_id: str, text: str, actor: str) -> MemoryRecord | None:
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, typed_in: OriginLabel
+    ) -> MemoryRecord | None:
         store = self._store
 
         def work(connection: sqlite3.Connection) -> MemoryRecord | None:
             old = versions.find(connection, record_id, "active", "pending")
             if old is None:
                 return None
-            candidate = edit_candidate(old, text)  # validated and redacted on the store's thread
+            candidate = edit_candidate(old, text, typed_in)  # validated and redacted on the store's thread
             now = store._clock()
             return versions.edit(
                 connection, record_id, candidate, store._embedder, now, actor, self._log_cutoff()

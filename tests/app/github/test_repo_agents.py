@@ -1,6 +1,6 @@
 """The repo-bound agents through the real Dispatcher, the fake GitHub API and the fake Anthropic server.
 
-Issue 9's "Must show": every resolution source in precedence order and the 404 path for each agent
+What they must show: every resolution source in precedence order and the 404 path for each agent
 kind; a coding run that calls two tools; a review run that posts one PR review and writes no memory;
 the repo awaitable (org/channel/user retrieves go out before GitHub answers; the repo scope joins late).
 """

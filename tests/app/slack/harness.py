@@ -10,8 +10,8 @@ from typing import Any
 
 from app.incoming import IncomingMessage
 from app.slack.bot import SlackBot, build_slack_app
-from app.slack.http_site import EVENTS_PATH, bound_port, start_http
 from app.slack.options import SlackOptions
+from app.slack.transports.http_site import EVENTS_PATH, bound_port, start_http
 from app.surface import Surface
 from tests.fakes.slack_api import SIGNING_SECRET, FakeSlackApi, SlackDelivery
 

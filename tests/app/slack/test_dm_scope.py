@@ -1,4 +1,4 @@
-"""A DM has no shared scope (issue 23), end to end through Bolt, the dispatcher, reflection and SQLite.
+"""A DM has no shared scope, end to end through Bolt, the dispatcher, reflection and SQLite.
 
 What a DM teaches is the person's: a fact the extractor routes to "channel" from a DM lands in the
 person's own scope, they can forget it from the DM, `memory forget --user` erases the rest, and
@@ -154,8 +154,8 @@ async def test_the_bots_start_up_moves_an_old_dm_channel_scope_into_its_owners(
 async def test_a_why_payload_from_another_person_naming_the_dm_shows_none_of_its_records(
     workspace: Workspace, store: SqliteMemoryStore, slack_api: FakeSlackApi
 ) -> None:
-    """Issue 23: a crafted *Why?* click by UB naming UA's DM (and UA's run id) showed UA's DM records;
-    the read rule ties them to UA, so naming the conversation is not enough. UA's own click shows them."""
+    """A crafted *Why?* click by UB naming UA's DM (and UA's run id) would show UA's DM records if
+    naming the conversation were enough; the read rule ties them to UA. UA's own click shows them."""
     await workspace.say("D1", "UA", "I keep the rota.", answer="Noted.", extracted=facts((USER_FACT, "user")))
     question = f"who keeps the {USER_WORD} rota?"
     await workspace.say("D1", "UA", question, answer="You do.")

@@ -334,7 +334,7 @@ async def test_with_memory_on_the_model_request_carries_the_background_block_for
     assert reply.text == "Use the release pipeline."
 
 
-# -- one registry, three surfaces (issue 8) ------------------------------------------------------
+# -- one registry, three surfaces -----------------------------------------------------------------
 
 ROOT = Path(__file__).resolve().parents[3]
 
@@ -418,7 +418,7 @@ async def test_one_memory_list_text_answers_alike_in_a_slack_thread_the_slash_co
     assert UNTRUSTED_NOTE not in terminal and "`" not in terminal
 
 
-# -- forget through the whole bot (issue 8) ------------------------------------------------------
+# -- forget through the whole bot -----------------------------------------------------------------
 
 
 async def test_forgetting_an_org_record_in_slack_admin_only_removes_it_from_list_and_the_next_runs_memory(
@@ -465,7 +465,7 @@ async def test_forgetting_an_org_record_in_slack_admin_only_removes_it_from_list
     assert len(fake_anthropic.requests) == 2  # the four commands made no model call
 
 
-# -- exactly once, reflection included (issue 7) -------------------------------------------------
+# -- exactly once, reflection included ------------------------------------------------------------
 
 
 async def test_a_redelivered_event_makes_one_model_call_one_reply_and_schedules_one_reflection(

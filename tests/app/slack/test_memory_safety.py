@@ -1,4 +1,4 @@
-"""Memory never travels somewhere more visible than where it was learned (issue 14), end to end.
+"""Memory never travels somewhere more visible than where it was learned, end to end.
 
 The real Bolt app over HTTP with signed requests, the real dispatcher, reflection and SQLite store, the
 real Anthropic SDK against the fake model server: every assertion about what a model saw is made on

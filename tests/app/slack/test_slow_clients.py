@@ -15,7 +15,7 @@ import aiohttp
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from app.slack.http import MAX_BODY_BYTES
+from app.slack.transports.http import MAX_BODY_BYTES
 from ops.http_guard import GuardLimits
 from ops.metrics import Metrics
 from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot

@@ -238,7 +238,7 @@ def test_only_records_anyone_may_see_vote_in_the_feedback() -> None:
     # The store ranks before the read rule filters: with feedback on, a private record's words must not
     # become feedback stems and reorder the public records a public reader gets (an attacker review).
     # The document frequencies are held equal here: they count every record of the scope, as the
-    # query's own do (BENCHMARKS.md, "Noisy OR and feedback").
+    # query's own do.
     ranking = Ranking(feedback=Feedback(records=3, stems=5, weight=0.2))
     visible = [
         record("deploy beta checklist", id="mem:o:1", origin="public"),

@@ -242,10 +242,18 @@ async def test_an_edit_redacts_the_new_text_before_it_crosses_the_wire(
     client_of: Callable[..., HttpMemoryStore],
 ) -> None:
     service = answering({"edited": True, "record": wire_record(2, status="active", text="x")})
-    record = await client_of(service).edit(SCOPE, RID, f"deploy token {SECRET}", ADMIN)
+    record = await client_of(service).edit(
+        SCOPE, RID, f"deploy token {SECRET}", ADMIN, typed_in=("dm", "slack:D1")
+    )
     assert record is not None and record.id == "mem:org:acme:2"
     ((_, body),) = service.sent
-    assert body == {"scopeKey": SCOPE, "id": RID, "text": "deploy token [REDACTED]", "actor": ADMIN}
+    assert body == {
+        "scopeKey": SCOPE,
+        "id": RID,
+        "text": "deploy token [REDACTED]",
+        "actor": ADMIN,
+        "typedIn": {"origin": "dm", "conversation": "slack:D1"},
+    }
 
 
 @pytest.mark.parametrize("text", ["", "  ", "t" * 4001])

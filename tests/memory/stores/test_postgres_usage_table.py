@@ -214,7 +214,7 @@ async def test_upgrading_again_after_going_back_makes_the_usage_rows_afresh(
     clock.now = NOW + 30
     await first.retrieve(SCOPE, "tuesdays", 5)
     await first.aclose()
-    # The README's way back: usage copied into the records, the trigger dropped.
+    # The documented way back (docs/operations.md): usage copied into the records, the trigger dropped.
     await schema_rows(
         schema,
         "UPDATE memory_records AS m SET last_used_at = u.used_at, use_count = u.uses FROM memory_usage AS u"

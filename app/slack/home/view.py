@@ -1,9 +1,9 @@
 """The App Home tab's Block Kit: pure functions from a page of records to a `views.publish` view.
 
-Record text is always inert plain text (app/slack/home_blocks.py). The view's `private_metadata`
-carries only where the viewer is (app/slack/home_state.py); every action re-checks what that viewer
+Record text is always inert plain text (app/slack/home/blocks.py). The view's `private_metadata`
+carries only where the viewer is (app/slack/home/state.py); every action re-checks what that viewer
 may see, so a crafted state shows nothing more. An admin under review gets "Waiting for review" on
-top (app/slack/home_review.py), in what the page's own blocks leave of Slack's 100.
+top (app/slack/home/review.py), in what the page's own blocks leave of Slack's 100.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.slack.home_blocks import (
+from app.slack.home.blocks import (
     INPUT_LIMIT,
     MAX_BLOCKS,
     button,
@@ -20,9 +20,9 @@ from app.slack.home_blocks import (
     record_context,
     record_text,
 )
-from app.slack.home_edit import EDIT_ACTION
-from app.slack.home_review import APPROVE_ACTION, REJECT_ACTION, review_blocks
-from app.slack.home_state import HomeState, clean_query, decode_state
+from app.slack.home.edit import EDIT_ACTION
+from app.slack.home.review import APPROVE_ACTION, REJECT_ACTION, review_blocks
+from app.slack.home.state import HomeState, clean_query, decode_state
 from commands.browse import BrowsePage, BrowseScope, ReviewQueue
 from memory.rules.scorer import clean_memory_field
 from memory.types import MemoryRecord

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.slack.serve import main
+from app.slack.transports.serve import main
 
 
 def test_a_first_start_names_the_slack_token_and_the_model_at_once(

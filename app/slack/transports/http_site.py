@@ -1,4 +1,4 @@
-"""HTTP mode's server: the Bolt endpoint and /healthz (app/slack/http.py) on aiohttp, with every
+"""HTTP mode's server: the Bolt endpoint and /healthz (app/slack/transports/http.py) on aiohttp, with every
 connection under the slow-client guard and `/metrics` beside the Bolt route."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from app.slack.http import HEALTH_PATH, ServedBot, build_web_app
+from app.slack.transports.http import HEALTH_PATH, ServedBot, build_web_app
 from ops.http_guard import ConnectionGuard, GuardLimits
 from ops.metrics import CONTENT_TYPE, METRICS_PATH, OTHER_ROUTE, Metrics, scrape_allowed
 
@@ -28,7 +28,8 @@ async def start_http(
     metrics_token: str | None = None,
 ) -> web.AppRunner:
     """Serve the Bolt app's Events API / slash command / interactivity endpoint and /healthz on aiohttp
-    (app/slack/http.py); returns the runner to clean up. Port 0 picks a free port (see `bound_port`).
+    (app/slack/transports/http.py); returns the runner to clean up. Port 0 picks a free port (see
+    `bound_port`).
 
     Every connection is under the slow-client guard (ops/http_guard.py); `/metrics` sits beside the
     Bolt route, outside Slack's signature check, behind its own token (ops/metrics.py).

@@ -7,22 +7,23 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from structlog.testing import capture_logs
 
 from app.slack.bot import registry_caller
-from app.slack.home_edit import EDIT_ACTION, EDIT_TEXT, EDIT_TEXT_BLOCK, EDIT_VIEW
-from app.slack.home_review import APPROVE_ACTION, PENDING_BLOCK, REJECT_ACTION, REVIEW_TITLE
-from app.slack.home_view import FORGET_ACTION
+from app.slack.home.edit import EDIT_ACTION, EDIT_TEXT, EDIT_TEXT_BLOCK, EDIT_VIEW
+from app.slack.home.review import APPROVE_ACTION, PENDING_BLOCK, REJECT_ACTION, REVIEW_TITLE
+from app.slack.home.view import FORGET_ACTION
 from commands.memory import build_registry
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryRecord
+from memory.types import MemoryRecord, Origin
 from tests.app.slack.harness import RunningBot
-from tests.app.slack.home_support import (
+from tests.app.slack.home.support import (
     ADMIN,
     all_text,
     buttons,
@@ -333,3 +334,40 @@ async def test_a_store_failure_reading_the_queue_is_a_warning_line_and_the_page_
     assert texts(slack_api.home_views[ADMIN][-1]) == ["The org keeps its records"]
     [failed] = [e for e in logs if e["event"] == "memory.review_browse_failed"]
     assert failed["error"] == "OperationalError"
+
+
+async def correction_waiting(
+    origin: Origin = "public", where: str = "C1"
+) -> tuple[InProcessMemoryStore, str, str]:
+    """An active org record and reflection's correction of it waiting: (store, active id, pending id)."""
+    store = InProcessMemoryStore()
+    await store.write(ORG, [candidate("The release train leaves at ten", origin=origin, where=where)])
+    [active] = await store.list(ORG, 10)
+    await store.write_pending(ORG, [replace(candidate(LEARNED, n=2), supersedes=active.id)])
+    [waiting] = await store.pending(ORG, 10)
+    return store, active.id, waiting.id
+
+
+async def test_a_waiting_correction_names_the_record_its_approval_supersedes(slack_api: FakeSlackApi) -> None:
+    store, active, waiting = await correction_waiting()
+    async with home_bot(slack_api, store, review=True) as bot:
+        home = await opened_by(bot, slack_api, ADMIN)
+        await click(bot, ADMIN, home, button(APPROVE_ACTION, waiting))
+
+    assert waiting_texts(home) == [LEARNED]
+    details = [e["text"] for e in home["blocks"][2]["elements"]]
+    assert f"Approving it supersedes {active}: The release train leaves at ten" in details
+    after = notice(slack_api.home_views[ADMIN][-1])
+    assert f"It supersedes `{active}`" in after and "now superseded" in after
+
+
+async def test_a_waiting_correction_names_without_its_text_a_record_the_tab_may_not_show(
+    slack_api: FakeSlackApi,
+) -> None:
+    store, active, _ = await correction_waiting(origin="private", where="G1")
+    async with home_bot(slack_api, store, review=True) as bot:
+        home = await opened_by(bot, slack_api, ADMIN)
+
+    details = [e["text"] for e in home["blocks"][2]["elements"]]
+    assert f"Approving it supersedes {active} (learned where this tab cannot show it)." in details
+    assert "leaves at ten" not in all_text(home)

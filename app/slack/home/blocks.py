@@ -24,10 +24,10 @@ def plain(text: str) -> dict[str, Any]:
     return {"type": "plain_text", "text": text, "emoji": False}
 
 
-def record_text(record: MemoryRecord) -> str:
-    """The record's text as inert plain text: one line, control characters gone, cut to fit."""
+def record_text(record: MemoryRecord, limit: int = RECORD_TEXT_LIMIT) -> str:
+    """The record's text as inert plain text: one line, control characters gone, cut to `limit`."""
     text = clean_memory_field(record.text) or "(empty)"
-    return text if len(text) <= RECORD_TEXT_LIMIT else text[: RECORD_TEXT_LIMIT - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def escape_mrkdwn(text: str) -> str:

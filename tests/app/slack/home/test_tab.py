@@ -11,14 +11,14 @@ from structlog.testing import capture_logs
 
 from app.slack.bot import registry_caller
 from app.slack.events import SlackIdentity
-from app.slack.home_view import FORGET_ACTION, PAGE_ACTION, RECORD_BLOCK, SCOPE_ACTION, SEARCH_ACTION
+from app.slack.home.view import FORGET_ACTION, PAGE_ACTION, RECORD_BLOCK, SCOPE_ACTION, SEARCH_ACTION
 from app.slack.options import SlackOptions
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
 from memory.rules.visibility import Reader
 from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, running_bot
-from tests.app.slack.home_support import (
+from tests.app.slack.home.support import (
     ADMIN,
     action_ids,
     all_text,

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import structlog
 from slack_sdk.errors import SlackClientError
@@ -22,9 +22,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 
 from app.slack.agent_view import set_suggested_prompts
 from app.slack.events import SURFACE, SlackIdentity, user_team
-from app.slack.home_edit import EDIT_ACTION, edit_modal, edit_submission, editable_here
-from app.slack.home_review import APPROVE_ACTION, MOST_SHOWN, REJECT_ACTION
-from app.slack.home_view import (
+from app.slack.home.edit import EDIT_ACTION, edit_modal, edit_submission, editable_here
+from app.slack.home.review import APPROVE_ACTION, MOST_SHOWN, REJECT_ACTION
+from app.slack.home.view import (
     ADD_ACTION,
     CHANNEL_ACTION,
     FORGET_ACTION,
@@ -42,6 +42,7 @@ from app.slack.home_view import (
 from app.slack.state import TtlCache
 from app.slack.tasks import Spawn
 from commands.browse import BrowseRequest, MemoryBrowser
+from commands.registry import CommandHandler
 from memory.rules.engine import parse_record_id
 from memory.rules.scope import scope_kind
 from memory.types import MemoryRecord
@@ -53,12 +54,6 @@ _CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{1,30}$")
 _TS = re.compile(r"^[0-9]{6,12}\.[0-9]{1,9}$")
 # A click on one record → the command it runs on that record's id.
 _RECORD_VERBS = {FORGET_ACTION: "forget", APPROVE_ACTION: "approve", REJECT_ACTION: "reject"}
-
-
-class CommandHandler(Protocol):
-    """The command registry (commands/registry.py): a reply with `.text` (and `.receipt`), or None."""
-
-    async def handle(self, text: str, caller: Any) -> Any: ...
 
 
 def thread_location(thread_key: str) -> tuple[str, str] | None:

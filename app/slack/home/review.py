@@ -8,9 +8,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from app.slack.home_blocks import MAX_BLOCKS, button, day, plain, record_context, record_text
-from app.slack.home_edit import EDIT_ACTION
+from app.slack.home.blocks import MAX_BLOCKS, button, day, plain, record_context, record_text
+from app.slack.home.edit import EDIT_ACTION
 from commands.browse import ReviewQueue
+from commands.replaced import Replaced
 from memory.types import MemoryRecord, Origin
 
 APPROVE_ACTION = "home_approve"
@@ -20,6 +21,7 @@ PENDING_BLOCK = "home_pending_"  # + the record's place in the section
 # The header, the "more" note and the divider under the section.
 _OVERHEAD = 3
 _PER_RECORD = 3  # its text, its details, its buttons
+REPLACED_LIMIT = 1500  # the superseded record's text, beside the details in one context block
 MOST_SHOWN = (MAX_BLOCKS - _OVERHEAD) // _PER_RECORD  # on an otherwise empty tab
 
 _WHERE: dict[Origin, str] = {
@@ -41,7 +43,8 @@ def review_blocks(queue: ReviewQueue, links: Mapping[str, str], *, budget: int) 
     room = (budget - _OVERHEAD) // _PER_RECORD
     shown = queue.records[:room]
     for index, record in enumerate(shown):
-        blocks.extend(_pending_blocks(index, record, links.get(record.source_thread_key)))
+        replaced = queue.replaces.get(record.id)
+        blocks.extend(_pending_blocks(index, record, links.get(record.source_thread_key), replaced))
     notes = []
     if queue.problem:
         notes.append(queue.problem)
@@ -60,7 +63,9 @@ def review_blocks(queue: ReviewQueue, links: Mapping[str, str], *, budget: int) 
     return blocks
 
 
-def _pending_blocks(index: int, record: MemoryRecord, link: str | None) -> list[dict[str, Any]]:
+def _pending_blocks(
+    index: int, record: MemoryRecord, link: str | None, replaced: Replaced | None
+) -> list[dict[str, Any]]:
     lead = f"{record.scope_key} · {record.kind} · learned {day(record.created_at)} in {_WHERE[record.origin]}"
     reject = button(REJECT_ACTION, "Reject", record.id, "danger") | {
         "confirm": {
@@ -76,8 +81,17 @@ def _pending_blocks(index: int, record: MemoryRecord, link: str | None) -> list[
         button(EDIT_ACTION, "Edit", record.id),
         reject,
     ]
+    context = record_context(record, link, lead)
+    if replaced is not None:  # an admin never approves a change to a record they were not shown
+        context["elements"].append(plain(_replaces(replaced)))
     return [
         {"type": "section", "block_id": f"{PENDING_BLOCK}{index}", "text": plain(record_text(record))},
-        record_context(record, link, lead),
+        context,
         {"type": "actions", "elements": elements},
     ]
+
+
+def _replaces(replaced: Replaced) -> str:
+    if replaced.record is None:
+        return f"Approving it supersedes {replaced.id} (learned where this tab cannot show it)."
+    return f"Approving it supersedes {replaced.id}: {record_text(replaced.record, REPLACED_LIMIT)}"

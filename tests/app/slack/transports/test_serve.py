@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from app.slack.serve import main
+from app.slack.transports.serve import main
 from tests.fakes.model_server import FakeModelServer, Reply
 from tests.fakes.slack_api import (
     APP_TOKEN,
@@ -28,7 +28,7 @@ from tests.fakes.slack_api import (
 )
 from tests.ops.raw_sockets import soft_open_file_limit
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 _OWN_ENV_PREFIXES = ("SLACK_", "SWITCHBOARD_", "ANTHROPIC_", "OPENAI_", "GITHUB_", "MEMORY_", "PORT")
 
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from app.slack.home_blocks import INPUT_LIMIT, plain
-from app.slack.home_state import HomeState, decode_state
+from app.slack.home.blocks import INPUT_LIMIT, plain
+from app.slack.home.state import HomeState, decode_state
 from memory.types import MemoryRecord
 
 EDIT_ACTION = "home_edit"

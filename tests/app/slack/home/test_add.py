@@ -9,11 +9,11 @@ from typing import Any
 
 from structlog.testing import capture_logs
 
-from app.slack.home_view import ADD_ACTION, ADD_SCOPE, ADD_SCOPE_BLOCK, ADD_TEXT, ADD_TEXT_BLOCK, ADD_VIEW
+from app.slack.home.view import ADD_ACTION, ADD_SCOPE, ADD_SCOPE_BLOCK, ADD_TEXT, ADD_TEXT_BLOCK, ADD_VIEW
 from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import RunningBot
-from tests.app.slack.home_support import ADMIN, home_bot, open_home, texts
-from tests.app.slack.home_support import submit as submit_view
+from tests.app.slack.home.support import ADMIN, home_bot, open_home, texts
+from tests.app.slack.home.support import submit as submit_view
 from tests.fakes.slack_api import FakeSlackApi, block_action
 
 SECRET = "ghp_" + "Zq7Lw2Xk9Rt4Vb8Nm3Pd6Hs1Jf5Gc0Ay2Ue"

@@ -11,8 +11,8 @@ from typing import Any
 
 from app.policy import write_gate
 from app.slack.bot import registry_caller
-from app.slack.home_review import PENDING_BLOCK
-from app.slack.home_view import RECORD_BLOCK
+from app.slack.home.review import PENDING_BLOCK
+from app.slack.home.view import RECORD_BLOCK
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
 from memory.stores.contract import MemoryStore

@@ -21,11 +21,11 @@ import structlog
 
 from app.lifecycle import Lifecycle
 from app.slack.bot import SlackBot, build_slack_app, make_web_client
-from app.slack.home import Permalinks as SlackPermalinks
-from app.slack.http_site import EVENTS_PATH, bound_port, start_http
+from app.slack.home.tab import Permalinks as SlackPermalinks
 from app.slack.options import SlackOptions
 from app.slack.slash import ChannelRepo
-from app.slack.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
+from app.slack.transports.http_site import EVENTS_PATH, bound_port, start_http
+from app.slack.transports.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
 from commands.browse import MemoryBrowser
 from config.settings import ConfigError, Settings, load_settings
 from ops.heap import settle_heap
@@ -40,7 +40,7 @@ PROG = "switchboard serve"
 DEFAULT_PORT = 3000
 MANIFEST_HINT = (
     "create the Slack app from manifest.yml (api.slack.com/apps → Create New App → From an app "
-    'manifest) and install it to your workspace; README.md, section "Slack", walks through it'
+    'manifest) and install it to your workspace; README.md, "Slack in five steps", walks through it'
 )
 
 
