@@ -22,7 +22,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "run the Slack bot (Socket Mode with SLACK_APP_TOKEN, else HTTP on $PORT)",
     ),
     "chat": ("app.terminal.chat", 'talk to the bot in this terminal (--thread NAME "message" for one turn)'),
-    "memory": ("app.memory_cli", "memory list|forget|remember|why|audit|reindex … on the configured store"),
+    "memory": (
+        "app.memory_cli",
+        "memory list|forget|remember|why|audit|reindex|compact … on the configured store",
+    ),
     "memory-service": ("memory.service.main", "serve the memory store over HTTP for several bot processes"),
 }
 CONFIG_FLAG = "--config"

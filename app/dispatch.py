@@ -30,6 +30,7 @@ from app.agent.tools import ToolContext
 from app.incoming import IncomingMessage, message_time
 from app.run_context import RequestContext, RunContext, request_context, start_run
 from app.run_memory import audit_read, read_for_run
+from app.steps import plan_title, recall_step, show_plan, show_step, step_observer
 from app.surface import Surface
 from commands.registry import Caller, CommandHandler
 from config.settings import ConfigError, Settings
@@ -319,10 +320,12 @@ class Dispatcher:
             if refusal is not None:
                 return await _refuse(surface, run.run_id, agent, refusal)
             await context.scopes  # resolved with the repo: done once here, for the read and the run's record
+            show_plan(surface, plan_title(agent, repo, own_runner=agent.name in self._agent_runners))
             read = await memory_task if memory_task is not None else None
             if read is not None:
                 self.track(audit_read(self.memory_store, run.run_id, context, read, self._clock))
-            result = await self._agent_loop(run, repo, read)
+                show_step(surface, recall_step(read.records))
+            result = await self._agent_loop(run, repo, read, surface)
         except ProviderError as error:
             log.warning(
                 "dispatch.model_failed", run_id=run.run_id, status=error.status, provider=error.provider
@@ -337,8 +340,11 @@ class Dispatcher:
             await _settle(memory_task, *context.tasks())
         return await self._deliver(run, surface, context, repo, read, result, started)
 
-    async def _agent_loop(self, run: _Run, repo: str | None, read: MemoryRead | None) -> RunResult:
-        """The agent's own runner when it has one (e.g. `review`), else the tool loop."""
+    async def _agent_loop(
+        self, run: _Run, repo: str | None, read: MemoryRead | None, surface: Surface
+    ) -> RunResult:
+        """The agent's own runner when it has one (e.g. `review`), else the tool loop, whose tool calls
+        the surface shows as steps."""
         agent = run.agent
         system = fold_memory_block(read.block if read is not None else None, agent.instructions)
         if repo is not None and agent.repo_bound:
@@ -358,6 +364,7 @@ class Dispatcher:
             tools=tools,
             max_tokens=agent.max_tokens,
             max_turns=agent.max_turns,
+            on_event=step_observer(surface),
         )
 
     async def _deliver(

@@ -20,6 +20,7 @@ from app.audience import reader_for
 from app.dispatch import CompletedRun
 from app.policy import Actor, Decision, authorize, reflection_actor
 from app.review import PendingSweep
+from app.review_digest import ReviewDigest
 from memory.reflection import (
     Extract,
     ExtractionRequest,
@@ -29,6 +30,7 @@ from memory.reflection import (
     schedule_reflection,
     should_reflect,
 )
+from memory.reflection.distill import held_for_review
 from memory.rules.write_gate import WRITE_ACTION, MemoryScopeResource
 from memory.stores.contract import MemoryStore
 from ops.metrics import Metrics
@@ -83,8 +85,10 @@ class ReflectionHook:
         authorize: Authorize = authorize,
         metrics: Metrics | None = None,
         review: PendingSweep | None = None,
+        digest: ReviewDigest | None = None,
     ) -> None:
-        """`review`: reflection's shared writes wait for an admin, and expire by this sweep."""
+        """`review`: reflection's shared writes wait for an admin, and expire by this sweep;
+        `digest`: the admins hear of what waits (under review only)."""
         self.store = store
         self.providers = providers
         self.memory_model = memory_model
@@ -92,6 +96,7 @@ class ReflectionHook:
         self.authorize = authorize
         self.metrics = metrics
         self.review = review
+        self.digest = digest if review is not None else None
 
     @property
     def pending_reflection_count(self) -> int:
@@ -153,9 +158,21 @@ class ReflectionHook:
         )
         if self.metrics is not None:
             task.add_done_callback(partial(count_reflection, self.metrics))
+        if self.digest is not None:  # after the reflection, in the tracked set a shutdown drains
+            self.tracker.track(asyncio.create_task(self._tell_admins(task), name="memory:review-digest"))
         if self.review is not None and self.review.due():  # drained on shutdown like a reflection
             self.tracker.track(asyncio.create_task(self.review.sweep(), name="memory:pending-expiry"))
         return True
+
+    async def _tell_admins(self, reflection: asyncio.Task[ReflectionOutcome | None]) -> None:
+        """Once the reflection settled: if it queued a record for review, the admins' digest."""
+        await asyncio.wait({reflection})  # never cancels the reflection if this task is cancelled
+        outcome = None if reflection.cancelled() or reflection.exception() else reflection.result()
+        if outcome is None or self.digest is None:
+            return
+        queued = [key for key, result in outcome.writes if held_for_review(key) and result.inserted]
+        if queued:
+            await self.digest.queued(queued)
 
 
 def count_reflection(metrics: Metrics, task: asyncio.Task[ReflectionOutcome | None]) -> None:
@@ -183,6 +200,7 @@ def install_reflection(
     authorize: Authorize = authorize,
     metrics: Metrics | None = None,
     review: PendingSweep | None = None,
+    digest: ReviewDigest | None = None,
 ) -> ReflectionHook:
     """Register the reflection step on the dispatcher and its drain on the lifecycle."""
     hook = ReflectionHook(
@@ -192,6 +210,7 @@ def install_reflection(
         authorize=authorize,
         metrics=metrics,
         review=review,
+        digest=digest,
     )
     dispatcher.add_post_run(hook)
     if lifecycle is not None:

@@ -28,6 +28,8 @@ from ops.metrics import Metrics
 
 if TYPE_CHECKING:
     from app.github.setup import GitHubSetup
+    from app.reflection_hook import ReflectionHook
+    from app.review_digest import DigestSender, ReviewDigest
     from commands.registry import CommandRegistry
 
 NO_CREDENTIALS = (
@@ -46,6 +48,7 @@ class Runtime:
     dispatcher: Dispatcher
     lifecycle: Lifecycle
     github: GitHubSetup | None = None
+    reflection: ReflectionHook | None = None  # memory on: the post-run step (its `drain` waits for it)
 
     async def start(self) -> None:
         """Verify what can be verified before taking messages; raises ConfigError with one clear line."""
@@ -169,10 +172,12 @@ def build_runtime(
     agent_runners: Mapping[str, AgentRunner] | None = None,
     github: bool = False,
     metrics: Metrics | None = None,
+    review_digest: DigestSender | None = None,
 ) -> Runtime:
     """Everything a surface needs; raises ConfigError on a setting that cannot work.
 
-    `metrics` (HTTP mode's /metrics) counts model calls, memory reads and reflection outcomes.
+    `metrics` (HTTP mode's /metrics) counts model calls, memory reads and reflection outcomes;
+    `review_digest` (Slack's) tells the admins what waits for review, when review and the digest are on.
     """
     providers = providers or build_provider_registry(settings, environ, metrics)
     agents = agents or build_agents(settings)
@@ -202,10 +207,11 @@ def build_runtime(
         metrics=metrics,
     )
     lifecycle = Lifecycle(dispatcher, deadline_seconds=settings.shutdown_deadline_seconds)
+    reflection = None
     if settings.memory.enabled:  # the write path: reflection after the reply, drained on shutdown
         from app.reflection_hook import install_reflection
 
-        install_reflection(
+        reflection = install_reflection(
             dispatcher,
             lifecycle,
             store=store,
@@ -213,8 +219,27 @@ def build_runtime(
             memory_model=settings.memory.model,
             metrics=metrics,
             review=PendingSweep(store, settings.memory.review_days) if review_shared(settings) else None,
+            digest=build_review_digest(settings, store, review_digest),
         )
-    return Runtime(settings, providers, agents, store, dispatcher, lifecycle, github_setup)
+    return Runtime(settings, providers, agents, store, dispatcher, lifecycle, github_setup, reflection)
+
+
+def build_review_digest(
+    settings: Settings, store: MemoryStore, sender: DigestSender | None
+) -> ReviewDigest | None:
+    """The admins' digest of the review queue: only under review, with a window, and a surface to say it."""
+    memory = settings.memory
+    if sender is None or not review_shared(settings) or memory.review_digest_hours == 0:
+        return None
+    from app.review_digest import ReviewDigest
+
+    return ReviewDigest(
+        store=store,
+        admins=settings.admins,
+        review_days=memory.review_days,
+        window_hours=memory.review_digest_hours,
+        sender=sender,
+    )
 
 
 async def start_runtime(settings: Settings, **options: Any) -> Runtime:

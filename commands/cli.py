@@ -13,6 +13,7 @@ import sys
 from collections.abc import Iterable, Sequence
 from typing import TextIO
 
+from commands.compact import COMPACT_USAGE, run_compact
 from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
 from commands.memory import build_registry
 from commands.plain import plain_text
@@ -39,7 +40,7 @@ _HELP = frozenset({"-h", "--help", "help"})
 _VERBOSE = frozenset({"--verbose", "-v"})
 LOG_LEVEL_ENV = "SWITCHBOARD_LOG_LEVEL"
 # The terminal's own verbs, on the configured store itself rather than through the registry.
-_STORE_VERBS = frozenset({"reindex", "consolidate"})
+_STORE_VERBS = frozenset({"reindex", "consolidate", "compact"})
 REINDEX_USAGE = "memory reindex — give older records their vectors (progress on stderr; safe to rerun)"
 
 
@@ -91,13 +92,15 @@ def main(argv: list[str], *, write_gate: WriteGateFor | None = None) -> int:
 
 
 def usage() -> str:
-    """Every verb, each with its usage line: the registry's and the terminal's own `reindex` and
-    `consolidate`."""
+    """Every verb, each with its usage line: the registry's and the terminal's own `reindex`,
+    `consolidate` and `compact`."""
     registry = build_registry(store=NullMemoryStore(), memory_enabled=False, organization=None, admins=())
     verbs = [command.words[1] for command in registry.commands if command.words[0] == "memory"]
-    verbs += ["reindex", "consolidate"]
+    verbs += ["reindex", "consolidate", "compact"]
     head = f"usage: switchboard memory [--verbose | --log-level {LEVEL_NAMES}] {'|'.join(verbs)} …"
-    return "\n".join([head, plain_text(registry.usage("memory")), REINDEX_USAGE, CONSOLIDATE_USAGE])
+    return "\n".join(
+        [head, plain_text(registry.usage("memory")), REINDEX_USAGE, CONSOLIDATE_USAGE, COMPACT_USAGE]
+    )
 
 
 def _log_options(argv: Sequence[str]) -> tuple[list[str], str]:
@@ -151,6 +154,8 @@ async def _main(argv: list[str], write_gate: WriteGateFor | None) -> int:
                 return 1
             if argv[0] == "reindex":
                 return await run_reindex(store, out=sys.stdout, err=sys.stderr)
+            if argv[0] == "compact":
+                return await run_compact(store, out=sys.stdout, err=sys.stderr)
             return await run_consolidate(store, argv[1:], reader=CLI_READER, out=sys.stdout, err=sys.stderr)
         return await run_memory_cli(
             argv,

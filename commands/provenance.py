@@ -103,7 +103,7 @@ async def render_why(answer: WhyAnswer, *, machine: bool, permalinks: Permalinks
     ]
     if machine and answer.shown:
         lines.insert(0, UNTRUSTED_NOTE)
-    links = await asyncio.gather(*(_link(permalinks, r.source_thread_key) for r in answer.shown))
+    links = await asyncio.gather(*(source_link(permalinks, r.source_thread_key) for r in answer.shown))
     for record, link in zip(answer.shown, links, strict=True):
         source = f"[source thread]({link})" if link else f"source {code_span(record.source_thread_key)}"
         date = datetime.fromtimestamp(record.created_at, tz=UTC).strftime("%Y-%m-%d")
@@ -298,7 +298,8 @@ def _render_audit(query: AuditQuery, entries: Sequence[ReadAudit]) -> str:
     return "\n".join(lines)
 
 
-async def _link(permalinks: Permalinks | None, thread_key: str) -> str | None:
+async def source_link(permalinks: Permalinks | None, thread_key: str) -> str | None:
+    """A source thread's link (the *Why?* answer's and the answer's thinking steps'), or None."""
     if permalinks is None:
         return None
     try:

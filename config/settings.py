@@ -56,6 +56,13 @@ _AGENT_NAME = re.compile(r"^[a-z][a-z0-9_-]*$")
 DEFAULT_REVIEW: Literal["off", "shared"] = "off"
 DEFAULT_REVIEW_DAYS = 14.0
 MAX_REVIEW_DAYS = 365
+# How soon after an erasure the PostgreSQL store rewrites its tables so no erased word stays in its files.
+DEFAULT_COMPACT_AFTER_SECONDS = 300.0
+COMPACT_AFTER_RANGE = (1.0, 86_400.0)
+# Admins hear of what waits at most once per this many hours; 0 turns the digest off. The ceiling is the
+# longest a shared claim lives (memory/rules/claims.py), which is what keeps the window across replicas.
+DEFAULT_REVIEW_DIGEST_HOURS = 24.0
+MAX_REVIEW_DIGEST_HOURS = 168
 
 
 class ConfigError(ValueError):
@@ -121,6 +128,27 @@ class ChannelSettings(_Section):
         return value
 
 
+def _number(value: Any) -> float | None:
+    """A setting's number, from TOML or from the environment's text; None when it is not one (a
+    boolean is not)."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            return float(value.strip())
+        except ValueError:
+            return None
+    return None
+
+
+def _within(value: Any, low: float, high: float, says: str, default: float) -> float:
+    """A setting's number from `low` to `high` inclusive, or an error saying the range and the default."""
+    number = _number(value)
+    if number is None or not low <= number <= high:  # NaN fails both comparisons
+        raise ValueError(f"expected a number of {says} (default {default:g})")
+    return number
+
+
 class MemorySettings(_Section):
     enabled: bool = False
     limit: int = Field(default=8, ge=1, le=50)
@@ -151,6 +179,10 @@ class MemorySettings(_Section):
     # channel writes as pending until an admin approves; a pending record expires after review_days.
     review: Literal["off", "shared"] = DEFAULT_REVIEW
     review_days: float = DEFAULT_REVIEW_DAYS
+    # PostgreSQL (docs/memory.md "PostgreSQL forgets"): erased words leave its files this soon.
+    compact_after_seconds: float = DEFAULT_COMPACT_AFTER_SECONDS
+    # Under review, each admin gets a Slack DM saying what waits, at most once per this many hours.
+    review_digest_hours: float = DEFAULT_REVIEW_DIGEST_HOURS
 
     _url = field_validator("service_url")(_check_url)
 
@@ -165,20 +197,27 @@ class MemorySettings(_Section):
     @classmethod
     def _review_days(cls, value: Any) -> float:
         """Days as a number (the environment's text too), above 0 and at most MAX_REVIEW_DAYS."""
-        number: float | None = None
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            number = float(value)
-        elif isinstance(value, str):
-            try:
-                number = float(value.strip())
-            except ValueError:
-                number = None
+        number = _number(value)
         if number is None or not 0 < number <= MAX_REVIEW_DAYS:  # NaN fails both comparisons
             raise ValueError(
                 f"expected a number of days above 0 and at most {MAX_REVIEW_DAYS} "
                 f"(default {DEFAULT_REVIEW_DAYS:g})"
             )
         return number
+
+    @field_validator("compact_after_seconds", mode="before")
+    @classmethod
+    def _compact_after(cls, value: Any) -> float:
+        """Seconds as a number (the environment's text too), within COMPACT_AFTER_RANGE."""
+        low, high = COMPACT_AFTER_RANGE
+        return _within(value, low, high, f"seconds from {low:g} to {high:g}", DEFAULT_COMPACT_AFTER_SECONDS)
+
+    @field_validator("review_digest_hours", mode="before")
+    @classmethod
+    def _review_digest_hours(cls, value: Any) -> float:
+        """Hours as a number (the environment's text too), 0 (off) to MAX_REVIEW_DIGEST_HOURS."""
+        says = f"hours from 0 (no digest) to {MAX_REVIEW_DIGEST_HOURS}"
+        return _within(value, 0, MAX_REVIEW_DIGEST_HOURS, says, DEFAULT_REVIEW_DIGEST_HOURS)
 
     @field_validator("store", mode="before")
     @classmethod

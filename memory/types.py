@@ -211,3 +211,29 @@ class MemoryStoreError(RuntimeError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         super().__init__(message)
         self.status = status
+
+
+# How soon after an erasure a store whose files keep erased bytes (PostgreSQL) rewrites them, when
+# nothing is configured (memory.compact_after_seconds; config/settings.py states the same default).
+DEFAULT_COMPACT_AFTER_SECONDS = 300.0
+
+
+@dataclass(frozen=True, slots=True)
+class RewrittenTable:
+    """One table a compaction wrote afresh: its size (heap, indexes, TOAST) before and after, and how
+    long it was locked against every read and write while it was rewritten."""
+
+    table: str
+    bytes_before: int
+    bytes_after: int
+    locked_seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionReport:
+    """What a compaction rewrote, how long it waited for another replica's, and whether the server
+    wrote the new pages out at once (`checkpointed`; else its next checkpoint does)."""
+
+    tables: tuple[RewrittenTable, ...]
+    waited_seconds: float
+    checkpointed: bool

@@ -16,7 +16,6 @@ from memory.rules.curation import validate_actor
 from memory.types import (
     CURATION_ACTIONS,
     ERASE_REASONS,
-    MACHINE_LABEL,
     MAX_KEYWORD_CHARS,
     MAX_LIMIT,
     MAX_OBSERVED_AT,
@@ -205,10 +204,10 @@ def typed_in_to_wire(label: OriginLabel) -> JsonObject:
 
 
 def typed_in_from_wire(value: object, field: str = "typedIn") -> OriginLabel:
-    """Absent: a machine surface (a client that predates it; it narrows nothing, as before). Else an
-    object whose `origin` is required: a label the service cannot read is refused, never guessed."""
+    """An object whose `origin` is required. Absent, it is refused too: taking a client that omits
+    it for a machine surface would let words typed in a DM land under a public origin."""
     if value is None:
-        return MACHINE_LABEL
+        raise WireError(f"{field} is required: where the edit's words were typed")
     obj = _object(value, field)
     if obj.get("origin") is None:
         raise WireError(f"{field}.origin must be one of {', '.join(sorted(ORIGINS))}")

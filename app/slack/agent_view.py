@@ -17,6 +17,7 @@ from slack_sdk.errors import SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from app.slack.tasks import Spawn
+from app.steps import Step
 from memory.rules.scorer import clean_memory_field
 
 log = structlog.get_logger("slack")
@@ -66,6 +67,8 @@ class RunSurface(Protocol):
     async def set_status(self, text: str) -> None: ...
     async def send_reply(self, text: str) -> None: ...
     def note_run(self, run_id: str, memory_record_ids: tuple[str, ...]) -> None: ...
+    def show_step(self, step: Step) -> None: ...
+    def show_plan(self, title: str) -> None: ...
 
 
 class TitledConversation:
@@ -88,6 +91,12 @@ class TitledConversation:
 
     def note_run(self, run_id: str, memory_record_ids: tuple[str, ...]) -> None:
         self._surface.note_run(run_id, memory_record_ids)
+
+    def show_step(self, step: Step) -> None:
+        self._surface.show_step(step)
+
+    def show_plan(self, title: str) -> None:
+        self._surface.show_plan(title)
 
 
 def legacy_thread(event: Mapping[str, Any]) -> tuple[str, str] | None:

@@ -120,6 +120,7 @@ class SlackBot:
             runs=self._runs,
             spawn=spawn,
             memory_on=parts.memory_store is not None,
+            permalinks=self.permalinks,
         )
         self._router = EventRouter(
             identity=identity,

@@ -28,6 +28,7 @@ from app.slack.state import TtlCache
 from app.slack.surface import SlackThreadSurface
 from app.slack.tasks import Spawn
 from app.surface import Surface
+from commands.provenance import Permalinks
 from ops.tracing import SpanKind, span
 
 log = structlog.get_logger("slack")
@@ -73,8 +74,10 @@ class MessageAnswerer:
         runs: TtlCache[tuple[str, ...]],
         spawn: Spawn,
         memory_on: bool = False,
+        permalinks: Permalinks | None = None,
     ) -> None:
         self._dispatcher = dispatcher
+        self._permalinks = permalinks  # the thinking steps link the threads recalled notes came from
         self._memory_on = memory_on
         self._client = client
         self._identity = identity
@@ -101,6 +104,7 @@ class MessageAnswerer:
             options=self._options.reply,
             on_run=self._runs.put,
             on_posted=self._reply_recorder(thread_key, job),
+            permalinks=self._permalinks,
         )
         ref = uuid.uuid4().hex[:8]
         try:

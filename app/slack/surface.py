@@ -1,5 +1,6 @@
-"""One Slack thread as the dispatcher's Surface: a visible status while the agent works, the answer
-streamed into the thread (a plain message where streaming is refused), long answers split."""
+"""One Slack thread as the dispatcher's Surface: a visible status while the agent works, the run's
+thinking steps (app/slack/steps.py), the answer streamed into the thread (a plain message where
+streaming is refused), long answers split."""
 
 from __future__ import annotations
 
@@ -14,6 +15,9 @@ from slack_sdk.web.async_client import AsyncWebClient
 from app.slack.feedback import feedback_block
 from app.slack.format import POST_TEXT_LIMIT, STREAM_TEXT_LIMIT, markdown_to_mrkdwn, split_message
 from app.slack.provenance import citation_block
+from app.slack.steps import StepStream
+from app.steps import Step
+from commands.provenance import Permalinks
 
 log = structlog.get_logger("slack")
 
@@ -38,6 +42,7 @@ class ReplyOptions:
     stream: bool = True
     loading_messages: tuple[str, ...] = DEFAULT_LOADING_MESSAGES
     working_reaction: str = WORKING_REACTION
+    thinking_steps: bool = True  # the memory read and tool calls as task cards in the streamed answer
 
 
 @dataclass(slots=True)
@@ -74,6 +79,7 @@ class SlackThreadSurface:
         options: ReplyOptions = ReplyOptions(),
         on_run: RunListener | None = None,
         on_posted: Callable[[str, str], None] | None = None,
+        permalinks: Permalinks | None = None,
     ) -> None:
         self._client = client
         self._on_run = on_run
@@ -85,6 +91,12 @@ class SlackThreadSurface:
         self._user_id = user_id
         self._options = options
         self._state = _State()
+        self._steps = StepStream(
+            self._open_stream,
+            channel=channel,
+            permalinks=permalinks,
+            enabled=options.stream and options.thinking_steps,
+        )
 
     @property
     def replies_sent(self) -> int:
@@ -100,6 +112,13 @@ class SlackThreadSurface:
         self._state.cited = len(memory_record_ids)
         if self._on_run is not None:
             self._on_run(run_id, memory_record_ids)
+
+    def show_step(self, step: Step) -> None:
+        """A task card in the answer's stream, sent in order in the background."""
+        self._steps.show(step)
+
+    def show_plan(self, title: str) -> None:
+        self._steps.plan(title)
 
     def _closing_blocks(self) -> list[dict[str, Any]]:
         """What goes under the last message of an answer: the feedback buttons of its run."""
@@ -144,10 +163,12 @@ class SlackThreadSurface:
         if not text.strip():
             log.info("slack.reply_empty", channel=self.channel, thread_ts=self.thread_ts)
             return
+        opened = await self._steps.take()  # the stream the steps started: the answer goes under them
         if self._options.stream and not self._state.stream_refused:
             parts = split_message(text, STREAM_TEXT_LIMIT)
             for index, part in enumerate(parts):
-                if not await self._stream_part(part, last=index == len(parts) - 1):
+                stream = opened if index == 0 else None
+                if not await self._stream_part(part, last=index == len(parts) - 1, stream=stream):
                     await self._post_markdown("\n\n".join(parts[index:]), closing=True)
                     return
             return
@@ -159,6 +180,7 @@ class SlackThreadSurface:
 
     async def finish(self) -> None:
         """Take the status down: remove the reaction; clear an assistant status nobody replaced."""
+        await self._steps.close()
         mode = self._state.status_mode
         try:
             if mode == "reaction":
@@ -172,15 +194,24 @@ class SlackThreadSurface:
         except SlackClientError as error:
             log.info("slack.status_clear_failed", channel=self.channel, error=_error_code(error))
 
-    async def _stream_part(self, markdown: str, *, last: bool = False) -> bool:
-        """Stream one message's worth of Markdown; False when Slack refused to start a stream."""
-        stream = await self._client.chat_stream(
+    async def _open_stream(self, display_mode: str | None = None) -> Any:
+        """The SDK's chat stream (nothing is sent before its first flush); `display_mode` is how its
+        task cards show ("plan" or Slack's default timeline)."""
+        extra = {"task_display_mode": display_mode} if display_mode else {}
+        return await self._client.chat_stream(
             channel=self.channel,
             thread_ts=self.thread_ts,
             recipient_team_id=self._team_id,
             recipient_user_id=self._user_id,
             buffer_size=STREAM_BUFFER,
+            **extra,
         )
+
+    async def _stream_part(self, markdown: str, *, last: bool = False, stream: Any = None) -> bool:
+        """Stream one message's worth of Markdown (into `stream` when the steps opened one); False
+        when Slack refused to start a stream."""
+        if stream is None:
+            stream = await self._open_stream()
         try:
             for piece in _stream_pieces(markdown):
                 await stream.append(markdown_text=piece)

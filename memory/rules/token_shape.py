@@ -233,10 +233,18 @@ def _digest_length(body: str) -> bool:
 
 
 # A URL path goes from container to resource to view (`/document/d/<id>/edit`, `/runs/<id>/logs`):
-# a random segment with a segment after it names a resource the rest of the path acts on. A
-# capability URL's token ends its path (Slack, Discord and generic webhooks) or shares its segment
-# with other text (Telegram's `bot<id>:<token>`), and one a segment names as a credential stays a
+# a random segment with a segment after it names a resource the rest of the path acts on, when the
+# segment before it says what kind of resource. A capability URL's token ends its path (Slack,
+# Discord and generic webhooks), shares its segment with other text (Telegram's `bot<id>:<token>`) or
+# follows a host, a version or an API's root with more path after it (Bark's `/<key>/<title>`,
+# Cronitor's `/p/<key>/<monitor>`, `/api/<key>/…`); one a segment names as a credential stays a
 # secret wherever it stands (`/hooks/<token>/run`).
+_RESOURCE_SEGMENT = re.compile(
+    r"(?i)d|documents?|files?|folders?|spreadsheets?|presentations?|sheets?|slides|playlists?|videos?"
+    r"|runs?|builds?|jobs?|pipelines?|deployments?|commits?|blobs?|trees?|objects?|items?|records?"
+    r"|boards?|designs?|projects?|issues?|pages?|posts?|assets?|images?|attachments?|notebooks?"
+    r"|datasets?|ipfs|ipns|address(?:es)?|tx"
+)
 _CREDENTIAL_SEGMENT = re.compile(
     r"(?i)key|token|secret|pass|auth|cred|hook|sig|session|bot|trigger|integration"
 )
@@ -244,13 +252,15 @@ _URL_BEFORE = re.compile(r"://[^\s<>\"'`|]*$")
 
 
 def _resource_segments(match: re.Match[str], parts: list[str], random: list[bool]) -> list[bool]:
-    """For each part: a random whole segment of a URL's path that another segment follows."""
+    """For each part: a random whole segment of a URL's path between a resource noun and another
+    segment."""
     kept = [False] * len(parts)
     candidates = [
         at
         for at in range(1, len(parts) - 1)
         if random[at]
         and parts[at + 1]
+        and _RESOURCE_SEGMENT.fullmatch(parts[at - 1])
         and not _CREDENTIAL_SEGMENT.search(parts[at - 1])
         and not is_secret_encoding(parts[at])
     ]
@@ -268,20 +278,31 @@ def _in_url(match: re.Match[str]) -> bool:
 
 
 # The noun right before a value says what it is, as a credential word does the other way round
-# (`secret_names`): "playlist PL…", "the doc id 1Bx…", "commit …", "CID …". Not after a word that
-# makes the id a credential ("session id", "key id").
+# (`secret_names`): "playlist PL…", "the doc id 1Bx…", "CID …". Not "commit": commit ids are hex,
+# never random here, so the word (a verb as often: "don't commit …") would vouch only for others.
+# Not after a word that makes the id a credential ("session id", "key id"), nor where the clause the
+# noun ends calls the value one ("the password for the file: …", "zip password, see video …").
 _ID_NOUN = re.compile(
     r"(?i)(?<![A-Za-z0-9_-])(?P<words>(?:[A-Za-z0-9_-]+[ \t]+){0,2}"
     r"(?:playlists?|videos?|channels?|documents?|docs?|sheets?|spreadsheets?|slides|files?|folders?"
-    r"|cids?|commits?|address(?:es)?|objects?|ids?|identifiers?))"
+    r"|cids?|address(?:es)?|objects?|ids?|identifiers?))"
     r"(?:[ \t]+(?:id|ids|is|was|are))?[ \t]*[:#]?[ \t]*$"
 )
-_CREDENTIAL_WORD = re.compile(r"(?i)key|token|secret|pass|pwd|auth|cred|session|cookie|sig|private|api")
+_CREDENTIAL_WORD = re.compile(
+    r"(?i)key|token|secret|pass|pwd|auth|cred|session|cookie|sig|private|api|bearer|login|jwt|hmac"
+)
+
+
+_SENTENCE_END = re.compile(r"[.!?](?:\s|$)|\n")
 
 
 def _named_id(match: re.Match[str]) -> bool:
-    named = _ID_NOUN.search(match.string, max(match.start() - 64, 0), match.start())
-    if named is None or _CREDENTIAL_WORD.search(named.group("words")):
+    start = max(match.start() - 64, 0)
+    named = _ID_NOUN.search(match.string, start, match.start())
+    if named is None:
+        return False
+    clause = _SENTENCE_END.split(match.string[start : named.end()])[-1]
+    if _CREDENTIAL_WORD.search(clause):
         return False
     return not is_secret_encoding(match.group(0).strip(_EDGE))
 

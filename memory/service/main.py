@@ -56,7 +56,7 @@ from memory.service.workers import (
 from memory.stores.build import data_dir_problem, memory_dir
 from memory.stores.contract import MemoryStore
 from memory.stores.dm_scopes import migrate_dm_scopes_at_start
-from memory.types import DEFAULT_SCOPE_CAP, MemoryStoreError
+from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.heap import settle_heap
 from ops.http_guard import (
     DEFAULT_BODY_TIMEOUT,
@@ -106,6 +106,7 @@ def _config_defaults(path: str) -> dict[str, object]:
         "embedder": memory.embedder,
         "ttl_days": memory.ttl_days,
         "audit_retention_days": memory.audit_retention_days,
+        "compact_after_seconds": memory.compact_after_seconds,
     }
 
 
@@ -119,7 +120,8 @@ def _parser() -> argparse.ArgumentParser:
         "--config",
         default=None,
         metavar="FILE",
-        help="take data_dir and memory.ranking, .embedder, .ttl_days, .audit_retention_days from this "
+        help="take data_dir and memory.ranking, .embedder, .ttl_days, .audit_retention_days,"
+        " .compact_after_seconds from this "
         "switchboard.toml (the flags below still win)",
     )
     parser.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
@@ -173,6 +175,13 @@ def _parser() -> argparse.ArgumentParser:
         help=f"answer connections beyond N with a 503 (default {DEFAULT_MAX_CONNECTIONS}, "
         "lowered below the open-file limit)",
     )
+    _add_erasure_arguments(parser)
+    add_worker_arguments(parser)
+    return parser
+
+
+def _add_erasure_arguments(parser: argparse.ArgumentParser) -> None:
+    """How long records and audit rows are kept, and how soon an erasure leaves PostgreSQL's files."""
     parser.add_argument(
         "--ttl-days",
         type=float,
@@ -187,8 +196,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="DAYS",
         help=f"keep read-audit rows DAYS days (default {DEFAULT_AUDIT_DAYS:g})",
     )
-    add_worker_arguments(parser)
-    return parser
+    parser.add_argument(
+        "--compact-after-seconds",
+        type=float,
+        default=DEFAULT_COMPACT_AFTER_SECONDS,
+        metavar="S",
+        help="PostgreSQL: rewrite the tables within S seconds of an erasure, so no erased word stays in "
+        f"the database's files (default {DEFAULT_COMPACT_AFTER_SECONDS:g}; as memory.compact_after_seconds)",
+    )
 
 
 def guard_limits(args: argparse.Namespace) -> GuardLimits:
@@ -242,6 +257,7 @@ def main(argv: list[str]) -> int:
                     ),
                     embedder=embedder,
                     retention=retention,
+                    compact_after_seconds=args.compact_after_seconds,
                     listener=listener,
                     on_ready=ready_notifier(args),
                 )
@@ -266,6 +282,7 @@ async def serve(
     ranking: Ranking = DEFAULT_RANKING,
     embedder: Embedder | None = None,
     retention: Retention = NO_RETENTION,
+    compact_after_seconds: float = DEFAULT_COMPACT_AFTER_SECONDS,
     listener: socket.socket | None = None,
     on_ready: Callable[[], None] | None = None,
 ) -> None:
@@ -291,7 +308,12 @@ async def serve(
 
         try:
             store = PostgresMemoryStore(
-                database_url, cap=DEFAULT_SCOPE_CAP, ranking=ranking, embedder=embedder, retention=retention
+                database_url,
+                cap=DEFAULT_SCOPE_CAP,
+                ranking=ranking,
+                embedder=embedder,
+                retention=retention,
+                compact_after_seconds=compact_after_seconds,
             )
         except ValueError as error:  # a malformed DSN (the message names the setting)
             raise MemoryStoreError(str(error)) from None

@@ -29,7 +29,7 @@ from memory.rules.retention import DEFAULT_AUDIT_DAYS, Retention
 from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.null import NullMemoryStore
-from memory.types import DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP
+from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP
 
 log = structlog.get_logger("memory.build")
 
@@ -162,7 +162,8 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
         )
     if choice == "postgres":
         embedder = build_embedder(memory)
-        return _postgres_store(env, cap, build_ranking(memory, embedder), embedder, retention)
+        compact_after = getattr(memory, "compact_after_seconds", None)  # older test doubles lack it
+        return _postgres_store(env, cap, build_ranking(memory, embedder), embedder, retention, compact_after)
     if choice not in (None, "sqlite"):
         raise MemoryConfigError(f"memory.store = {choice!r}: allowed values are {', '.join(STORE_NAMES)}")
 
@@ -295,6 +296,7 @@ def _postgres_store(
     ranking: Ranking,
     embedder: Embedder | None,
     retention: Retention,
+    compact_after_seconds: float | None,
 ) -> MemoryStore:
     """The PostgreSQL backend, DSN from DATABASE_URL. Built unopened (this function is synchronous):
     start-up awaits `open_memory_store` to verify the server."""
@@ -308,7 +310,16 @@ def _postgres_store(
         )
     try:
         store = PostgresMemoryStore(
-            dsn, cap=cap.value, ranking=ranking, embedder=embedder, retention=retention
+            dsn,
+            cap=cap.value,
+            ranking=ranking,
+            embedder=embedder,
+            retention=retention,
+            compact_after_seconds=(
+                DEFAULT_COMPACT_AFTER_SECONDS
+                if compact_after_seconds is None
+                else float(compact_after_seconds)
+            ),
         )
     except ValueError as error:
         raise MemoryConfigError(str(error)) from None

@@ -2,7 +2,8 @@
 
 The core (the read path, reflection, the commands, the bot, the memory service) depends on these and
 never on a concrete store. A store that cannot do something says so here, through its answer to
-`curation()`, `claims()` or `maintenance()` (None: it cannot), never by a caller sniffing its type.
+`curation()`, `claims()`, `maintenance()` or `compaction()` (None: it cannot), never by a caller
+sniffing its type.
 
 - `MemoryStore`: reading, writing with a cap, erasure, the run ledger and read audit, opening and
   closing. Every store, the disabled one included (its operations find and keep nothing by design).
@@ -10,6 +11,7 @@ never on a concrete store. A store that cannot do something says so here, throug
 - `CuratedStore`: both at once, what `MemoryStore.curation()` hands out.
 - `EventClaims`: "act on this key once" across every process sharing the store.
 - `ScopeMaintenance`: listing the scopes a store holds, and giving older records their vectors.
+- `CompactingStore`: rewriting a store's files so no erased byte stays in them.
 - `StoreBackend`: what a backend does under the store front (memory/stores/front.py).
 
 Lives under `memory.stores` (not beside the values in `memory.types`): nothing below the stores needs a
@@ -26,6 +28,7 @@ from memory.stores.writing import Approval
 from memory.types import (
     MACHINE_LABEL,
     AuditQuery,
+    CompactionReport,
     CurationEntry,
     EraseReason,
     MemoryCandidate,
@@ -137,6 +140,11 @@ class MemoryStore(PseudonymizingStore, Protocol):
         here (the memory service's client: maintenance runs on the service's host)."""
         ...
 
+    def compaction(self) -> CompactingStore | None:
+        """This store's rewrite of its files, or None when no erased byte outlives an erasure in
+        them (SQLite rewrites at each erasure) or they are not here (the memory service's client)."""
+        ...
+
 
 @runtime_checkable
 class CuratingStore(Protocol):
@@ -213,6 +221,16 @@ class EventClaims(Protocol):
 
     async def claim_event(self, key: str, ttl_seconds: float) -> bool:
         """True for the first claim of `key` until `ttl_seconds` have passed; False for every repeat."""
+        ...
+
+
+@runtime_checkable
+class CompactingStore(Protocol):
+    """A store whose files keep erased bytes until rewritten: `switchboard memory compact` rewrites
+    them at once (the store does so by itself after its erasures, too)."""
+
+    async def compact(self) -> CompactionReport:
+        """Every table that held erased text rewritten now; waits for another replica's compaction."""
         ...
 
 

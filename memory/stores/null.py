@@ -8,7 +8,7 @@ import builtins
 from collections.abc import Sequence
 
 from memory.ranking.fusion import Ranked
-from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
 from memory.types import (
     AuditQuery,
     EraseReason,
@@ -81,6 +81,9 @@ class NullMemoryStore:
 
     async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
         return []
+
+    def compaction(self) -> CompactingStore | None:
+        return None
 
     async def aclose(self) -> None:
         return None

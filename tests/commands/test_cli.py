@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from commands.cli import CLI_CALLER, main, run_memory_cli
+from commands.compact import COMPACT_USAGE
 from commands.consolidate import CONSOLIDATE_USAGE
 from commands.curate import EDIT_USAGE, PENDING_USAGE
 from commands.memory import FORGET_USAGE, LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_OPEN, build_registry
@@ -247,7 +248,7 @@ def test_the_usage_names_every_verb_with_its_usage_line(capsys: pytest.CaptureFi
     head = out.splitlines()[0]
     assert head.startswith("usage: switchboard memory [--verbose | --log-level ")
     assert head.endswith(
-        " list|forget|remember|pending|approve|reject|edit|history|why|audit|reindex|consolidate …"
+        " list|forget|remember|pending|approve|reject|edit|history|why|audit|reindex|consolidate|compact …"
     )
     for line in (
         LIST_USAGE,
@@ -258,6 +259,7 @@ def test_the_usage_names_every_verb_with_its_usage_line(capsys: pytest.CaptureFi
         AUDIT_USAGE,
         "memory reindex",
         CONSOLIDATE_USAGE,
+        COMPACT_USAGE,
     ):
         assert line in out
     assert "`" not in out

@@ -336,16 +336,39 @@ def test_review_is_off_with_fourteen_days_unless_set() -> None:
     assert (chosen.memory.review, chosen.memory.review_days) == ("shared", 3)
 
 
-@pytest.mark.parametrize("value", ["0", "-1", "366", "nan", "soon", "true"])
-def test_a_bad_review_days_names_the_key_and_the_default(value: str) -> None:
+@pytest.mark.parametrize(
+    ("key", "value", "says"),
+    [
+        *(
+            ("review_days", value, "above 0 and at most 365 (default 14)")
+            for value in ["0", "-1", "366", "nan", "soon", "true"]
+        ),
+        *(
+            ("compact_after_seconds", value, "from 1 to 86400 (default 300)")
+            for value in ["0", "-1", "0.5", "86401", "nan", "soon", "true"]
+        ),
+        *(
+            ("review_digest_hours", value, "from 0 (no digest) to 168 (default 24)")
+            for value in ("-1", "169", "nan", "daily", "true")
+        ),
+    ],
+)
+def test_a_bad_number_of_days_seconds_or_hours_names_the_key_the_range_and_the_default(
+    key: str, value: str, says: str
+) -> None:
+    variable = f"SWITCHBOARD_MEMORY__{key.upper()}"
     with pytest.raises(ConfigError) as caught:
-        load_settings(env={"SWITCHBOARD_MEMORY__REVIEW_DAYS": value})
+        load_settings(env={variable: value})
     message = str(caught.value)
     assert "\n" not in message
-    assert message.startswith(
-        f"config error: memory.review_days = {value!r} (from SWITCHBOARD_MEMORY__REVIEW_DAYS)"
-    )
-    assert "(default 14)" in message
+    assert message.startswith(f"config error: memory.{key} = {value!r} (from {variable})")
+    assert says in message
+
+
+def test_the_review_digest_comes_every_24_hours_unless_set_and_zero_turns_it_off() -> None:
+    assert load_settings(env={}).memory.review_digest_hours == 24
+    assert load_settings(env={"SWITCHBOARD_MEMORY__REVIEW_DIGEST_HOURS": "0"}).memory.review_digest_hours == 0
+    assert load_settings(env={"SWITCHBOARD_MEMORY__REVIEW_DIGEST_HOURS": "6"}).memory.review_digest_hours == 6
 
 
 def test_a_review_mode_that_is_neither_off_nor_shared_names_both_and_the_default(tmp_path: Path) -> None:
@@ -355,3 +378,9 @@ def test_a_review_mode_that_is_neither_off_nor_shared_names_both_and_the_default
     assert str(caught.value) == (
         f"config error: memory.review = 'all' (from {config}): expected 'off' or 'shared' (default 'off')"
     )
+
+
+def test_compact_after_seconds_is_three_hundred_unless_set() -> None:
+    assert load_settings(env={}).memory.compact_after_seconds == 300
+    chosen = load_settings(env={"SWITCHBOARD_MEMORY__COMPACT_AFTER_SECONDS": "60"})
+    assert chosen.memory.compact_after_seconds == 60

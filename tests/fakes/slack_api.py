@@ -57,6 +57,13 @@ class Message:
     subtype: str | None = None
     streaming: bool = False
     reactions: dict[str, set[str]] = field(default_factory=dict)
+    # A streamed message: every chunk it was sent, in order, and how its task cards display.
+    chunks: list[dict[str, Any]] = field(default_factory=list)
+    task_display_mode: str | None = None
+
+    def task_updates(self, task_id: str | None = None) -> list[dict[str, Any]]:
+        """The `task_update` chunks this message got (of one task), in the order they came."""
+        return [c for c in self.chunks if c["type"] == "task_update" and task_id in (None, c["id"])]
 
     def to_json(self) -> dict[str, Any]:
         data: dict[str, Any] = {"type": "message", "ts": self.ts, "text": self.text}
@@ -89,6 +96,8 @@ class FakeSlackApi:
         self.conversations: dict[str, str] = {}
         self.messages: dict[str, list[Message]] = {}
         self.refused: dict[str, str] = {}  # method → error returned on every call
+        # Stream calls carrying these chunk types (or a task display mode) answer this error.
+        self.refused_chunks: tuple[str, tuple[str, ...]] | None = None
         self._fail_next: dict[str, list[str]] = {}
         self._rate_limit_next: dict[str, list[int]] = {}
         self._holds: dict[str, asyncio.Event] = {}
@@ -195,6 +204,13 @@ class FakeSlackApi:
     def refuse(self, method: str, error: str = "not_allowed") -> None:
         """Every call of `method` answers with `error` (e.g. streaming not enabled for this app)."""
         self.refused[method] = error
+
+    def refuse_chunks(
+        self, error: str = "invalid_arguments", types: tuple[str, ...] = ("task_update", "plan_update")
+    ) -> None:
+        """A workspace without thinking steps: a stream call with a chunk of `types`, or with a
+        `task_display_mode`, answers `error`; Markdown streams as before."""
+        self.refused_chunks = (error, types)
 
     def hold(self, method: str) -> asyncio.Event:
         """Calls of `method` wait (already recorded) until the returned event is set."""
@@ -322,6 +338,24 @@ class FakeSlackApi:
             is_enterprise_install=False,
         )
 
+    def _m_bots_info(self, args: Mapping[str, Any]) -> web.Response:
+        if str(args.get("bot") or "") != self.bot_id:
+            return _error("bot_not_found")
+        return _ok(bot={"id": self.bot_id, "deleted": False, "name": "switchboard", "app_id": APP_ID})
+
+    def _m_conversations_open(self, args: Mapping[str, Any]) -> web.Response:
+        """A DM with one user (`users`): the same D… id every time, as Slack gives."""
+        users = str(args.get("users") or "")
+        if not users or "," in users:
+            return _error("users_list_not_supplied" if not users else "not_allowed")
+        channel = "D" + users
+        self.conversations.setdefault(channel, "im")
+        return _ok(channel={"id": channel, "is_im": True, "user": users})
+
+    def dm_messages(self, user: str) -> list[Message]:
+        """What the bot posted in its DM with `user` (opened by `conversations.open`)."""
+        return list(self.messages.get("D" + user, []))
+
     def _m_conversations_info(self, args: Mapping[str, Any]) -> web.Response:
         channel = str(args.get("channel") or "")
         kind = self.conversations.get(channel)
@@ -388,8 +422,19 @@ class FakeSlackApi:
         kind = self.conversations[channel]
         if kind != "im" and not (args.get("recipient_user_id") and args.get("recipient_team_id")):
             return _error("missing_recipient_user_id")
+        mode = args.get("task_display_mode")
+        if mode is not None and mode not in TASK_DISPLAY_MODES:
+            return _error("invalid_arguments")
+        refused = self._chunks_refused(args)
+        if refused:
+            return _error(refused)
+        chunks, problem = _chunks(args)
+        if problem:
+            return _error(problem)
         message = self._bot_message(channel, _stream_text(args), args.get("thread_ts"))
         message.streaming = True
+        message.task_display_mode = mode
+        message.chunks.extend(chunks)
         return _ok(channel=channel, ts=message.ts)
 
     def _m_chat_appendStream(self, args: Mapping[str, Any]) -> web.Response:
@@ -398,7 +443,14 @@ class FakeSlackApi:
             return _error("message_not_found")
         if not message.streaming:
             return _error("message_not_in_streaming_state")
+        if not args.get("markdown_text") and not args.get("chunks"):
+            return _error("invalid_arguments")
+        refused = self._chunks_refused(args)
+        chunks, problem = _chunks(args)
+        if refused or problem:
+            return _error(refused or problem or "")
         message.text += _stream_text(args)
+        message.chunks.extend(chunks)
         return _ok(channel=message.channel, ts=message.ts)
 
     def _m_chat_stopStream(self, args: Mapping[str, Any]) -> web.Response:
@@ -407,7 +459,12 @@ class FakeSlackApi:
             return _error("message_not_found")
         if not message.streaming:
             return _error("message_not_in_streaming_state")
+        refused = self._chunks_refused(args)
+        chunks, problem = _chunks(args)
+        if refused or problem:
+            return _error(refused or problem or "")
         message.text += _stream_text(args)
+        message.chunks.extend(chunks)
         message.streaming = False
         return _ok(channel=message.channel, ts=message.ts, message=message.to_json())
 
@@ -503,6 +560,88 @@ class FakeSlackApi:
 
     def _find(self, channel: str, ts: str) -> Message | None:
         return next((m for m in self.messages.get(channel, []) if m.ts == ts), None)
+
+    def _chunks_refused(self, args: Mapping[str, Any]) -> str | None:
+        if self.refused_chunks is None:
+            return None
+        error, types = self.refused_chunks
+        sent = _json_list(args.get("chunks"))
+        if args.get("task_display_mode") or any(isinstance(c, dict) and c.get("type") in types for c in sent):
+            return error
+        return None
+
+
+# What Slack documents for the `chunks` of chat.startStream / appendStream / stopStream.
+TASK_DISPLAY_MODES = ("timeline", "plan")
+TASK_STATUSES = ("pending", "in_progress", "complete", "error")
+CHUNK_FIELDS: dict[str, frozenset[str]] = {
+    "markdown_text": frozenset({"type", "text"}),
+    "task_update": frozenset({"type", "id", "title", "status", "details", "output", "sources"}),
+    "plan_update": frozenset({"type", "title"}),
+    "blocks": frozenset({"type", "blocks"}),
+}
+TASK_TEXT_LIMIT = 256  # a task's `details` and `output`
+
+
+def _json_list(value: Any) -> list[Any]:
+    if isinstance(value, str):
+        value = json.loads(value)
+    return list(value) if isinstance(value, list) else []
+
+
+def _chunks(args: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """The call's chunks, and `invalid_chunks` when one is not of the documented shape."""
+    raw = args.get("chunks")
+    if raw is None:
+        return [], None
+    chunks = _json_list(raw)
+    if not chunks and raw not in ([], "[]"):
+        return [], "invalid_chunks"
+    for chunk in chunks:
+        if not isinstance(chunk, dict) or not _valid_chunk(chunk):
+            return [], "invalid_chunks"
+    return chunks, None
+
+
+def _valid_chunk(chunk: dict[str, Any]) -> bool:
+    kind = chunk.get("type")
+    if kind not in CHUNK_FIELDS or not set(chunk) <= CHUNK_FIELDS[kind]:
+        return False
+    if kind == "markdown_text":
+        return isinstance(chunk.get("text"), str)
+    if kind == "plan_update":
+        return _text(chunk.get("title"))
+    if kind == "blocks":
+        return isinstance(chunk.get("blocks"), list)
+    texts_fit = all(
+        name not in chunk or (isinstance(chunk[name], str) and len(chunk[name]) <= TASK_TEXT_LIMIT)
+        for name in ("details", "output")
+    )
+    sources = chunk.get("sources", [])
+    return (
+        _text(chunk.get("id"))
+        and _text(chunk.get("title"))
+        and chunk.get("status") in TASK_STATUSES
+        and texts_fit
+        and isinstance(sources, list)
+        and all(map(_valid_source, sources))
+    )
+
+
+def _valid_source(source: Any) -> bool:
+    """A url source element: type `url`, an http(s) url and a display text, nothing else."""
+    return (
+        isinstance(source, dict)
+        and set(source) == {"type", "url", "text"}
+        and source["type"] == "url"
+        and isinstance(source["url"], str)
+        and source["url"].startswith(("https://", "http://"))
+        and _text(source["text"])
+    )
+
+
+def _text(value: Any) -> bool:
+    return isinstance(value, str) and bool(value.strip())
 
 
 def _valid_blocks(blocks: list[Any]) -> bool:

@@ -13,6 +13,7 @@ import os
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -161,3 +162,51 @@ async def schema_rows(schema: TempSchema, query: str, params: Sequence[object] =
 # The records as the store reads them: an active record's usage from its usage row, any other's
 # from its own columns. Use as `SELECT id, use_count FROM {STORED_RECORDS} WHERE …`.
 STORED_RECORDS = f"(SELECT {_COLUMNS} FROM {_RECORDS}) AS stored"
+
+
+# Every relation of a schema as the server keeps it on disk: its tables, their indexes, their TOAST
+# tables and the TOAST tables' indexes.
+_RELATIONS = """
+    SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class AS c
+    WHERE c.relnamespace = %(schema)s::regnamespace
+       OR c.oid IN (SELECT reltoastrelid FROM pg_class WHERE relnamespace = %(schema)s::regnamespace)
+       OR c.oid IN (
+           SELECT i.indexrelid FROM pg_index AS i JOIN pg_class AS t ON t.reltoastrelid = i.indrelid
+           WHERE t.relnamespace = %(schema)s::regnamespace
+       )
+"""
+
+
+def relation_files(schema: str) -> dict[str, list[Path]]:
+    """Each relation of the schema and its files (every fork and segment), after a CHECKPOINT: what
+    anyone who can read the server's data directory reads. The tests run on the server's machine."""
+    with admin_connect() as conn:
+        conn.execute("CHECKPOINT")
+        data = Path(str(one_value(conn, "SHOW data_directory")))
+        found: dict[str, list[Path]] = {}
+        for name, path in conn.execute(_RELATIONS, {"schema": schema}).fetchall():
+            if path is None:
+                continue
+            base = data / str(path)
+            found[str(name)] = [
+                base,
+                *base.parent.glob(base.name + ".*"),
+                *base.parent.glob(base.name + "_*"),
+            ]
+    return found
+
+
+def relations_holding(schema: str, word: str) -> set[str]:
+    """The relations of the schema whose files hold the word (any case)."""
+    needle = word.lower().encode()
+    return {
+        name
+        for name, files in relation_files(schema).items()
+        if any(file.is_file() and needle in file.read_bytes().lower() for file in files)
+    }
+
+
+def one_value(conn: psycopg.Connection[tuple[object, ...]], query: str) -> object:
+    row = conn.execute(query.encode()).fetchone()
+    assert row is not None
+    return row[0]

@@ -49,6 +49,10 @@ from memory.types import MemoryRecord
 
 log = structlog.get_logger("slack")
 
+# The tab's actions as a "thread" (the source a note added here records): the same for everyone, so
+# a shared record never names the person who added it outside the curation log, which their erasure
+# renames.
+HOME_THREAD = f"{SURFACE}:home"
 _RECORD_ID = re.compile(r"^mem:[A-Za-z0-9:_./@-]{1,300}$")
 _CHANNEL_ID = re.compile(r"^[CDG][A-Z0-9]{1,30}$")
 _TS = re.compile(r"^[0-9]{6,12}\.[0-9]{1,9}$")
@@ -259,7 +263,7 @@ class HomeTab:
             # a public channel's prompt); an admin's note for the organization was written for everyone
             # in it, like the terminal's words (the gate, not this surface, keeps it from landing wider).
             channel_visibility="dm" if scope == "me" else "machine",
-            thread_key=f"{SURFACE}:home:{user}",
+            thread_key=HOME_THREAD,
             surface=SURFACE,
         )
         reply = await self._registry.handle(f"memory remember --scope {scope} -- {text}", caller)
@@ -335,7 +339,7 @@ class HomeTab:
             user_id=self._identity.user(viewer_team, user),
             channel_id=None,
             channel_visibility=_record_visibility(verb, record_id),
-            thread_key=f"{SURFACE}:home:{user}",
+            thread_key=HOME_THREAD,
             surface=SURFACE,
         )
         command = f"memory {verb} {record_id}" + (f" -- {text}" if text is not None else "")

@@ -23,6 +23,7 @@ from app.lifecycle import Lifecycle
 from app.slack.bot import SlackBot, build_slack_app, make_web_client
 from app.slack.home.tab import Permalinks as SlackPermalinks
 from app.slack.options import SlackOptions
+from app.slack.review_digest import SlackDigestSender
 from app.slack.slash import ChannelRepo
 from app.slack.transports.http_site import EVENTS_PATH, bound_port, start_http
 from app.slack.transports.socket_mode import ConnectPolicy, SocketModeStartError, connect_socket_mode
@@ -134,6 +135,7 @@ async def serve(settings: Settings, env: Mapping[str, str], *, host: str, port: 
             make_caller=make_caller,
             github=True,
             metrics=metrics,
+            review_digest=SlackDigestSender(client),  # the admins hear by DM of what waits for review
         )
     except ConfigError as error:
         print(f"{PROG}: {error}", file=sys.stderr)

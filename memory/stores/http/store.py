@@ -18,7 +18,7 @@ import structlog
 
 from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch
-from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.http.curating import CurationClient
 from memory.stores.http.replies import CallFailed, count_of, ranked_scopes, records_of, write_result
 from memory.types import (
@@ -235,6 +235,10 @@ class HttpMemoryStore(CurationClient):
         if not isinstance(claimed, bool):
             raise MemoryStoreError("memory service /events/claim: reply has no boolean 'claimed'", status=200)
         return claimed
+
+    def compaction(self) -> CompactingStore | None:
+        """None: the files are on the service's host (run compact there)."""
+        return None
 
     async def aclose(self) -> None:
         await self._client.aclose()

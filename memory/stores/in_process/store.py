@@ -20,7 +20,7 @@ from memory.rules.engine import (
 )
 from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
-from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.front import StoreFront
 from memory.stores.in_process.curating import InProcessBackend, InProcessRows
 from memory.types import (
@@ -209,6 +209,10 @@ class InProcessMemoryStore(InProcessRows, StoreFront):
 
     def curation(self) -> CuratedStore | None:
         return self
+
+    def compaction(self) -> CompactingStore | None:
+        """None: nothing is written to a file."""
+        return None
 
     async def aclose(self) -> None:
         return None

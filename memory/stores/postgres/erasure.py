@@ -10,6 +10,7 @@ from collections.abc import Callable, Sequence
 from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
+from memory.rules.retention import Retention
 from memory.stores.postgres.rows import Connection
 from memory.stores.postgres.terms import uncount
 from memory.stores.sql_common import scrub_assignments
@@ -93,3 +94,18 @@ async def erase(
     """One transaction: `erase_rows` over the rows matching `where`."""
     async with pool.connection() as conn, conn.transaction():
         return await erase_rows(conn, await scrub.of(conn), where, params, reason, now())
+
+
+def expiry_filters(retention: Retention, now: float) -> builtins.list[tuple[str, tuple[object, ...]]]:
+    """The WHERE clauses (with their parameters) of what retention has expired by `now`: the configured
+    ttl for every scope but those with their own, then each of those."""
+    own = builtins.list(retention.scope_ttl_days)
+    filters: builtins.list[tuple[str, tuple[object, ...]]] = []
+    if retention.ttl_days is not None:
+        default_cutoff = now - retention.ttl_days * 86_400.0
+        filters.append(("created_at < %s AND NOT (scope_key = ANY(%s::text[]))", (default_cutoff, own)))
+    for scope_key in own:
+        cutoff = retention.cutoff(scope_key, now)
+        if cutoff is not None:
+            filters.append(("scope_key = %s AND created_at < %s", (scope_key, cutoff)))
+    return filters

@@ -20,6 +20,7 @@ from memory.stores.postgres import ddl
 from memory.stores.postgres.changes import make_trigger
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, one
 from memory.stores.postgres.sql import _LOCK_NAMESPACE
+from memory.stores.postgres.word_stats import unsample_words
 
 log = structlog.get_logger("memory")
 
@@ -226,6 +227,8 @@ async def _apply_schema_once(conn: Connection) -> None:
                 await conn.execute(statement)
             log.info("memory.store.term_df_rebuilt", store="postgres", stemmed=stemmed)
         await _migrate_curation(conn)
+        if await unsample_words(conn):
+            log.info("memory.store.word_statistics_off", store="postgres")
 
 
 async def _migrate_observed(conn: Connection) -> None:
@@ -327,6 +330,10 @@ _CURATION_SCHEMA: Final[tuple[str, ...]] = (
     # The review queue's expiry, across every scope.
     "CREATE INDEX IF NOT EXISTS memory_records_pending"
     " ON memory_records (created_at) WHERE status = 'pending'",
+    # The erased rows only, by the transaction that last wrote them: what compaction.py has yet to
+    # rewrite is one lookup.
+    "CREATE INDEX IF NOT EXISTS memory_records_erased"
+    " ON memory_records (changed_xid) WHERE erased_at IS NOT NULL",
 )
 
 _STATUS_CHECK: Final = """

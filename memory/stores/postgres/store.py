@@ -31,12 +31,18 @@ from memory.rules.engine import validate_cap
 from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
-from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.front import StoreFront
 from memory.stores.postgres import curation_log, ledger, reads, review, versions, writes
 from memory.stores.postgres.claims import ClaimTable
+from memory.stores.postgres.compaction import (
+    DEFAULT_COMPACT_AFTER_SECONDS,
+    CompactionTarget,
+    Compactor,
+    compact_now,
+)
 from memory.stores.postgres.connections import DSN_SETTING, ServerPool, error_kind, failure, first_line
-from memory.stores.postgres.erasure import ScrubList, erase
+from memory.stores.postgres.erasure import ScrubList, erase, expiry_filters
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import NO_CUTOFF, Connection, match_query, own_seq, tsquery_of
 from memory.stores.postgres.sql import _SCOPES
@@ -47,6 +53,7 @@ from memory.stores.writing import Approval
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     AuditQuery,
+    CompactionReport,
     CurationEntry,
     EraseReason,
     MemoryCandidate,
@@ -127,8 +134,10 @@ class PostgresMemoryStore(SettledPool, StoreFront):
         application_name: str | None = None,
         connection_class: type[Connection] = AsyncConnection,
         retention: Retention = NO_RETENTION,
+        compact_after_seconds: float = DEFAULT_COMPACT_AFTER_SECONDS,
     ) -> None:
-        """`connection_class` makes every connection (a subclass may observe the statements run)."""
+        """`connection_class` makes every connection (a subclass may observe the statements run);
+        `compact_after_seconds`: an erasure's words are rewritten out of the files within that long."""
         self._pool = ServerPool(
             dsn,
             min_size=min_size,
@@ -150,6 +159,8 @@ class PostgresMemoryStore(SettledPool, StoreFront):
         self._scrub = ScrubList()  # the erase's SET list, from the live table's columns
         self._claims = ClaimTable()
         self._backend = PostgresBackend(self)
+        self._compaction = CompactionTarget(dsn, self._pool.application_name)
+        self._compactor = Compactor(self._compaction, compact_after_seconds)
 
     @classmethod
     async def connect(cls, dsn: str, cap: int = DEFAULT_SCOPE_CAP, **options: Any) -> PostgresMemoryStore:
@@ -183,11 +194,13 @@ class PostgresMemoryStore(SettledPool, StoreFront):
         return self
 
     def _opened(self) -> None:
+        self._compactor.start()
         log.info("memory.store.opened", store="postgres", where=self._pool.where, cap=self._cap)
 
     async def aclose(self) -> None:
         """Every held-back usage bump written, then the pool closed."""
         self._flushes.close()
+        await self._compactor.aclose()
         await self._write_held_bumps()
         await self._pool.close()
 
@@ -301,21 +314,11 @@ class PostgresMemoryStore(SettledPool, StoreFront):
 
     async def erase_expired(self) -> int:
         """Every scope: the configured ttl for all but the scopes with their own, then each of those."""
-        retention = self._retention
-        if not retention.expires:
+        if not self._retention.expires:
             return 0
-        now = self._clock()
-        own = builtins.list(retention.scope_ttl_days)
         total = 0
-        if retention.ttl_days is not None:
-            default_cutoff = now - retention.ttl_days * 86_400.0
-            where = "created_at < %s AND NOT (scope_key = ANY(%s::text[]))"
-            total += await self._erase("erase", where, (default_cutoff, own), "expired")
-        for scope_key in own:
-            cutoff = retention.cutoff(scope_key, now)
-            if cutoff is not None:
-                where = "scope_key = %s AND created_at < %s"
-                total += await self._erase("erase", where, (scope_key, cutoff), "expired")
+        for where, params in expiry_filters(self._retention, self._clock()):
+            total += await self._erase("erase", where, params, "expired")
         if total:
             log.info("memory.store.expired", store="postgres", erased=total)
         return total
@@ -364,6 +367,18 @@ class PostgresMemoryStore(SettledPool, StoreFront):
             return await ledger.read_audit(pool, query, cutoff)
         except psycopg.Error as error:
             raise failure("read_audit", "-", error) from error
+
+    def compaction(self) -> CompactingStore | None:
+        return self
+
+    async def compact(self) -> CompactionReport:
+        """Every table that held erased text rewritten now (compaction.py), after waiting for another
+        replica's compaction to end."""
+        await self._pool.ready()  # the schema applied: every table is there to rewrite
+        try:
+            return await compact_now(self._compaction)
+        except psycopg.Error as error:
+            raise failure("compact", "-", error) from error
 
     def claims(self) -> EventClaims | None:
         return self

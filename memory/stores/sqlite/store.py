@@ -36,7 +36,7 @@ from memory.rules.engine import parse_record_id, validate_cap
 from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
-from memory.stores.contract import CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.front import StoreFront
 from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.stores.sqlite import claims, curation_log, erasure, ledger, reads, review, versions
@@ -298,6 +298,10 @@ class SqliteMemoryStore(StoreFront):
         key, ttl = validate_claim(key, ttl_seconds)
         now = self._clock()
         return await self._run_ledger(lambda c: claims.claim(c, key, ttl, now))
+
+    def compaction(self) -> CompactingStore | None:
+        """None: every erasure rewrites the scope's file and checkpoints its WAL already."""
+        return None
 
     async def aclose(self) -> None:
         """Finish in-flight work, then close every connection."""

@@ -13,7 +13,6 @@ import json
 import sqlite3
 from collections.abc import AsyncIterator
 from contextlib import closing
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,29 +25,11 @@ from commands.browse import MemoryBrowser
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, SourceLink
 from tests.app.slack.harness import RunningBot, running_bot
-from tests.app.slack.test_e2e import full_runtime
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, as_app_mention, block_action
 
 SEEDED = "Deploys run from the release branch"
 LEARNED = "the release captain approves releases"
-
-
-@pytest.fixture
-async def store(tmp_path: Path) -> AsyncIterator[SqliteMemoryStore]:
-    store = SqliteMemoryStore(tmp_path / "memory")
-    yield store
-    await store.aclose()
-
-
-@pytest.fixture
-async def runtime(
-    tmp_path: Path, fake_anthropic: FakeModelServer, store: SqliteMemoryStore
-) -> AsyncIterator[tuple[Runtime, Any]]:
-    built, commands = full_runtime(tmp_path, fake_anthropic, memory=True, store=store)
-    yield built, commands
-    await built.lifecycle.drain()
-    await built.aclose()
 
 
 @pytest.fixture

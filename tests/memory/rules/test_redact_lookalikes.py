@@ -134,3 +134,54 @@ def test_a_path_after_a_secret_name_is_still_a_path(text: str) -> None:
 def test_a_named_digest_of_the_wrong_length_is_judged_by_its_parts(integrity: str) -> None:
     """The algorithm's name vouches for a digest's length only: anything longer is not one."""
     assert REDACTED in redact_secrets(f"integrity {integrity} in the lockfile")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # Keys that vendors document in the middle of a URL's path, a segment after them.
+        "curl https://api.day.app/Zk3pQ9rT2vX7yB4nM8wL1c/Deploy/done",  # Bark: /<device key>/<title>/<body>
+        "https://cronitor.link/p/Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA/nightly-backup?state=run",  # /p/<api key>/
+        "GET https://api.example.com/api/Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA/messages",
+        "https://ingest.example.io/v1/Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA/events",
+        "https://ntfy.sh/Zk3pQ9rT2vX7yB4nM8wL1cD6/publish",  # a topic name is its only password
+        "https://script.google.com/macros/s/AKfycbZk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA/exec",
+    ],
+)
+def test_a_random_path_segment_a_resource_noun_does_not_name_still_goes(text: str) -> None:
+    """A segment is a resource id only where the segment before it names a kind of resource
+    (`/d/<id>/edit`, `/runs/<id>/logs`): after a host, a version or an API's root it is a key."""
+    out = redact_secrets(text)
+    assert REDACTED in out and "Zk3pQ9rT2vX7" not in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password for the file: Zk3pQ9rT2vX7yB4nM8wL1cD6",
+        "API token for the playlist: Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "the Mailgun key for the object: Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "webhook secret for the repo commits: Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "zip password, see video Zk3pQ9rT2vX7yB4nM8wL1cD6",
+    ],
+)
+def test_an_id_noun_does_not_vouch_for_a_value_its_clause_calls_a_credential(text: str) -> None:
+    """A credential word anywhere in the clause before the noun makes the value a credential, not
+    only in the two words right before it."""
+    out = redact_secrets(text)
+    assert REDACTED in out and "Zk3pQ9rT2vX7" not in out, out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "don't commit Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA to git",  # a verb, and commit ids are hex
+        "the commit is Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "the bearer for CI, id Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "login for the shared docs: Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+        "the JWT for staging, file: Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+    ],
+)
+def test_a_random_run_after_commit_or_in_a_bearer_or_login_clause_still_goes(text: str) -> None:
+    out = redact_secrets(text)
+    assert REDACTED in out and "Zk3pQ9rT2vX7" not in out, out

@@ -39,7 +39,13 @@ VALID: dict[str, dict[str, Any]] = {
     "/pending/approve": {"scopeKey": SCOPE, "id": RID, "actor": ACTOR},
     "/pending/reject": {"scopeKey": SCOPE, "id": RID, "actor": ACTOR},
     "/pending/expire": {"olderThan": 1_800_000_000.0, "actor": "system"},
-    "/records/edit": {"scopeKey": SCOPE, "id": RID, "text": "we deploy with make release", "actor": ACTOR},
+    "/records/edit": {
+        "scopeKey": SCOPE,
+        "id": RID,
+        "text": "we deploy with make release",
+        "actor": ACTOR,
+        "typedIn": {"origin": "machine"},
+    },
     "/records/history": {"scopeKey": SCOPE, "id": RID},
     "/records/active": {"scopeKey": SCOPE},
     "/records/merge": {
@@ -136,6 +142,8 @@ def _with(path: str, **fields: Any) -> tuple[str, dict[str, Any]]:
         (*_with("/records/edit", typedIn={"origin": "everyone"}), "typedIn.origin"),
         (*_with("/records/edit", typedIn={"conversation": "slack:D1"}), "typedIn.origin"),
         (*_with("/records/edit", typedIn="dm"), "typedIn"),
+        # Absent, an edit typed in a DM would be taken for the widest surface's: refused, not guessed.
+        (*_with("/records/edit", typedIn=...), "typedIn"),
         (*_with("/records/history", id="x" * 201), "id"),
         (*_with("/records/active", scopeKey=""), "scopeKey"),
         (*_with("/records/merge", survivorId=...), "survivorId"),

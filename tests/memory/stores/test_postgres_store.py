@@ -460,6 +460,7 @@ INDEXES = {
     "memory_records_changed",
     "memory_records_supersedes",
     "memory_records_pending",
+    "memory_records_erased",
     "memory_usage_pkey",
     "memory_usage_changed",
     "memory_usage_eviction",
@@ -486,7 +487,8 @@ async def test_opening_an_old_database_adds_the_missing_indexes_and_keeps_the_ro
         "DROP INDEX memory_records_status_norm, memory_records_active_seq,"
         " memory_records_active_used, memory_records_fts, memory_records_stems, memory_records_run,"
         " memory_records_created, memory_records_changed,"
-        " memory_records_supersedes, memory_records_pending, memory_usage_changed, memory_usage_eviction",
+        " memory_records_supersedes, memory_records_pending, memory_records_erased, memory_usage_changed,"
+        " memory_usage_eviction",
     )
     assert await index_names(schema) == {"memory_records_pkey", "memory_usage_pkey"}
     again = await PostgresMemoryStore.connect(schema.dsn, clock=clock)

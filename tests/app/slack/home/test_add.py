@@ -58,7 +58,7 @@ async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraw
     assert body == ""  # acknowledged at once: the modal closes
     [record] = store.records("user:slack:U1")
     assert record.text == "I deploy with the token [REDACTED] on Fridays"
-    assert (record.origin, record.source_thread_key) == ("dm", "slack:home:U1")  # its owner's alone
+    assert (record.origin, record.source_thread_key) == ("dm", "slack:home")  # its owner's alone
     redrawn = slack_api.home_views["U1"][-1]
     assert texts(redrawn) == [record.text]
     [notice] = [b["elements"][0]["text"] for b in redrawn["blocks"] if b["type"] == "context"][:1]
@@ -73,15 +73,21 @@ async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraw
     assert SECRET not in repr(logs) and "Fridays" not in repr(logs)
 
 
-async def test_an_admin_picks_the_org_in_the_modal_and_the_record_lands_there(
-    slack_api: FakeSlackApi,
-) -> None:
-    store = InProcessMemoryStore()
+async def admin_adds_an_org_note(slack_api: FakeSlackApi, store: InProcessMemoryStore) -> dict[str, Any]:
+    """The admin opens the tab, clicks Add and submits a note for the org; the modal they got."""
     async with home_bot(slack_api, store) as bot:
         await open_home(bot, ADMIN)
         await click_add(bot, ADMIN, slack_api.home_views[ADMIN][-1])
         [modal] = slack_api.modals
         await submit(bot, ADMIN, modal, "Deploys go through make ship from main", "org")
+    return modal
+
+
+async def test_an_admin_picks_the_org_in_the_modal_and_the_record_lands_there(
+    slack_api: FakeSlackApi,
+) -> None:
+    store = InProcessMemoryStore()
+    modal = await admin_adds_an_org_note(slack_api, store)
 
     assert block_ids(modal) == [ADD_TEXT_BLOCK, ADD_SCOPE_BLOCK]
     options = [o["value"] for o in modal["blocks"][1]["element"]["options"]]
@@ -90,6 +96,18 @@ async def test_an_admin_picks_the_org_in_the_modal_and_the_record_lands_there(
     assert (record.text, record.origin) == ("Deploys go through make ship from main", "machine")
     assert store.records(f"user:slack:{ADMIN}") == []
     assert "org:acme" in json.dumps(slack_api.home_views[ADMIN][-1]["blocks"])
+
+
+async def test_an_admins_org_note_from_the_home_tab_names_no_person_in_its_source(
+    slack_api: FakeSlackApi,
+) -> None:
+    """Who added it is the curation log's `remembered` entry, which a person's erasure renames; a
+    source naming them in a shared record would outlive that erasure, shown to everyone."""
+    store = InProcessMemoryStore()
+    await admin_adds_an_org_note(slack_api, store)
+
+    [record] = store.records("org:acme")
+    assert ADMIN not in record.source_thread_key, record.source_thread_key
 
 
 async def test_a_non_admins_crafted_org_submission_is_refused_by_the_command(slack_api: FakeSlackApi) -> None:

@@ -1,0 +1,140 @@
+"""Admins hear of waiting records: after reflection queued a record for review, each admin is sent
+a digest (memory/rules/review_digest.py) at most once per `memory.review_digest_hours`.
+
+Surface-agnostic: a `DigestSender` (app/slack/review_digest.py) reaches the admins it can and says it
+its way. The window is a shared claim in the store when the store has claims (SQLite's ledger,
+PostgreSQL, the memory service): it holds across restarts and across replicas sharing the store. A
+store without claims is this process's own (in-process), and so is the window then.
+
+The claim is taken before the digest is read and sent: at most once per window is the promise, so a
+failure after the claim (the store's read, Slack) costs that window's digest — one warning — and never
+a second DM. Nothing here ever raises into reflection: it runs after it, in the same tracked task set.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable, Sequence
+from typing import Protocol
+
+import structlog
+
+from memory.reflection.distill import held_for_review
+from memory.rules.review_digest import PendingDigest, digest_claim_key, summarize_pending, window_seconds
+from memory.stores.contract import EventClaims, MemoryStore
+from memory.types import MAX_LIMIT
+
+log = structlog.get_logger("memory")
+
+
+class DigestSender(Protocol):
+    def reaches(self, admin: str) -> bool:
+        """True for an admin this surface can message (a Slack admin for the Slack sender)."""
+        ...
+
+    async def send(self, admin: str, digest: PendingDigest, now: float) -> None:
+        """Tell `admin` (a user scope key, `user:slack:U0123`) what waits; raises on failure."""
+        ...
+
+
+class _LocalClaims:
+    """The window in this process only: for a store that cannot claim (nobody shares it anyway)."""
+
+    def __init__(self, clock: Callable[[], float]) -> None:
+        self._clock = clock
+        self._until: dict[str, float] = {}
+
+    async def claim_event(self, key: str, ttl_seconds: float) -> bool:
+        now = self._clock()
+        if self._until.get(key, 0.0) > now:
+            return False
+        self._until[key] = now + ttl_seconds
+        return True
+
+
+class ReviewDigest:
+    """Sends each reachable admin the digest of what waits, at most once per window."""
+
+    def __init__(
+        self,
+        *,
+        store: MemoryStore,
+        admins: Iterable[str],
+        review_days: float,
+        window_hours: float,
+        sender: DigestSender,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._store = store
+        self._admins = tuple(dict.fromkeys(a.strip() for a in admins if a.strip()))
+        self._review_days = review_days
+        self._window = window_seconds(window_hours)
+        self._sender = sender
+        self._clock = clock
+        self._claims: EventClaims = store.claims() or _LocalClaims(clock)
+        self._seen: set[str] = set()  # shared scopes this process queued to, for a store that cannot list
+
+    async def queued(self, scope_keys: Sequence[str]) -> int:
+        """Reflection queued records in `scope_keys`: send the admins whose window is open. How many
+        were sent; every failure is a warning."""
+        self._seen.update(scope_keys)
+        admins = [admin for admin in self._admins if self._sender.reaches(admin)]
+        claimed = [admin for admin in admins if await self._claim(admin)]
+        if not claimed:
+            if admins:
+                log.info("memory.review_digest", sent=0, admins=len(admins), claimed_elsewhere=len(admins))
+            return 0
+        digest = await self._digest()
+        if digest is None:
+            return 0
+        now = self._clock()
+        results = await asyncio.gather(*(self._send(admin, digest, now) for admin in claimed))
+        sent = sum(results)
+        log.info(
+            "memory.review_digest",
+            sent=sent,
+            failed=len(claimed) - sent,
+            admins=len(admins),
+            claimed_elsewhere=len(admins) - len(claimed),
+            waiting=digest.total,
+            at_least=digest.at_least,
+            scopes=len(digest.scopes),
+            oldest_age_seconds=round(now - digest.oldest_at),
+        )
+        return sent
+
+    async def _claim(self, admin: str) -> bool:
+        try:
+            return await self._claims.claim_event(digest_claim_key(admin), self._window)
+        except Exception as error:  # refuse rather than guess: a second DM is what the window forbids
+            log.warning("memory.review_digest_failed", stage="claim", error=type(error).__name__)
+            return False
+
+    async def _digest(self) -> PendingDigest | None:
+        store = self._store.curation()
+        if store is None:
+            return None
+        try:
+            keys = await self._shared_scopes()
+            found = await asyncio.gather(*(store.pending(key, MAX_LIMIT) for key in keys))
+        except Exception as error:
+            log.warning("memory.review_digest_failed", stage="read", error=type(error).__name__)
+            return None
+        return summarize_pending(dict(zip(keys, found, strict=True)), self._review_days, read_limit=MAX_LIMIT)
+
+    async def _shared_scopes(self) -> list[str]:
+        """Every shared scope the store holds (those that can wait for review), or — for a store that
+        cannot list its scopes — those this process queued to."""
+        maintenance = self._store.maintenance()
+        listed = await maintenance.scope_keys() if maintenance is not None else []
+        keys = dict.fromkeys([*listed, *sorted(self._seen)])
+        return [key for key in keys if held_for_review(key)]
+
+    async def _send(self, admin: str, digest: PendingDigest, now: float) -> bool:
+        try:
+            await self._sender.send(admin, digest, now)
+        except Exception as error:  # a warning; reflection already wrote, and nothing waits on this
+            log.warning("memory.review_digest_failed", stage="send", error=type(error).__name__)
+            return False
+        return True
