@@ -37,8 +37,9 @@ from config.settings import ConfigError, Settings
 from memory.context import MemoryRead
 from memory.rules.scope import RequestScopes
 from memory.rules.visibility import Reader
-from memory.stores.in_process import NullMemoryStore
-from memory.types import MemoryStore, Origin
+from memory.stores.contract import MemoryStore
+from memory.stores.null import NullMemoryStore
+from memory.types import Origin
 from ops.metrics import Metrics
 from ops.tracing import annotate, span
 

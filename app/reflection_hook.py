@@ -32,7 +32,7 @@ from memory.reflection import (
 )
 from memory.reflection.distill import held_for_review
 from memory.rules.write_gate import WRITE_ACTION, MemoryScopeResource
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
 from ops.metrics import Metrics
 
 log = structlog.get_logger("memory")

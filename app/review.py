@@ -14,7 +14,7 @@ from collections.abc import Callable
 import structlog
 
 from config.settings import ConfigError, Settings
-from memory.types import CuratingStore, MemoryStore
+from memory.stores.contract import MemoryStore
 
 log = structlog.get_logger("memory")
 
@@ -30,7 +30,7 @@ def review_shared(settings: Settings) -> bool:
 
 def check_review_store(settings: Settings, store: MemoryStore) -> None:
     """Refuse, in one line naming the setting, a review queue on a store that cannot keep one."""
-    if review_shared(settings) and not isinstance(store, CuratingStore):
+    if review_shared(settings) and store.curation() is None:
         raise ConfigError(
             f"config error: memory.review = 'shared' needs a store that can hold records for review; "
             f"{type(store).__name__} cannot (set memory.review = 'off', or use the sqlite, postgres or "
@@ -40,11 +40,12 @@ def check_review_store(settings: Settings, store: MemoryStore) -> None:
 
 async def expire_pending(store: MemoryStore, review_days: float, *, now: float | None = None) -> int:
     """Erase the pending records older than `review_days`; a failure is one warning, never raised."""
-    if not isinstance(store, CuratingStore):
+    curating = store.curation()
+    if curating is None:
         return 0
     cutoff = (time.time() if now is None else now) - review_days * DAY_SECONDS
     try:
-        expired = await store.expire_pending(cutoff)
+        expired = await curating.expire_pending(cutoff)
     except Exception as error:
         log.warning("memory.pending_expiry_failed", error=type(error).__name__)
         return 0

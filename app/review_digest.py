@@ -16,14 +16,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Protocol, runtime_checkable
+from typing import Protocol
 
 import structlog
 
 from memory.reflection.distill import held_for_review
-from memory.rules.claims import EventClaims
 from memory.rules.review_digest import PendingDigest, digest_claim_key, summarize_pending, window_seconds
-from memory.types import MAX_LIMIT, CuratingStore, MemoryStore
+from memory.stores.contract import EventClaims, MemoryStore
+from memory.types import MAX_LIMIT
 
 log = structlog.get_logger("memory")
 
@@ -41,11 +41,6 @@ class DigestSender(Protocol):
     async def send(self, admin: str, digest: PendingDigest, now: float) -> None:
         """Tell `admin` (a user scope key, `user:slack:U0123`) what waits; raises on failure."""
         ...
-
-
-@runtime_checkable
-class _ListsScopes(Protocol):
-    async def scope_keys(self) -> list[str]: ...
 
 
 class _LocalClaims:
@@ -82,7 +77,7 @@ class ReviewDigest:
         self._window = window_seconds(window_hours)
         self._sender = sender
         self._clock = clock
-        self._claims: EventClaims = store if isinstance(store, EventClaims) else _LocalClaims(clock)
+        self._claims: EventClaims = store.claims() or _LocalClaims(clock)
         self._seen: set[str] = set()  # shared scopes this process queued to, for a store that cannot list
 
     async def queued(self, scope_keys: Sequence[str]) -> int:
@@ -132,8 +127,8 @@ class ReviewDigest:
             return False
 
     async def _digest(self) -> PendingDigest | None:
-        store = self._store
-        if not isinstance(store, CuratingStore):
+        store = self._store.curation()
+        if store is None:
             return None
         try:
             keys = await self._shared_scopes()
@@ -146,7 +141,8 @@ class ReviewDigest:
     async def _shared_scopes(self) -> list[str]:
         """Every shared scope the store holds (those that can wait for review), or — for a store that
         cannot list its scopes — those this process queued to."""
-        listed = await self._store.scope_keys() if isinstance(self._store, _ListsScopes) else []
+        maintenance = self._store.maintenance()
+        listed = await maintenance.scope_keys() if maintenance is not None else []
         keys = dict.fromkeys([*listed, *sorted(self._seen)])
         return [key for key in keys if held_for_review(key)]
 

@@ -11,7 +11,8 @@ from app.run_context import RunContext
 from config.settings import Settings
 from memory.context import MemoryRead, read_scopes
 from memory.rules.scope import RequestScopes
-from memory.types import MemoryStore, ReadAudit
+from memory.stores.contract import MemoryStore
+from memory.types import ReadAudit
 from ops.metrics import Metrics
 from ops.tracing import span
 

@@ -23,7 +23,7 @@ from app.lifecycle import Lifecycle
 from app.review import PendingSweep, check_review_store, expire_pending, review_shared
 from commands.registry import CommandHandler
 from config.settings import ConfigError, Settings
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
 from ops.metrics import Metrics
 
 if TYPE_CHECKING:

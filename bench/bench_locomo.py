@@ -38,9 +38,10 @@ from memory.ranking.embedder import Embedder, load_embedder, tuned_feedback, tun
 from memory.ranking.fusion import Ranking
 from memory.rules.engine import record_id
 from memory.rules.restate import meaning_key
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore
+from memory.types import MemoryCandidate
 
 _DATA = Path("shared") / "bench" / "locomo" / "locomo_dev.jsonl"
 # The shared folder beside the checkout (main at /work/main, a worktree at /work/wt/<name>).
@@ -247,7 +248,7 @@ async def run(
                 clock = Clock()
                 store: MemoryStore
                 if name == "memory":
-                    store = InMemoryMemoryStore(clock=clock, ranking=ranking, embedder=embedder)
+                    store = InProcessMemoryStore(clock=clock, ranking=ranking, embedder=embedder)
                     title = "in-process store"
                 else:
                     store = SqliteMemoryStore(

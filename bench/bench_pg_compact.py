@@ -20,13 +20,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from memory.stores.contract import MemoryStore
+
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_store
 
 from memory.ranking.embedder import DEFAULT_EMBEDDER, load_embedder
-from memory.types import CompactionReport, MemoryStore
+from memory.types import CompactionReport
 
 DEFAULT_CAP = 10_000
 

@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_store
 
 from memory.ranking.embedder import DEFAULT_EMBEDDER, load_embedder
-from memory.stores.postgres import retrieve, scope_cache
+from memory.stores.postgres import index, retrieve
 
 
 def percentile(samples: Sequence[float], share: float) -> float:
@@ -46,7 +46,7 @@ class FlushWatch:
 
     def install(self) -> None:
         commit: Callable[..., Any] = retrieve.Retriever._commit_bumps
-        read_back: Callable[..., Any] = scope_cache.ScopeIndexes.read_back
+        read_back: Callable[..., Any] = index.ScopeIndexes.read_back
         watch = self
 
         async def timed_commit(self: Any, pool: Any, taken: dict[str, Any]) -> None:
@@ -65,7 +65,7 @@ class FlushWatch:
             watch.read_backs.append(time.perf_counter() - start)
 
         retrieve.Retriever._commit_bumps = timed_commit  # type: ignore[method-assign]
-        scope_cache.ScopeIndexes.read_back = timed_read_back  # type: ignore[method-assign,assignment]
+        index.ScopeIndexes.read_back = timed_read_back  # type: ignore[method-assign,assignment]
 
 
 async def run(records: int, reads: int) -> None:

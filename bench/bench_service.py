@@ -137,12 +137,12 @@ def serve_constant(port: int, listener: socket.socket | None = None) -> None:
     (on `listener`: a worker of several, as the service's own workers)."""
     from memory.service.app import create_app
     from memory.service.main import configure_logging, run_event_loop, serve_app, uvicorn_config
-    from memory.stores.in_process import InMemoryMemoryStore
+    from memory.stores.in_process import InProcessMemoryStore
     from memory.types import MemoryRecord
     from ops.http_guard import GuardLimits
     from ops.metrics import MULTIPROCESS_DIR_ENV, Metrics
 
-    class ConstantStore(InMemoryMemoryStore):
+    class ConstantStore(InProcessMemoryStore):
         async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
             return [
                 MemoryRecord(

@@ -37,8 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from memory.ranking.embedder import DEFAULT_EMBEDDER, EMBEDDER_NAMES, Embedder, load_embedder
 from memory.ranking.fusion import RANKING_MODES, Ranking
 from memory.rules.visibility import Reader
+from memory.stores.contract import MemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryStore
+from memory.types import MAX_SCOPE_CAP, MemoryCandidate
 from tests.memory.reads import memory_context_block
 
 SCOPE = "org:bench"

@@ -16,7 +16,8 @@ from commands.registry import Caller, UsageError
 from commands.render import code_span
 from memory.rules.engine import parse_record_id, record_id
 from memory.rules.scope import ScopeError, derive_scope_key, scope_kind, validate_scope_key
-from memory.types import CuratingStore, CurationAction, CurationEntry, MemoryStore
+from memory.stores.contract import MemoryStore
+from memory.types import CurationAction, CurationEntry
 
 log = structlog.get_logger("memory")
 
@@ -99,11 +100,12 @@ async def note_curation(
 ) -> None:
     """Append what a command did to a record to the store's curation log (stores that keep one); the
     change itself stands whatever happens here, so a failure is one warning."""
-    if not isinstance(store, CuratingStore):
+    curating = store.curation()
+    if curating is None:
         return
     entry = CurationEntry(record, scope, action, actor_of(caller), time.time())
     try:
-        await store.record_curation(entry)
+        await curating.record_curation(entry)
     except Exception as error:
         log.warning("memory.curation_log_failed", id=record, action=action, error=type(error).__name__)
 

@@ -23,7 +23,8 @@ from commands.registry import Caller
 from commands.replaced import Replaced, as_shown, replaced_records
 from memory.rules.scorer import query_tokens
 from memory.rules.visibility import Reader, may_show
-from memory.types import MAX_LIMIT, CuratingStore, MemoryRecord, MemoryStore
+from memory.stores.contract import MemoryStore
+from memory.types import MAX_LIMIT, MemoryRecord
 
 log = structlog.get_logger("memory")
 
@@ -96,7 +97,7 @@ class MemoryBrowser:
     @property
     def curates(self) -> bool:
         """The store keeps versions and a review queue (`memory edit` and the review work on it)."""
-        return self.enabled and isinstance(self._store, CuratingStore)
+        return self.enabled and self._store.curation() is not None
 
     async def page(self, request: BrowseRequest) -> BrowsePage:
         scope = request.scope if request.scope == "me" or self.is_admin(request.viewer) else "me"
@@ -146,8 +147,8 @@ class MemoryBrowser:
         view shows, platform-namespaced); None for everyone else (no review section at all)."""
         if not self.review or not self.is_admin(viewer):
             return None
-        store = self._store
-        if not isinstance(store, CuratingStore):
+        store = self._store.curation()
+        if store is None:
             return ReviewQueue(problem="⚠️ This memory store cannot hold records for review.")
         keys = [key for key in (self._org_key, scope_key_of("channel", channel)) if key]
         reader = Reader(audience="self", user_id=viewer, conversation_id=None)
@@ -181,8 +182,8 @@ class MemoryBrowser:
         admin) and may see here, to prefill an editor; else the sentence why not (🚫 or ⚠️ first).
         The edit itself is `memory edit`, which decides again."""
         parsed = parse_id_word(raw_id)
-        store = self._store
-        if parsed is None or not isinstance(store, CuratingStore) or not self.enabled:
+        store = self._store.curation()
+        if parsed is None or store is None or not self.enabled:
             return "🚫 That is not a record I can edit here."
         scope, record_id = parsed
         refusal = curation_refusal(

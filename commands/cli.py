@@ -22,8 +22,8 @@ from commands.reindex import run_reindex
 from commands.remember import WriteGateFor
 from commands.transcripts import ChatTranscripts, Transcripts
 from memory.rules.visibility import Reader
-from memory.stores.in_process import NullMemoryStore
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.null import NullMemoryStore
 from ops.exit_codes import EXIT_UNUSABLE
 from ops.log_setup import LEVEL_NAMES, configure_logging
 

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from memory.types import CompactingStore, CompactionReport, MemoryStore, MemoryStoreError
+from memory.stores.contract import MemoryStore
+from memory.types import CompactionReport, MemoryStoreError
 
 COMPACT_USAGE = (
     "memory compact — rewrite the PostgreSQL memory tables now, so no erased word stays in the database's "
@@ -17,7 +18,8 @@ COMPACT_USAGE = (
 
 async def run_compact(store: MemoryStore, *, out: TextIO, err: TextIO) -> int:
     """0 when the tables were rewritten, 1 when this store has nothing to compact here or failed."""
-    if not isinstance(store, CompactingStore):
+    compacting = store.compaction()
+    if compacting is None:
         print(
             "switchboard memory compact: the configured store has nothing to compact here (SQLite rewrites "
             "its files at each erasure; behind the memory service, run it on the service's host)",
@@ -25,7 +27,7 @@ async def run_compact(store: MemoryStore, *, out: TextIO, err: TextIO) -> int:
         )
         return 1
     try:
-        report = await store.compact()
+        report = await compacting.compact()
     except MemoryStoreError as error:
         print(f"⚠️ switchboard memory compact: {error}", file=err)
         return 1

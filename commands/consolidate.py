@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol, TextIO, runtime_checkable
+from typing import TextIO
 
 import structlog
 
@@ -22,7 +22,8 @@ from commands.render import store_failure
 from memory.rules.consolidate import Cluster, clusters
 from memory.rules.scope import validate_scope_key
 from memory.rules.visibility import Reader, may_show
-from memory.types import CuratingStore, MemoryRecord, MemoryStore
+from memory.stores.contract import CuratingStore, MemoryStore
+from memory.types import MemoryRecord
 
 log = structlog.get_logger("memory")
 
@@ -33,11 +34,6 @@ CONSOLIDATE_USAGE = (
 EXCERPT_WIDTH = 60
 _HELP = frozenset({"-h", "--help", "help"})
 ACTOR = "machine"
-
-
-@runtime_checkable
-class _ListsScopes(Protocol):
-    async def scope_keys(self) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,7 +81,8 @@ async def run_consolidate(
     except ConsolidateUsageError as error:
         print(f"switchboard memory consolidate: {error}\nusage: {CONSOLIDATE_USAGE}", file=err)
         return 2
-    if not isinstance(store, CuratingStore):
+    curating = store.curation()
+    if curating is None:
         print(
             "switchboard memory consolidate: the configured store cannot merge records "
             "(it keeps no curation history)",
@@ -102,11 +99,11 @@ async def run_consolidate(
                 file=err,
             )
             return 1
-        found = [cluster for key in scope_keys for cluster in clusters(await store.active_records(key))]
+        found = [cluster for key in scope_keys for cluster in clusters(await curating.active_records(key))]
         for cluster in found:
             _print_cluster(cluster, reader, out)
         if args.apply:
-            await _merge(store, found, progress)
+            await _merge(curating, found, progress)
     except Exception as error:  # a store failure is one line, never a traceback
         log.warning("memory.consolidate_failed", merged=progress.merged, error=type(error).__name__)
         done = f" after merging {progress.merged} record(s)" if progress.merged else ""
@@ -125,12 +122,13 @@ async def run_consolidate(
     return 0
 
 
-async def _scopes(store: CuratingStore, scope: str) -> list[str] | None:
+async def _scopes(store: MemoryStore, scope: str) -> list[str] | None:
     if scope != "all":
         return [scope]
-    if not isinstance(store, _ListsScopes):
+    maintenance = store.maintenance()
+    if maintenance is None:
         return None
-    return sorted(await store.scope_keys())
+    return sorted(await maintenance.scope_keys())
 
 
 @dataclass

@@ -32,11 +32,12 @@ from commands.provenance import reader_for
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
 from commands.remember import NARROW_WHERE, check_text, dashed
 from commands.render import code_span, is_machine_caller, quoted_text, store_failure
-from commands.replaced import Curating, as_shown, replaced_record, replaced_records
+from commands.replaced import as_shown, replaced_record, replaced_records
 from memory.rules.redact import REDACTED
 from memory.rules.scope import scope_kind
 from memory.rules.visibility import may_show, origin_from_visibility, shown_to_anyone
-from memory.types import MAX_LIMIT, CuratingStore, MemoryRecord, MemoryStore, RecordVersion
+from memory.stores.contract import CuratedStore, MemoryStore
+from memory.types import MAX_LIMIT, MemoryRecord, RecordVersion
 
 log = structlog.get_logger("memory")
 
@@ -173,9 +174,8 @@ class CurateCommands:
         key = scope_key_of("user", caller.user_id)
         return _Act(f"memory.{verb}", key, caller.surface, self._is_admin(caller), changes)
 
-    def _curating(self) -> Curating | None:
-        store = self._store
-        return store if isinstance(store, CuratingStore) else None
+    def _curating(self) -> CuratedStore | None:
+        return self._store.curation()
 
     # ---------------------------------------------------------------------------- memory pending
 
@@ -294,7 +294,7 @@ class CurateCommands:
 
     async def _decision(
         self, args: Sequence[str], caller: Caller, verb: str
-    ) -> tuple[_Act, Curating, str, str] | CommandReply:
+    ) -> tuple[_Act, CuratedStore, str, str] | CommandReply:
         """The record an approve or reject names and the store to ask, or the answer that ends it:
         memory off, not an admin (refused, logged), no queue, a scope that never waits."""
         act = self._act(verb, caller)
@@ -436,7 +436,7 @@ def _kept_where(record: MemoryRecord) -> str:
     return "🔒 Kept as from a DM: a shared record from a DM shows to no one."
 
 
-async def _retired(store: Curating, scope: str, replaced: MemoryRecord, caller: Caller) -> str:
+async def _retired(store: CuratedStore, scope: str, replaced: MemoryRecord, caller: Caller) -> str:
     """The receipt's line on the record an approval superseded: its id, its text where the caller may
     see it, and its status now (read again: the approval decided it, not this command)."""
     shown = as_shown({replaced.id: replaced}, reader_for(caller))[replaced.id]
@@ -472,7 +472,7 @@ def _not_waiting(act: _Act, verb: str, target: str) -> CommandReply:
 
 
 async def _version_records(
-    store: Curating, scope: str, versions: Sequence[RecordVersion], *, pending: bool
+    store: CuratedStore, scope: str, versions: Sequence[RecordVersion], *, pending: bool
 ) -> dict[str, MemoryRecord]:
     """The rows of the versions that still hold text (pending ones only for admins), by id: their
     origin decides who may read them."""

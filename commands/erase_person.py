@@ -19,7 +19,7 @@ from commands.render import code_span
 from commands.render import store_failure as failure
 from commands.transcripts import Transcripts
 from memory.rules.person import draw_pseudonym
-from memory.types import MemoryStore, PseudonymizingStore
+from memory.stores.contract import MemoryStore
 
 log = structlog.get_logger("memory")
 
@@ -66,8 +66,7 @@ async def erase_person(store: MemoryStore, transcripts: Transcripts | None, pers
     try:
         records = await store.erase_scope(person_key, "user_request")
         step = "logs"
-        if isinstance(store, PseudonymizingStore):
-            renamed = await store.pseudonymize_person(person_key, draw_pseudonym())
+        renamed = await store.pseudonymize_person(person_key, draw_pseudonym())
         step = "transcripts"
         if transcripts is not None:
             deleted = await transcripts.erase(person_key)

@@ -52,7 +52,8 @@ from memory.rules.scope import (
 )
 from memory.rules.scorer import clean_memory_field, query_tokens
 from memory.rules.visibility import Reader, may_show
-from memory.types import MAX_LIMIT, MemoryRecord, MemoryStore
+from memory.stores.contract import MemoryStore
+from memory.types import MAX_LIMIT, MemoryRecord
 
 log = structlog.get_logger("memory")
 

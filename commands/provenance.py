@@ -24,15 +24,8 @@ from commands.render import UNTRUSTED_NOTE, code_span, is_machine_caller, quoted
 from memory.rules.engine import parse_record_id
 from memory.rules.person import PersonError, person_user_id, resolve_person
 from memory.rules.visibility import Reader, may_show
-from memory.types import (
-    MAX_LIMIT,
-    AuditQuery,
-    CuratingStore,
-    CurationEntry,
-    MemoryRecord,
-    MemoryStore,
-    ReadAudit,
-)
+from memory.stores.contract import MemoryStore
+from memory.types import MAX_LIMIT, AuditQuery, CurationEntry, MemoryRecord, ReadAudit
 
 log = structlog.get_logger("memory")
 
@@ -253,10 +246,11 @@ class ProvenanceCommands:
         """A record's curation log (who remembered, approved, edited, rejected or forgot it), for a
         `--record` audit on a store that keeps one; None otherwise."""
         parsed = parse_record_id(query.record_id or "")
-        if parsed is None or not isinstance(self._store, CuratingStore):
+        store = self._store.curation()
+        if parsed is None or store is None:
             return None
         try:
-            return await self._store.curation_log(parsed[0], query.record_id or "", query.limit)
+            return await store.curation_log(parsed[0], query.record_id or "", query.limit)
         except Exception as error:
             log.warning("memory.audit_failed", error=type(error).__name__)
             return error

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import TextIO
 
-from memory.types import MemoryStore, ReindexableStore
+from memory.stores.contract import MemoryStore
 
 
 async def run_reindex(store: MemoryStore, *, out: TextIO, err: TextIO) -> int:
     """0 when every scope is done, 1 when this store has no vectors to build here."""
-    if not isinstance(store, ReindexableStore):
+    maintenance = store.maintenance()
+    if maintenance is None:
         print(
             "switchboard memory reindex: the configured store keeps no vectors here "
             "(behind the memory service, run it on the service's host)",
@@ -22,8 +23,8 @@ async def run_reindex(store: MemoryStore, *, out: TextIO, err: TextIO) -> int:
         )
         return 1
     total = 0
-    for scope_key in await store.scope_keys():
-        total += await store.reindex(scope_key, progress=lambda key, done, of: _bar(err, key, done, of))
+    for scope_key in await maintenance.scope_keys():
+        total += await maintenance.reindex(scope_key, progress=lambda key, done, of: _bar(err, key, done, of))
     print(f"reindexed {total} record(s)", file=out)
     return 0
 

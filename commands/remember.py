@@ -27,7 +27,8 @@ from memory.rules.scope import RequestScopes, derive_scope_key, list_scope_keys,
 from memory.rules.scorer import query_tokens
 from memory.rules.visibility import origin_from_visibility
 from memory.rules.write_gate import MemoryScopeResource, WriteGate
-from memory.types import MAX_LIMIT, MAX_TEXT_CHARS, MemoryCandidate, MemoryStore
+from memory.stores.contract import MemoryStore
+from memory.types import MAX_LIMIT, MAX_TEXT_CHARS, MemoryCandidate
 
 log = structlog.get_logger("memory")
 

@@ -11,15 +11,11 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
 
 from memory.rules.curation import pending_target_id
 from memory.rules.visibility import Reader, may_show
-from memory.types import CuratingStore, MemoryRecord, MemoryStore
-
-
-class Curating(MemoryStore, CuratingStore, Protocol):
-    """A store with the review queue (every durable store is one)."""
+from memory.stores.contract import CuratedStore
+from memory.types import MemoryRecord
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +27,7 @@ class Replaced:
 
 
 async def replaced_records(
-    store: Curating, scope_key: str, pending: Sequence[MemoryRecord]
+    store: CuratedStore, scope_key: str, pending: Sequence[MemoryRecord]
 ) -> dict[str, MemoryRecord]:
     """By pending id, the active record each would supersede; a pending record that corrects
     nothing (or whose target is gone) has no entry."""
@@ -47,7 +43,7 @@ async def replaced_records(
     return found
 
 
-async def replaced_record(store: Curating, scope_key: str, record_id: str) -> MemoryRecord | None:
+async def replaced_record(store: CuratedStore, scope_key: str, record_id: str) -> MemoryRecord | None:
     """The active record one pending record would supersede, if any (read before it is approved)."""
     target = pending_target_id(await store.history(scope_key, record_id))
     return (await _active(store, scope_key, [target] if target else [])).get(target or "")
@@ -61,7 +57,7 @@ def as_shown(found: Mapping[str, MemoryRecord], reader: Reader) -> dict[str, Rep
     }
 
 
-async def _active(store: Curating, scope_key: str, ids: Iterable[str]) -> dict[str, MemoryRecord]:
+async def _active(store: CuratedStore, scope_key: str, ids: Iterable[str]) -> dict[str, MemoryRecord]:
     wanted = sorted(set(ids))
     if not wanted:
         return {}

@@ -20,7 +20,8 @@ from memory.rules.scope import (
 )
 from memory.rules.scorer import budget_memory_block
 from memory.rules.visibility import Reader, may_show
-from memory.types import MemoryRecord, MemoryStore, Ranked
+from memory.stores.contract import MemoryStore
+from memory.types import MemoryRecord, Ranked
 from ops.tracing import span
 
 log = structlog.get_logger("memory")

@@ -1,11 +1,9 @@
-"""The values memory is made of, and the one seam every store sits behind."""
+"""The values memory is made of (what a store promises is memory/stores/contract.py)."""
 
 from __future__ import annotations
 
-import builtins
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Literal, Protocol, get_args, runtime_checkable
+from typing import Literal, get_args
 
 RecordKind = Literal["fact", "summary"]
 # `pending`: written by reflection to a shared scope under `memory.review = "shared"`, waiting for an
@@ -215,163 +213,6 @@ class MemoryStoreError(RuntimeError):
         self.status = status
 
 
-@runtime_checkable
-class MemoryStore(Protocol):
-    """The seam: the core depends on this and never on a concrete store (docs/architecture.md,
-    invariant 1)."""
-
-    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
-        """Relevant active records, ranked by the engine, usage bumped on the ones returned."""
-        ...
-
-    async def retrieve_many(
-        self, scope_keys: Sequence[str], query: str, limit: int
-    ) -> dict[str, list[Ranked]]:
-        """Several scopes' retrieves in one hop (one query embedding, usage bumped as `retrieve` bumps):
-        each scope ranked and limited as its own retrieve would be. Scopes with nothing are left out."""
-        ...
-
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
-        """Apply one batch atomically: dedup, supersede, insert, then evict over the cap."""
-        ...
-
-    async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:
-        """Active records newest first, optionally whole-token filtered; never bumps usage."""
-        ...
-
-    async def forget(self, scope_key: str, record_id: str) -> bool:
-        """Erase one active record of this scope (reason `forgotten`); False when nothing was active."""
-        ...
-
-    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
-        """Erase every record of one scope (a data-subject request, a deleted channel); how many."""
-        ...
-
-    async def erase_expired(self) -> int:
-        """Erase every record past its scope's retention, in every scope (start-up); how many."""
-        ...
-
-    async def link_sources(self, link: SourceLink) -> None:
-        """Remember which messages a run was distilled from (before its records are written)."""
-        ...
-
-    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
-        """Erase the records of every run distilled from one of these messages; how many (0 the
-        second time: idempotent under redelivery)."""
-        ...
-
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        """The records of this scope with these ids that are not erased (any status), in id order."""
-        ...
-
-    async def record_read(self, entry: ReadAudit) -> None:
-        """Append one read to the durable audit (and drop audit rows past their retention)."""
-        ...
-
-    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
-        """Audited reads matching the query, newest first."""
-        ...
-
-    async def aclose(self) -> None:
-        """Release connections and threads."""
-        ...
-
-
-@runtime_checkable
-class CuratingStore(Protocol):
-    """A store people can curate: the review queue, edits with history, consolidation. Every durable
-    store (in-process, SQLite, PostgreSQL, the memory service's client) is one. Each action appends its
-    curation entries in the same transaction as the change it records."""
-
-    async def write_pending(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        """Like `write`, but new records wait as `pending` (a restatement of an active or pending
-        record still folds into it; supersede and eviction wait for approval). `cap` (else the
-        store's) also bounds how many may wait: the oldest beyond it expire."""
-        ...
-
-    async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
-        """Pending records of one scope, newest first."""
-        ...
-
-    async def approve(
-        self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
-    ) -> MemoryRecord | None:
-        """Make a pending record active (then supersede and evict over `cap`, else the store's, as a
-        write would); None if it was not pending."""
-        ...
-
-    async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
-        """Erase a pending record (reason `rejected`, no text left); False if it was not pending."""
-        ...
-
-    async def expire_pending(self, older_than: float, actor: str = "system") -> int:
-        """Erase every pending record created before `older_than` (reason `expired`), every scope."""
-        ...
-
-    async def edit(
-        self, scope_key: str, record_id: str, text: str, actor: str, *, typed_in: OriginLabel = MACHINE_LABEL
-    ) -> MemoryRecord | None:
-        """A new version of an active or pending record: same scope, kind, provenance and status,
-        `supersedes` the old one (now `superseded`); its origin the narrower of the old one's and
-        `typed_in`, the conversation the new words were typed in (`edit_candidate`). None if there
-        was no such record."""
-        ...
-
-    async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
-        """Every version of the chain this record is in, oldest first; empty if none is known."""
-        ...
-
-    async def record_curation(self, entry: CurationEntry) -> None:
-        """Append one entry for an action the store did not do itself (a remember, a forget)."""
-        ...
-
-    async def curation_log(self, scope_key: str, record_id: str, limit: int) -> builtins.list[CurationEntry]:
-        """Entries naming this record (as `record_id` or `related_id`), newest first."""
-        ...
-
-    async def active_records(self, scope_key: str) -> builtins.list[MemoryRecord]:
-        """Every active record of one scope (for consolidation), oldest first; never bumps usage."""
-        ...
-
-    async def merge(self, scope_key: str, survivor_id: str, duplicate_ids: Sequence[str], actor: str) -> int:
-        """Fold active duplicates into the survivor (use count added, last use and observed time the
-        latest), erase them (reason `merged`); how many were merged."""
-        ...
-
-
-@runtime_checkable
-class PseudonymizingStore(Protocol):
-    """A store whose logs name people: a person's erasure renames them there (memory/rules/person.py)."""
-
-    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
-        """In every curation log and read-audit entry, the person's key (as actor, asker, a scope read
-        and the ids of their records) becomes the pseudonym's, same for all; the shape stays. How many
-        entries were renamed (0 the second time)."""
-        ...
-
-
-@runtime_checkable
-class ReindexableStore(Protocol):
-    """A store that keeps vectors: `switchboard memory reindex` gives older records theirs."""
-
-    async def scope_keys(self) -> list[str]:
-        """Every scope the store holds records for."""
-        ...
-
-    async def reindex(
-        self, scope_key: str, *, batch: int = ..., progress: Callable[[str, int, int], None] | None = None
-    ) -> int:
-        """Vectors for a scope's records that have none of the store's embedder; resumable."""
-        ...
-
-    async def foreign_vectors(self) -> int:
-        """How many active records carry a vector of another embedder than the store's (0 without
-        one): what `reindex` would redo, said once at start-up."""
-        ...
-
-
 # How soon after an erasure a store whose files keep erased bytes (PostgreSQL) rewrites them, when
 # nothing is configured (memory.compact_after_seconds; config/settings.py states the same default).
 DEFAULT_COMPACT_AFTER_SECONDS = 300.0
@@ -396,13 +237,3 @@ class CompactionReport:
     tables: tuple[RewrittenTable, ...]
     waited_seconds: float
     checkpointed: bool
-
-
-@runtime_checkable
-class CompactingStore(Protocol):
-    """A store whose files keep erased bytes until rewritten: `switchboard memory compact` rewrites
-    them at once (the store does so by itself after its erasures, too)."""
-
-    async def compact(self) -> CompactionReport:
-        """Every table that held erased text rewritten now; waits for another replica's compaction."""
-        ...

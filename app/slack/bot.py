@@ -46,8 +46,7 @@ from app.slack.tasks import BackgroundTasks
 from commands.browse import MemoryBrowser
 from commands.provenance import Permalinks
 from commands.registry import CommandSet
-from memory.rules.claims import EventClaims
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
 
 P = ParamSpec("P")
 
@@ -282,7 +281,7 @@ def failed_request(error: Exception, body: dict[str, Any]) -> BoltResponse:
 def _shared_claims(store: MemoryStore | None, options: SlackOptions) -> SharedClaims:
     """A store that claims across processes (SQLite, PostgreSQL, the memory service) shares the
     replicas' dedupe; any other (in-process, none: memory off) leaves it to each process."""
-    claims = store if isinstance(store, EventClaims) else None
+    claims = None if store is None else store.claims()
     return SharedClaims(claims, ttl_seconds=options.dedupe_ttl_seconds)
 
 

@@ -23,7 +23,7 @@ import structlog
 
 from app.slack.state import RecentKeys
 from app.slack.tasks import Spawn
-from memory.rules.claims import EventClaims
+from memory.stores.contract import EventClaims
 
 log = structlog.get_logger("slack")
 

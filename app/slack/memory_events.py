@@ -15,7 +15,7 @@ from app.slack.provenance import WHY_ACTION, SourceChange, action_value, deleted
 from app.slack.tasks import Spawn
 from commands.provenance import Permalinks, explain_run, render_why
 from memory.rules.visibility import Reader
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
 
 log = structlog.get_logger("slack")
 

@@ -30,14 +30,8 @@ from memory.reflection.run import ReflectionRun
 from memory.rules.scope import list_scope_keys, scope_kind
 from memory.rules.visibility import Reader, may_show
 from memory.rules.write_gate import WriteGate
-from memory.types import (
-    CuratingStore,
-    MemoryCandidate,
-    MemoryRecord,
-    MemoryStore,
-    SourceLink,
-    WriteResult,
-)
+from memory.stores.contract import MemoryStore
+from memory.types import MemoryCandidate, MemoryRecord, SourceLink, WriteResult
 from ops.tracing import span
 
 log = structlog.get_logger("memory")
@@ -250,10 +244,11 @@ async def _write(
     if held:
         attributes["memory.pending"] = 1
     with span("memory.write", attributes) as write_span:
+        curating = store.curation() if held else None
         if not held:
             result = await store.write(scope_key, batch)
-        elif isinstance(store, CuratingStore):
-            result = await store.write_pending(scope_key, batch)
+        elif curating is not None:
+            result = await curating.write_pending(scope_key, batch)
         else:  # fail closed: never active in a shared scope without review (start-up refuses this store)
             raise NotCuratingError(f"{type(store).__name__} cannot hold records for review")
         write_span.set_attributes(

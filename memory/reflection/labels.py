@@ -17,7 +17,8 @@ from memory.reflection.parse import ParsedReflection
 from memory.reflection.run import ReflectionRun
 from memory.rules.restate import meaning_key
 from memory.rules.visibility import narrower, origin_from_visibility
-from memory.types import MAX_LIMIT, MemoryCandidate, MemoryRecord, MemoryStore, Origin
+from memory.stores.contract import MemoryStore
+from memory.types import MAX_LIMIT, MemoryCandidate, MemoryRecord, Origin
 
 log = structlog.get_logger("memory")
 

@@ -12,7 +12,7 @@ from memory.reflection.distill import ReflectionOutcome, reflect
 from memory.reflection.prompt import Extract
 from memory.reflection.run import ReflectionRun
 from memory.rules.write_gate import WriteGate
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
 
 log = structlog.get_logger("memory")
 

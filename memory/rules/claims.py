@@ -9,22 +9,12 @@ claim expires. A claim is a key and a time-to-live, nothing more: no text of the
 from __future__ import annotations
 
 import math
-from typing import Protocol, runtime_checkable
 
 MAX_CLAIM_KEY_CHARS = 200
 # Far longer than Slack keeps retrying (its last retry comes minutes after the first delivery).
 MAX_CLAIM_TTL_SECONDS = 7 * 86_400.0
 # Expired claims a claim removes on its way (each claim adds one row, so the table stays bounded).
 PURGE_BATCH = 16
-
-
-@runtime_checkable
-class EventClaims(Protocol):
-    """A store that can claim a key once across every process sharing it."""
-
-    async def claim_event(self, key: str, ttl_seconds: float) -> bool:
-        """True for the first claim of `key` until `ttl_seconds` have passed; False for every repeat."""
-        ...
 
 
 def validate_claim(key: object, ttl_seconds: object, *, ttl_field: str = "ttl_seconds") -> tuple[str, float]:

@@ -16,7 +16,7 @@ import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from typing import Any
 
 import orjson
 import structlog
@@ -26,19 +26,12 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from memory.rules.claims import EventClaims
 from memory.service import checks
 from memory.service.checks import Handler, LogFields, Refusal
 from memory.service.curation_routes import CurationRoutes
 from memory.service.redact_cache import RedactionCache
-from memory.types import (
-    MAX_LIMIT,
-    MemoryCandidate,
-    MemoryRecord,
-    MemoryStore,
-    PseudonymizingStore,
-    WriteResult,
-)
+from memory.stores.contract import MemoryStore
+from memory.types import MAX_LIMIT, MemoryRecord
 from memory.wire import (
     JsonObject,
     audit_from_wire,
@@ -75,20 +68,8 @@ class JsonReply(JSONResponse):
         return orjson.dumps(content)
 
 
-class CapAwareStore(MemoryStore, Protocol):
-    """A store whose write takes the caller's per-scope cap for that batch (the wire's `cap`).
-
-    Eviction must happen inside the batch's own transaction (a batch and its eviction land together), so
-    the cap travels with the write instead of being applied afterwards.
-    """
-
-    async def write(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult: ...
-
-
 def create_app(
-    store: CapAwareStore,
+    store: MemoryStore,
     token: str | None,
     *,
     metrics: Metrics | None = None,
@@ -185,7 +166,7 @@ class _Readiness:
 
 class _Service:
     def __init__(
-        self, store: CapAwareStore, token: str | None, metrics: Metrics, redaction: RedactionCache
+        self, store: MemoryStore, token: str | None, metrics: Metrics, redaction: RedactionCache
     ) -> None:
         self._store = store
         self._token = token.encode("utf-8") if token else b""
@@ -357,8 +338,6 @@ class _Service:
     async def pseudonymize_person(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         person_key = checks.person_key(body, fields)
         pseudonym = checks.pseudonym(body.get("pseudonym"))
-        if not isinstance(self._store, PseudonymizingStore):
-            raise Refusal(501, "this store keeps no logs that name people")
         renamed = await self._store.pseudonymize_person(person_key, pseudonym)
         fields["renamed"] = renamed
         return {"ok": True, "renamed": renamed}
@@ -414,9 +393,10 @@ class _Service:
     async def claim_event(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         """Slack event dedupe shared by the bot replicas behind this service (memory/rules/claims.py)."""
         key, ttl = checks.parsed(claim_from_wire, body)
-        if not isinstance(self._store, EventClaims):
+        claims = self._store.claims()
+        if claims is None:
             raise Refusal(501, f"{type(self._store).__name__} cannot claim events")
-        claimed = await self._store.claim_event(key, ttl)
+        claimed = await claims.claim_event(key, ttl)
         fields["claimed"] = claimed
         return {"claimed": claimed}
 

@@ -26,7 +26,8 @@ from memory.rules.redact import redact_record, redact_secrets
 from memory.service import checks
 from memory.service.checks import Handler, LogFields, Refusal
 from memory.service.redact_cache import RedactionCache
-from memory.types import CuratingStore, MemoryRecord, MemoryStore, RecordVersion, WriteResult
+from memory.stores.contract import CuratingStore, MemoryStore
+from memory.types import MemoryRecord, RecordVersion, WriteResult
 from memory.wire import (
     MAX_REFS,
     JsonObject,
@@ -50,7 +51,7 @@ class CurationRoutes:
     """The curation routes over the service's store; `routes(endpoint)` mounts them."""
 
     def __init__(self, store: MemoryStore, metrics: Metrics, redaction: RedactionCache) -> None:
-        self._store = store if isinstance(store, CuratingStore) else None
+        self._store = store.curation()
         self._store_name = type(store).__name__
         self._metrics = metrics
         self._redaction = redaction

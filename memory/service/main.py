@@ -42,7 +42,7 @@ from memory.ranking.embedder import (
 )
 from memory.ranking.fusion import DEFAULT_RANKING, RANKING_MODES, Ranking
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, NO_RETENTION, Retention
-from memory.service.app import CapAwareStore, ReadinessProbe, create_app
+from memory.service.app import ReadinessProbe, create_app
 from memory.service.workers import (
     WorkerPlan,
     add_worker_arguments,
@@ -54,6 +54,7 @@ from memory.service.workers import (
     worker_count,
 )
 from memory.stores.build import data_dir_problem, memory_dir, note_foreign_vectors
+from memory.stores.contract import MemoryStore
 from memory.stores.dm_scopes import migrate_dm_scopes_at_start
 from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, DEFAULT_SCOPE_CAP, MemoryStoreError
 from ops.heap import settle_heap
@@ -277,7 +278,7 @@ async def _open_store(
     embedder: Embedder | None,
     retention: Retention,
     compact_after_seconds: float,
-) -> CapAwareStore:
+) -> MemoryStore:
     """The store the service serves, opened: PostgreSQL when a URL is given (verified now, so a bad DSN
     is one line at start-up), else SQLite under `data_dir`, which must be writable."""
     from memory.stores.sqlite.store import SqliteMemoryStore

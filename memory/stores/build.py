@@ -17,7 +17,7 @@ import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, cast, runtime_checkable
+from typing import Protocol, cast
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
@@ -26,14 +26,10 @@ from memory.ranking.embedder import Embedder, EmbedderUnavailable, load_embedder
 from memory.ranking.fusion import RANKING_MODES, Ranking, RankingMode
 from memory.rules.engine import is_valid_cap
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, Retention
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
-from memory.types import (
-    DEFAULT_COMPACT_AFTER_SECONDS,
-    DEFAULT_SCOPE_CAP,
-    MAX_SCOPE_CAP,
-    MemoryStore,
-    ReindexableStore,
-)
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
+from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, DEFAULT_SCOPE_CAP, MAX_SCOPE_CAP
 
 log = structlog.get_logger("memory.build")
 
@@ -129,28 +125,21 @@ def memory_dir(data_dir: str | os.PathLike[str]) -> Path:
     return Path(data_dir) / "memory"
 
 
-@runtime_checkable
-class OpenableStore(Protocol):
-    """A store with a server behind it that can be verified before the bot takes messages."""
-
-    async def open(self) -> None: ...
-
-
 async def open_memory_store(store: MemoryStore) -> None:
     """Verify the store at start-up (a database that answers), so a bad DSN or an unreachable server is
     one clear line now rather than a failure on the first message. Raises MemoryStoreError."""
-    if isinstance(store, OpenableStore):
-        await store.open()
+    await store.open()
 
 
 async def note_foreign_vectors(store: MemoryStore) -> int:
     """One warning at start-up when records carry vectors of another embedder than the configured one
     (a changed `memory.embedder`): they rank lexically, or are re-embedded as reads meet them, until
     `switchboard memory reindex` redoes them all. A store that cannot say is no refused start."""
-    if not isinstance(store, ReindexableStore):
+    maintenance = store.maintenance()
+    if maintenance is None:
         return 0
     try:
-        found = await store.foreign_vectors()
+        found = await maintenance.foreign_vectors()
     except Exception as error:
         log.warning("memory.foreign_vectors_unknown", error=type(error).__name__)
         return 0
@@ -190,7 +179,7 @@ def build_memory_store(settings: Settings, env: Mapping[str, str] | None = None)
         )
         log.info("memory.store_selected", store="in_process", cap=cap.value)
         embedder = build_embedder(memory)
-        return InMemoryMemoryStore(
+        return InProcessMemoryStore(
             cap=cap.value, ranking=build_ranking(memory, embedder), embedder=embedder, retention=retention
         )
     if choice == "postgres":

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Protocol, runtime_checkable
 
 import structlog
 
@@ -26,17 +25,13 @@ from memory.rules.curation import record_candidate
 from memory.rules.engine import parse_record_id, record_id
 from memory.rules.scope import dm_channel_scope, scope_kind, validate_scope_key
 from memory.rules.visibility import record_owner
-from memory.types import MAX_LIMIT, AuditQuery, MemoryCandidate, MemoryRecord, MemoryStore
+from memory.stores.contract import MemoryStore
+from memory.types import MAX_LIMIT, AuditQuery, MemoryCandidate, MemoryRecord
 
 log = structlog.get_logger("memory")
 
 # Records per write: the wire's batch bound, so the service over HTTP takes each as one batch.
 _BATCH = 50
-
-
-@runtime_checkable
-class _ListsScopes(Protocol):
-    async def scope_keys(self) -> list[str]: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -50,10 +45,11 @@ class DmMigration:
 
 async def migrate_dm_scopes(store: MemoryStore) -> DmMigration:
     """Empty every DM `channel:` scope into its owner's user scope (see the module docstring)."""
-    if not isinstance(store, _ListsScopes):
+    maintenance = store.maintenance()
+    if maintenance is None:
         return DmMigration()
     scopes = moved = erased = 0
-    for scope_key in await store.scope_keys():
+    for scope_key in await maintenance.scope_keys():
         conversation = dm_channel_scope(scope_key)
         if conversation is None:
             continue

@@ -20,6 +20,8 @@ from memory.rules.scope import validate_scope_key
 from memory.types import (
     MAX_LIMIT,
     AuditQuery,
+    CurationAction,
+    CurationEntry,
     MemoryRecord,
     Origin,
     RecordKind,
@@ -37,6 +39,7 @@ _STATUSES: dict[str, RecordStatus] = {
     "evicted": "evicted",
     "pending": "pending",
 }
+_ACTIONS: dict[str, CurationAction] = {action: action for action in get_args(CurationAction)}
 _KINDS: dict[str, RecordKind] = {"fact": "fact", "summary": "summary"}
 # An unrecognised stored origin reads as `unknown` (shown only to the owner): never wider.
 _ORIGINS: dict[str, Origin] = {origin: origin for origin in get_args(Origin)}
@@ -171,3 +174,16 @@ def audit_key(query: AuditQuery) -> tuple[AuditKey, str | None]:
     if query.user_id is not None:
         return "user", query.user_id
     return "thread", query.thread_key
+
+
+def curation_entry(row: Sequence[Any]) -> CurationEntry:
+    """A stored curation log row (record id, scope key, action, actor, time, related id) as its entry."""
+    record_id, scope_key, action, actor, at, related_id = row
+    return CurationEntry(
+        record_id=str(record_id),
+        scope_key=str(scope_key),
+        action=_ACTIONS[str(action)],
+        actor=str(actor),
+        at=float(at),
+        related_id=None if related_id is None else str(related_id),
+    )

@@ -14,7 +14,7 @@ from app.agent.providers.registry import build_provider_registry
 from app.dispatch import Dispatcher
 from app.reflection_hook import install_reflection
 from app.runtime import build_runtime
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MemoryCandidate
 from ops.metrics import Metrics
 from tests.app.runtime_support import RecordingSurface, message, settings_for
@@ -59,7 +59,7 @@ async def test_a_settled_reflection_counts_its_outcome_and_its_writes(
     async with AsyncExitStack() as stack:
         providers = build_provider_registry(settings, environ={}, metrics=metrics)
         stack.push_async_callback(providers.aclose)
-        store = InMemoryMemoryStore()
+        store = InProcessMemoryStore()
         dispatcher = Dispatcher(
             settings=settings, providers=providers, agents=build_agents(settings), memory_store=store
         )
@@ -81,7 +81,7 @@ async def test_the_bots_own_metrics_count_its_memory_reads_and_the_records_they_
     (the memory service counts its own retrieves; before, the bot's /metrics said 0 reads)."""
     metrics = Metrics()
     settings = settings_for(fake_anthropic, organization="acme", memory={"enabled": True})
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     fact = MemoryCandidate(
         kind="fact", text="deploys run nightly from main", source_thread_key="t", origin="public"
     )

@@ -24,7 +24,8 @@ from app.incoming import IncomingMessage
 from commands.registry import Caller as CommandCaller
 from config.settings import Settings
 from memory.rules.visibility import Reader
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer, Reply, error_reply, tool_reply
@@ -54,10 +55,10 @@ def build(
     )
 
 
-async def seeded_store(records: Mapping[str, str]) -> InMemoryMemoryStore:
+async def seeded_store(records: Mapping[str, str]) -> InProcessMemoryStore:
     """Records learned in the public channel slack:C9, so any reply may show them (the read rule has
     its own tests)."""
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     for scope, text in records.items():
         learned = MemoryCandidate(
             kind="fact",
@@ -162,7 +163,7 @@ async def test_enabled_with_a_seeded_store_the_block_leads_and_the_agent_prompt_
 async def test_a_failing_store_reads_as_nothing_and_the_run_still_answers(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    class BrokenStore(InMemoryMemoryStore):
+    class BrokenStore(InProcessMemoryStore):
         async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
             raise ConnectionError("store down")
 
@@ -179,7 +180,7 @@ async def test_a_failing_store_reads_as_nothing_and_the_run_still_answers(
     assert fake_anthropic.bodies()[0]["system"] == GENERAL_INSTRUCTIONS
 
 
-class RecordingStore(InMemoryMemoryStore):
+class RecordingStore(InProcessMemoryStore):
     """A real in-process store that notes the order in which scopes are retrieved."""
 
     def __init__(self) -> None:
@@ -374,7 +375,7 @@ async def test_post_run_steps_get_the_completed_run_while_the_slot_is_held(
         stack,
         settings,
         agents=agents,
-        memory_store=InMemoryMemoryStore(),
+        memory_store=InProcessMemoryStore(),
         post_run=[broken_step, step],
         new_run_id=lambda: "run_fixed",
     )
@@ -594,7 +595,7 @@ async def test_a_general_run_never_asks_for_a_repo_and_has_no_repo_scope(
 async def test_the_memory_block_holds_a_dm_fact_in_the_dm_and_never_in_a_public_thread(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     dm_fact = MemoryCandidate(
         "fact", "this user deploys on fridays", "slack:D1:1.0", origin="dm", origin_conversation="slack:D1"
     )
@@ -615,7 +616,7 @@ async def test_the_memory_block_holds_a_dm_fact_in_the_dm_and_never_in_a_public_
 async def test_an_unknown_visibility_reads_as_a_public_reply(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     learned = MemoryCandidate(
         "fact", "this user deploys on fridays", "t", origin="private", origin_conversation="slack:C1"
     )

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 import pytest
 
 from app.incoming import IncomingMessage, message_time
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.app.runtime_support import settings_for
 from tests.app.test_memory_write_path import (
     MEMORY_ON,
@@ -61,7 +61,7 @@ async def test_a_slack_runs_records_are_dated_by_the_message_ts_not_the_run(
 async def test_a_run_without_a_message_time_dates_its_records_by_the_run(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    store = InMemoryMemoryStore(clock=lambda: RUN_AT + 30)  # the write lands after the run began
+    store = InProcessMemoryStore(clock=lambda: RUN_AT + 30)  # the write lands after the run began
     bot = build_bot(stack, settings_for(fake_anthropic, **MEMORY_ON), store=store, clock=lambda: RUN_AT)
     fake_anthropic.script(*tool_run("Run make deploy.", extraction({"text": ORG_FACT, "confidence": 0.9})))
     await bot.ask(msg(QUESTION))

@@ -34,7 +34,7 @@ from memory.rules.scope import RequestScopes
 from memory.rules.scorer import FENCE_CLOSE, FENCE_OPEN
 from memory.rules.write_gate import MemoryScopeResource
 from memory.stores.build import memory_dir
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
 from tests.app.runtime_support import RecordingSurface, app_command, settings_for, subprocess_env
@@ -66,7 +66,7 @@ def echo_tool() -> Tool:
 class Bot:
     """A dispatcher with the reflection hook installed, and the store it writes to."""
 
-    def __init__(self, dispatcher: Dispatcher, hook: ReflectionHook | None, store: InMemoryMemoryStore):
+    def __init__(self, dispatcher: Dispatcher, hook: ReflectionHook | None, store: InProcessMemoryStore):
         self.dispatcher = dispatcher
         self.hook = hook
         self.store = store
@@ -83,13 +83,13 @@ def build_bot(
     stack: AsyncExitStack,
     settings: Settings,
     *,
-    store: InMemoryMemoryStore | None = None,
+    store: InProcessMemoryStore | None = None,
     authorize_fn: Any = authorize,
     clock: Callable[[], float] = time.time,
 ) -> Bot:
     providers = build_provider_registry(settings, environ={})
     stack.push_async_callback(providers.aclose)
-    store = store if store is not None else InMemoryMemoryStore()
+    store = store if store is not None else InProcessMemoryStore()
     agents = build_agents(settings).with_tools("general", (echo_tool(),))
     dispatcher = Dispatcher(
         settings=settings, providers=providers, agents=agents, memory_store=store, clock=clock
@@ -227,7 +227,7 @@ async def test_a_thread_four_turns_deep_reflects_without_tools(
 async def test_memory_disabled_makes_no_reflection_call_even_on_a_qualifying_run(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     # An organization is configured, so scopes could be derived: only `memory.enabled = false` stops it.
     settings = settings_for(fake_anthropic, organization="acme")
     assert settings.memory.enabled is False
@@ -358,7 +358,7 @@ async def test_reads_never_consult_the_write_policy(
         asked.append(resource)
         return authorize(actor, action, resource)
 
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write("org:acme", [MemoryCandidate("fact", ORG_FACT, "slack:C9:1.0", origin="public")])
     bot = build_bot(stack, settings_for(fake_anthropic, **MEMORY_ON), store=store, authorize_fn=counting)
     fake_anthropic.script("ok")
@@ -429,7 +429,7 @@ async def test_a_failing_or_garbage_reflection_leaves_the_reply_intact_and_write
 async def test_a_failing_store_write_never_touches_the_reply(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
-    class FailingWrites(InMemoryMemoryStore):
+    class FailingWrites(InProcessMemoryStore):
         async def write(self, scope_key: str, candidates: Any, *, cap: int | None = None) -> Any:
             raise RuntimeError("disk full")
 
@@ -485,7 +485,7 @@ async def test_the_lifecycle_drain_waits_for_pending_reflections(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
     settings = settings_for(fake_anthropic, **MEMORY_ON)
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     runtime = build_runtime(
         settings,
         environ={},
@@ -535,7 +535,7 @@ async def test_the_config_command_fast_path_never_reflects(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:
     settings = settings_for(fake_anthropic, **MEMORY_ON)
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     runtime = build_runtime(settings, environ={}, memory_store=store)
     stack.push_async_callback(runtime.providers.aclose)
     surface = RecordingSurface()

@@ -9,7 +9,7 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 
 from app.runtime import build_runtime
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryRecord
 from tests.app.runtime_support import RecordingSurface, app_command, message, settings_for, subprocess_env
@@ -21,7 +21,7 @@ ADMINS = ["user:slack:UADMIN", "user:cli:local"]
 async def test_typed_to_the_bot_in_a_dm_or_a_public_thread_it_remembers_without_a_model_turn(
     fake_anthropic: FakeModelServer,
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     settings = settings_for(fake_anthropic, organization="acme", memory={"enabled": True}, admins=ADMINS)
     async with AsyncExitStack() as stack:
         runtime = build_runtime(settings, memory_store=store, environ={})

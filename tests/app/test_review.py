@@ -18,7 +18,8 @@ from app.reflection_hook import install_reflection
 from app.review import DAY_SECONDS, PendingSweep, expire_pending
 from app.runtime import build_runtime
 from config.settings import ConfigError
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.types import MemoryCandidate
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer, tool_reply
@@ -72,7 +73,7 @@ async def test_start_up_expires_pending_records_older_than_review_days(
     fake_anthropic: FakeModelServer,
 ) -> None:
     clock = Clock(time.time() - 3 * DAY_SECONDS)
-    store = InMemoryMemoryStore(clock=clock)
+    store = InProcessMemoryStore(clock=clock)
     await store.write_pending(ORG, [candidate("three days waiting")])
     clock.now = time.time()
     await store.write_pending(ORG, [candidate("just learned")])
@@ -90,7 +91,7 @@ async def test_start_up_expires_pending_records_older_than_review_days(
 
 
 async def test_a_failing_expiry_is_one_warning_never_a_refused_start() -> None:
-    class Broken(InMemoryMemoryStore):
+    class Broken(InProcessMemoryStore):
         async def expire_pending(self, older_than: float, actor: str = "system") -> int:
             raise OSError("disk gone")
 
@@ -99,7 +100,7 @@ async def test_a_failing_expiry_is_one_warning_never_a_refused_start() -> None:
 
 def test_the_sweep_is_due_once_per_interval_after_start_up() -> None:
     clock = Clock(1000.0)
-    sweep = PendingSweep(InMemoryMemoryStore(), 14, clock=clock, interval=60)
+    sweep = PendingSweep(InProcessMemoryStore(), 14, clock=clock, interval=60)
     assert not sweep.due()  # start-up has just swept
     clock.now += 61
     assert sweep.due() and not sweep.due()
@@ -109,7 +110,7 @@ async def test_a_reflection_under_review_holds_the_org_fact_keeps_the_users_and_
     fake_anthropic: FakeModelServer,
 ) -> None:
     clock = Clock(time.time() - 20 * DAY_SECONDS)
-    store = InMemoryMemoryStore(clock=clock)
+    store = InProcessMemoryStore(clock=clock)
     await store.write_pending(ORG, [candidate("stale and never reviewed")])
     clock.now = time.time()
     settings = settings_for(fake_anthropic, **REVIEW_ON)
@@ -143,7 +144,7 @@ async def test_a_reflection_under_review_holds_the_org_fact_keeps_the_users_and_
 
 async def test_with_review_off_start_up_leaves_the_queue_alone(fake_anthropic: FakeModelServer) -> None:
     clock = Clock(time.time() - 30 * DAY_SECONDS)
-    store = InMemoryMemoryStore(clock=clock)
+    store = InProcessMemoryStore(clock=clock)
     await store.write_pending(ORG, [candidate("waiting since review was on")])
     clock.now = time.time()
     runtime = build_runtime(

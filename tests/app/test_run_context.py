@@ -15,7 +15,7 @@ from app.incoming import IncomingMessage
 from app.run_context import request_context, start_run
 from memory.rules.scope import RequestScopes
 from memory.rules.visibility import Reader
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import AuditQuery, MemoryCandidate
 from tests.app.runtime_support import RecordingSurface, message, settings_for
 from tests.fakes.model_server import FakeModelServer
@@ -38,7 +38,7 @@ async def test_a_run_asks_for_its_repo_once_and_its_read_audit_and_record_carry_
     settings = settings_for(fake_anthropic, **MEMORY_ON)
     providers = build_provider_registry(settings, environ={})
     stack.push_async_callback(providers.aclose)
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     fact = MemoryCandidate(
         kind="fact", text="deploys run scripts/deploy.sh", source_thread_key="t", origin="public"
     )

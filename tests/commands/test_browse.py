@@ -4,7 +4,7 @@ record an editor is prefilled with — over a real curating store."""
 from __future__ import annotations
 
 from commands.browse import MemoryBrowser, ReviewQueue
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MemoryCandidate, Origin
 
 ADMIN = "slack:UADMIN"
@@ -17,14 +17,14 @@ def fact(text: str, origin: Origin = "public", where: str = "C1") -> MemoryCandi
     )
 
 
-def browser(store: InMemoryMemoryStore, *, review: bool = True) -> MemoryBrowser:
+def browser(store: InProcessMemoryStore, *, review: bool = True) -> MemoryBrowser:
     return MemoryBrowser(
         store=store, memory_enabled=True, organization="acme", admins=[f"user:{ADMIN}"], review=review
     )
 
 
 async def test_the_queue_keeps_what_was_learned_privately_out_and_counts_it() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write_pending(ORG, [fact("Public plan")])
     await store.write_pending(ORG, [fact("Private plan", origin="private", where="G1")])
 
@@ -35,7 +35,7 @@ async def test_the_queue_keeps_what_was_learned_privately_out_and_counts_it() ->
 
 
 async def test_only_an_admin_under_review_gets_a_queue() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write_pending(ORG, [fact("Public plan")])
 
     assert await browser(store).waiting("slack:U1", None) is None
@@ -44,7 +44,7 @@ async def test_only_an_admin_under_review_gets_a_queue() -> None:
 
 
 async def test_an_admin_may_open_a_waiting_record_in_the_editor_and_nobody_else() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write_pending(ORG, [fact("Public plan")])
     [waiting] = await store.pending(ORG, 10)
 
@@ -56,7 +56,7 @@ async def test_an_admin_may_open_a_waiting_record_in_the_editor_and_nobody_else(
 
 
 async def test_a_shared_record_learned_privately_is_not_opened_in_the_editor_here() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write("channel:slack:C1", [fact("The private plan", origin="private", where="G9")])
     [record] = await store.list("channel:slack:C1", 10)
 
@@ -66,7 +66,7 @@ async def test_a_shared_record_learned_privately_is_not_opened_in_the_editor_her
 
 
 async def test_an_old_version_is_no_longer_editable() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write("user:slack:U1", [fact("First words", origin="dm", where="D1")])
     [old] = await store.list("user:slack:U1", 10)
     await store.edit("user:slack:U1", old.id, "Second words", "user:slack:U1")

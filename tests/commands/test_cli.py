@@ -19,7 +19,7 @@ from commands.memory import FORGET_USAGE, LIST_USAGE, UNTRUSTED_NOTE, UNTRUSTED_
 from commands.provenance import AUDIT_USAGE, WHY_USAGE
 from commands.registry import Caller
 from commands.reindex import run_reindex
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate
 from tests.memory.postgres_support import unreachable_dsn
@@ -27,7 +27,7 @@ from tests.memory.postgres_support import unreachable_dsn
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def seed(store: InMemoryMemoryStore | SqliteMemoryStore, scope: str, *texts: str) -> None:
+async def seed(store: InProcessMemoryStore | SqliteMemoryStore, scope: str, *texts: str) -> None:
     """Records learned in public (these tests are about the terminal surface, not the read rule)."""
     await store.write(
         scope,
@@ -36,7 +36,7 @@ async def seed(store: InMemoryMemoryStore | SqliteMemoryStore, scope: str, *text
 
 
 async def cli(
-    argv: list[str], store: InMemoryMemoryStore, *, admins: tuple[str, ...] = (), enabled: bool = True
+    argv: list[str], store: InProcessMemoryStore, *, admins: tuple[str, ...] = (), enabled: bool = True
 ) -> tuple[int, str, str]:
     out, err = io.StringIO(), io.StringIO()
     code = await run_memory_cli(
@@ -54,7 +54,7 @@ def test_the_terminal_acts_as_user_cli_local_on_a_machine_surface() -> None:
 
 
 async def test_cli_list_is_a_readable_table_of_the_local_users_and_the_orgs_records() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "org:acme", "Deploys go through the *release train*")
     await seed(store, "user:cli:local", "The local user prefers vim")
     await seed(store, "user:slack:U1", "A slack user's own preference")
@@ -75,7 +75,7 @@ async def test_cli_list_is_a_readable_table_of_the_local_users_and_the_orgs_reco
 
 
 async def test_cli_table_cells_never_carry_terminal_escapes_or_line_breaks() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "user:cli:local", "red \x1b[31malert\x1b[0m\nSYSTEM: obey \u202etxet")
     code, out, _ = await cli(["list", "me"], store)
     assert code == 0
@@ -85,7 +85,7 @@ async def test_cli_table_cells_never_carry_terminal_escapes_or_line_breaks() -> 
 
 
 async def test_cli_forget_of_an_org_record_needs_user_cli_local_among_the_admins() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "org:acme", "Deploys go through the release train")
     code, out, _ = await cli(["forget", "mem:org:acme:1"], store, admins=("user:slack:UADMIN",))
     assert code == 1 and out.startswith("🚫")
@@ -96,7 +96,7 @@ async def test_cli_forget_of_an_org_record_needs_user_cli_local_among_the_admins
 
 
 async def test_cli_usage_errors_and_non_commands_exit_2() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     code, out, _ = await cli(["list", "--limit", "0"], store)
     assert code == 2 and out.strip().endswith(f"Usage: {LIST_USAGE}")
     code, out, err = await cli(["is", "great"], store)
@@ -105,12 +105,12 @@ async def test_cli_usage_errors_and_non_commands_exit_2() -> None:
 
 
 async def test_cli_with_memory_disabled_says_so() -> None:
-    code, out, _ = await cli(["list"], InMemoryMemoryStore(), enabled=False)
+    code, out, _ = await cli(["list"], InProcessMemoryStore(), enabled=False)
     assert code == 0 and "Memory is off" in out
 
 
 async def test_the_same_memory_list_answers_the_same_on_slack_the_slash_command_and_the_terminal() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "org:acme", "Deploys go through the release train", "Use <tabs> & spaces")
     await seed(store, "org:acme", "Standups are at ten")
     registry = build_registry(store=store, memory_enabled=True, organization="acme", admins=())
@@ -219,7 +219,7 @@ async def test_switchboard_memory_reindex_gives_older_records_vectors_and_can_re
 
 async def test_reindex_on_a_store_without_vectors_says_where_to_run_it() -> None:
     out, err = io.StringIO(), io.StringIO()
-    assert await run_reindex(InMemoryMemoryStore(), out=out, err=err) == 1
+    assert await run_reindex(InProcessMemoryStore(), out=out, err=err) == 1
     assert "keeps no vectors here" in err.getvalue() and out.getvalue() == ""
 
 
@@ -235,7 +235,7 @@ async def test_reindex_on_a_store_without_vectors_says_where_to_run_it() -> None
     ],
 )
 async def test_every_usage_error_exits_2_with_a_plain_usage_line(argv: list[str]) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "org:acme", "Deploys go through the release train")
     code, out, _ = await cli(argv, store, admins=("user:cli:local",))
     assert code == 2, out

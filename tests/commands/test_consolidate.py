@@ -14,10 +14,12 @@ from structlog.testing import capture_logs
 
 from commands.cli import CLI_READER
 from commands.consolidate import CONSOLIDATE_USAGE, run_consolidate
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.contract import CuratingStore, MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.stores.sqlite.schema import database_filename
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import CuratingStore, MemoryCandidate, MemoryRecord, MemoryStore, Origin, RecordVersion
+from memory.types import MemoryCandidate, MemoryRecord, Origin, RecordVersion
 from tests.commands.test_cli import run_switchboard
 from tests.memory.rules.fold_corpus import RESTYLED_TRIPLE
 
@@ -83,7 +85,7 @@ def test_consolidate_with_memory_off_is_a_one_line_refusal(tmp_path: Path) -> No
 
 
 async def edited_restatements(
-    store: InMemoryMemoryStore, scope: str, texts: Sequence[str], origin: Origin = "public"
+    store: InProcessMemoryStore, scope: str, texts: Sequence[str], origin: Origin = "public"
 ) -> list[str]:
     """Restatements stored side by side: an edit is not a write and folds into nothing, so editing
     placeholders into restyled copies leaves one record per copy. Returns the active ids in order."""
@@ -98,7 +100,7 @@ async def edited_restatements(
 
 
 async def test_apply_merges_each_cluster_into_its_survivor_as_the_machine() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     ids = await edited_restatements(store, SCOPE, RESTYLED_TRIPLE)
     await edited_restatements(
         store, "repo:acme/api", ["Releases go through make ship", "releases go through make ship!"]
@@ -115,7 +117,7 @@ async def test_apply_merges_each_cluster_into_its_survivor_as_the_machine() -> N
 
 
 async def test_all_scopes_needs_a_store_that_lists_them() -> None:
-    code, out, err = await consolidate(InMemoryMemoryStore())
+    code, out, err = await consolidate(InProcessMemoryStore())
     assert (code, out) == (1, "")
     assert "name one with --scope <scope key>" in err
 
@@ -153,7 +155,7 @@ def test_apply_leaves_one_active_record_and_the_history_shows_the_merge(tmp_path
 
 
 async def test_text_the_terminal_may_not_see_is_not_printed() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     ids = await edited_restatements(store, "user:slack:U1", RESTYLED_TRIPLE[:2], origin="dm")
     code, out, _ = await consolidate(store, "--scope", "user:slack:U1")
     assert code == 0 and "make ship" not in out
@@ -177,7 +179,7 @@ async def history_of(tmp_path: Path, scope: str, record_id: str) -> list[RecordV
 
 
 async def test_a_run_logs_one_event_with_counts_and_no_text() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await edited_restatements(store, SCOPE, RESTYLED_TRIPLE)
     with capture_logs() as logs:
         await consolidate(store, "--scope", SCOPE)

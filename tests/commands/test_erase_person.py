@@ -10,9 +10,10 @@ from pathlib import Path
 from commands.memory import build_registry
 from commands.registry import Caller, CommandRegistry, CommandReply
 from commands.transcripts import ChatTranscripts, chat_directory
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import AuditQuery, CurationEntry, MemoryCandidate, MemoryStore, ReadAudit
+from memory.types import AuditQuery, CurationEntry, MemoryCandidate, ReadAudit
 
 TEAM_ADMIN = "slack:T1:UADMIN"
 BOB = "user:slack:T1:UBOB"
@@ -38,8 +39,8 @@ async def run(reg: CommandRegistry, text: str, who: Caller | None = None) -> Com
     return reply
 
 
-async def bobs_store() -> InMemoryMemoryStore:
-    store = InMemoryMemoryStore()
+async def bobs_store() -> InProcessMemoryStore:
+    store = InProcessMemoryStore()
     await store.write(BOB, [MemoryCandidate("fact", "prefers tabs", "slack:T1:D1:1.0", origin="dm")])
     return store
 
@@ -88,7 +89,7 @@ async def test_the_terminal_persons_erasure_deletes_their_chat_threads(tmp_path:
     threads.mkdir()
     for name in ("a.json", "b.json", ".b.json.tmp"):
         (threads / name).write_text('{"turns": []}')
-    reg = registry(InMemoryMemoryStore(), ChatTranscripts(tmp_path))
+    reg = registry(InProcessMemoryStore(), ChatTranscripts(tmp_path))
     reply = await run(reg, "memory forget --user user:cli:local")
     assert reply.text == "🧹 Erased 0 records of `user:cli:local` (2 chat transcripts deleted)."
     assert list(threads.iterdir()) == []
@@ -107,7 +108,7 @@ async def test_a_failing_store_is_one_warning_line_naming_the_step(tmp_path: Pat
 
 
 async def test_memory_audit_takes_a_person_in_the_same_forms() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.record_read(
         ReadAudit("run-1", "slack:T1:C1:1.0", "slack:T1:UBOB", ("org:acme",), (), time.time())
     )

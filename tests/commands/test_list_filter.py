@@ -12,9 +12,10 @@ from commands.memory import build_registry
 from commands.registry import Caller
 from memory.ranking.lexical import stem_words
 from memory.rules.engine import MAX_MATCH_TOKENS
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore
+from memory.types import MemoryCandidate
 
 SLACK = Caller("slack:U1", "slack:C1", "public", "slack:C1:1700000000.000100", "slack")
 TEXTS = (
@@ -30,7 +31,7 @@ TEXTS = (
 @pytest.fixture(params=["in_process", "sqlite"])
 async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[MemoryStore]:
     made: MemoryStore = (
-        InMemoryMemoryStore() if request.param == "in_process" else SqliteMemoryStore(tmp_path / "memory")
+        InProcessMemoryStore() if request.param == "in_process" else SqliteMemoryStore(tmp_path / "memory")
     )
     await made.write("org:acme", [MemoryCandidate("fact", t, "slack:C1:1.0", origin="public") for t in TEXTS])
     yield made

@@ -15,19 +15,19 @@ from commands.provenance import AUDIT_USAGE, WHY_USAGE
 from commands.registry import Caller, CommandRegistry, edit_distance, nearest_verb
 from commands.render import UNTRUSTED_CLOSE, UNTRUSTED_NOTE, UNTRUSTED_OPEN
 from memory.rules.visibility import Reader
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MemoryCandidate, ReadAudit
 from tests.commands.test_registry import SLACK
 
 VERBS = {"list", "forget", "why", "audit", "help"}
 
 
-def registry(store: InMemoryMemoryStore, admins: tuple[str, ...] = ("user:slack:U1",)) -> CommandRegistry:
+def registry(store: InProcessMemoryStore, admins: tuple[str, ...] = ("user:slack:U1",)) -> CommandRegistry:
     return build_registry(store=store, memory_enabled=True, organization="acme", admins=admins)
 
 
-async def seeded() -> InMemoryMemoryStore:
-    store = InMemoryMemoryStore()
+async def seeded() -> InProcessMemoryStore:
+    store = InProcessMemoryStore()
     await store.write("org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t")])
     return store
 
@@ -164,8 +164,8 @@ CHAT = Caller(
 MARKUP = ("**", "`", UNTRUSTED_OPEN, UNTRUSTED_CLOSE, UNTRUSTED_NOTE, "](")
 
 
-async def audited_store() -> InMemoryMemoryStore:
-    store = InMemoryMemoryStore()
+async def audited_store() -> InProcessMemoryStore:
+    store = InProcessMemoryStore()
     await store.write(
         "user:cli:local",
         [MemoryCandidate("fact", "The local user prefers vim", "cli:standup", origin="machine")],
@@ -219,7 +219,7 @@ async def test_the_same_replies_on_slack_keep_their_markdown() -> None:
 
 
 async def test_record_text_keeps_its_own_characters_in_the_terminal_but_no_escapes() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     text = "Use **bold** and `ticks` \x1b[31mred\x1b[0m here"
     await store.write("user:cli:local", [MemoryCandidate("fact", text, "cli:standup", origin="machine")])
     [record] = store.records("user:cli:local")

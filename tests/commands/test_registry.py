@@ -16,7 +16,7 @@ from commands.registry import (
     UsageError,
 )
 from commands.remember import REMEMBER_USAGE
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MemoryCandidate
 
 SLACK = Caller(
@@ -28,9 +28,9 @@ SLACK = Caller(
 )
 
 
-def memory_registry(store: InMemoryMemoryStore | None = None) -> CommandRegistry:
+def memory_registry(store: InProcessMemoryStore | None = None) -> CommandRegistry:
     return build_registry(
-        store=store or InMemoryMemoryStore(),
+        store=store or InProcessMemoryStore(),
         memory_enabled=True,
         organization="acme",
         admins=["user:slack:UADMIN"],
@@ -69,7 +69,7 @@ async def test_prose_that_mentions_memory_is_not_a_command(text: str) -> None:
     ],
 )
 async def test_a_command_is_its_leading_words_whatever_the_case_mention_or_slash(text: str) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write(
         "org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t", origin="public")]
     )
@@ -143,7 +143,7 @@ async def test_prose_that_starts_with_memory_still_reaches_the_agent(text: str) 
     ],
 )
 async def test_a_destructive_verb_after_memory_is_a_usage_error_and_changes_nothing(text: str) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write("org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t")])
     reply = await memory_registry(store).handle(text, SLACK)
     assert reply is not None, "a destructive verb must never reach the model"
@@ -252,7 +252,7 @@ def test_build_registry_registers_the_memory_commands_with_one_usage_line_each()
 
 
 async def test_the_slash_command_text_reaches_the_same_command_as_a_message() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write(
         "org:acme", [MemoryCandidate("fact", "Deploys use the release train", "t", origin="public")]
     )
@@ -265,7 +265,7 @@ async def test_the_slash_command_text_reaches_the_same_command_as_a_message() ->
 
 
 async def test_forget_is_an_inline_run_with_a_receipt_and_list_is_a_plain_reply() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write(
         "user:slack:U1", [MemoryCandidate("fact", "This user likes tabs", "t", origin="public")]
     )

@@ -18,9 +18,10 @@ from commands.memory import build_registry
 from commands.registry import Caller, CommandRegistry
 from commands.remember import REMEMBER_USAGE, parse_remember_args
 from memory.rules.visibility import Reader
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryRecord, MemoryStore
+from memory.types import MemoryRecord
 
 ADMIN = "UADMIN"
 SECRET = "ghp_" + "Zq7Lw2Xk9Rt4Vb8Nm3Pd6Hs1Jf5Gc0Ay2Ue"
@@ -51,14 +52,14 @@ def slack(user: str, channel: str, visibility: str, repo: str | None = None) -> 
     )
 
 
-def every_record(store: InMemoryMemoryStore) -> dict[str, list[MemoryRecord]]:
+def every_record(store: InProcessMemoryStore) -> dict[str, list[MemoryRecord]]:
     keys = ["org:acme", "repo:acme/api", "channel:slack:C1", "channel:slack:G1", "channel:slack:D1"]
     keys += [f"user:slack:{user}" for user in ("U1", ADMIN)] + ["user:cli:local"]
     return {key: store.records(key) for key in keys if store.records(key)}
 
 
 async def test_remember_goes_into_your_own_scope_by_default_and_names_the_record() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     with capture_logs() as logs:
         reply = await registry(store).handle(
             "memory remember I review PRs before lunch", slack("U1", "C1", "public")
@@ -91,7 +92,7 @@ async def test_remember_goes_into_your_own_scope_by_default_and_names_the_record
 
 
 async def test_an_admin_remembers_into_the_org_from_a_public_channel() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     reply = await registry(store).handle(
         "memory remember --scope org Deploys go through make ship from main", slack(ADMIN, "C1", "public")
     )
@@ -110,7 +111,7 @@ async def test_an_admin_remembers_into_the_org_from_a_public_channel() -> None:
 
 @pytest.mark.parametrize("scope", ["org", "channel", "repo"])
 async def test_a_non_admins_remember_into_a_shared_scope_is_refused_and_writes_nothing(scope: str) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     with capture_logs() as logs:
         reply = await registry(store).handle(
             f"memory remember --scope {scope} Deploys go through make ship",
@@ -125,7 +126,7 @@ async def test_a_non_admins_remember_into_a_shared_scope_is_refused_and_writes_n
 
 
 async def test_a_secret_in_the_text_is_stored_redacted() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     reply = await registry(store).handle(
         f"memory remember the deploy bot token is {SECRET}", slack("U1", "C1", "public")
     )
@@ -139,7 +140,7 @@ async def test_a_secret_in_the_text_is_stored_redacted() -> None:
 
 @pytest.mark.parametrize("scope", ["org", "repo"])
 async def test_an_admins_remember_in_a_dm_is_origin_dm_and_never_lands_in_a_shared_scope(scope: str) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     reply = await registry(store).handle(
         f"memory remember --scope {scope} the launch slips a week", slack(ADMIN, "D1", "dm", repo="acme/api")
     )
@@ -153,7 +154,7 @@ async def test_an_admins_remember_in_a_dm_is_origin_dm_and_never_lands_in_a_shar
 
 
 async def test_a_dm_remember_is_private_to_its_owner_everywhere_it_is_read() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await registry(store).handle("memory remember my manager is Dana", slack("U1", "D1", "dm"))
     public = await registry(store).handle("memory list me", slack("U1", "C1", "public"))
     private = await registry(store).handle("memory list me", slack("U1", "D1", "dm"))
@@ -163,7 +164,7 @@ async def test_a_dm_remember_is_private_to_its_owner_everywhere_it_is_read() -> 
 
 
 async def test_an_admins_org_remember_in_a_private_channel_stays_in_that_channel() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     reply = await registry(store).handle(
         "memory remember --scope org the acquisition closes in May", slack(ADMIN, "G1", "private")
     )
@@ -175,7 +176,7 @@ async def test_an_admins_org_remember_in_a_private_channel_stays_in_that_channel
 
 
 async def test_an_admin_remembers_into_the_threads_repo_and_channel_from_public() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     caller = slack(ADMIN, "C1", "public", repo="acme/api")
     for scope in ("repo", "channel"):
         reply = await registry(store).handle(f"memory remember --scope {scope} CI runs on {scope}", caller)
@@ -234,7 +235,7 @@ async def test_the_terminal_remembers_as_machine_and_an_admin_reaches_the_org(tm
     ],
 )
 async def test_words_outside_the_grammar_are_a_usage_error_and_write_nothing(text: str, error: str) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     reply = await registry(store).handle(text, slack(ADMIN, "C1", "public"))
 
     assert reply is not None and reply.usage_error and not reply.ok
@@ -250,7 +251,7 @@ def test_a_double_dash_ends_the_options() -> None:
 
 
 async def test_memory_off_no_words_and_no_policy_each_refuse_with_one_line() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     caller = slack("U1", "C1", "public")
     off = await registry(store, enabled=False).handle("memory remember x marks it", caller)
     no_words = await registry(store).handle("memory remember 🚀 !!", caller)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, Origin, RecordVersion
 from tests.commands.test_curate import ADMIN, ORG, ask, slack
 
@@ -27,7 +27,7 @@ def fact(
 
 
 async def correction(
-    store: InMemoryMemoryStore, origin: Origin = "public", where: str = "slack:C1"
+    store: InProcessMemoryStore, origin: Origin = "public", where: str = "slack:C1"
 ) -> tuple[str, str]:
     """An active org record and a reflected correction of it waiting for review: (active id, pending id)."""
     await store.write(ORG, [fact(OLD, origin, where)])
@@ -38,7 +38,7 @@ async def correction(
 
 
 async def test_pending_names_the_record_a_correction_would_supersede_with_its_text() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     active, waiting = await correction(store)
     reply = await ask(store, "memory pending org")
     lines = reply.text.splitlines()
@@ -47,7 +47,7 @@ async def test_pending_names_the_record_a_correction_would_supersede_with_its_te
 
 
 async def test_pending_names_what_an_edited_correction_would_supersede() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     active, waiting = await correction(store)
     edited = await ask(store, f"memory edit {waiting} -- Deploys go out on Tuesdays at noon")
     assert edited.ok, edited.text
@@ -58,7 +58,7 @@ async def test_pending_names_what_an_edited_correction_would_supersede() -> None
 async def test_pending_names_but_does_not_show_a_superseded_record_learned_where_the_reader_cannot_see() -> (
     None
 ):
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     active, _ = await correction(store, origin="private", where="slack:G1")
     reply = await ask(store, "memory pending org", slack(ADMIN, "C1", "public"))
     assert f"would supersede `{active}` · text not shown here" in reply.text, reply.text
@@ -66,14 +66,14 @@ async def test_pending_names_but_does_not_show_a_superseded_record_learned_where
 
 
 async def test_a_pending_record_that_corrects_nothing_names_nothing() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write_pending(ORG, [fact(NEW)])
     reply = await ask(store, "memory pending org")
     assert "would supersede" not in reply.text
 
 
 async def test_the_approve_receipt_says_which_record_is_now_superseded() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     active, waiting = await correction(store)
     reply = await ask(store, f"memory approve {waiting}")
     assert reply.ok and reply.text == (
@@ -85,14 +85,14 @@ async def test_the_approve_receipt_says_which_record_is_now_superseded() -> None
 
 
 async def test_the_approve_receipt_names_a_superseded_record_it_may_not_show_without_its_text() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     active, waiting = await correction(store, origin="private", where="slack:G1")
     reply = await ask(store, f"memory approve {waiting}", slack(ADMIN, "C1", "public"))
     assert f"It supersedes `{active}` (text not shown here" in reply.text, reply.text
     assert OLD not in reply.text
 
 
-class UnreadableChains(InMemoryMemoryStore):
+class UnreadableChains(InProcessMemoryStore):
     """A store whose histories and fetches fail (as a memory service that is down answers them)."""
 
     async def history(self, scope_key: str, record_id: str) -> list[RecordVersion]:

@@ -17,14 +17,8 @@ import pytest
 from memory.ranking.fusion import SPEC
 from memory.rules.curation import pending_target_id
 from memory.rules.retention import Retention
-from memory.types import (
-    CuratingStore,
-    CurationEntry,
-    MemoryCandidate,
-    MemoryStore,
-    SourceLink,
-    WriteResult,
-)
+from memory.stores.contract import CuratingStore, MemoryStore
+from memory.types import CurationEntry, MemoryCandidate, SourceLink, WriteResult
 from tests.memory.embedders import ConceptEmbedder
 from tests.memory.person_contract import PersonErasureContract
 from tests.memory.store_contract import (

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from memory.rules.person import draw_pseudonym
-from memory.types import AuditQuery, CurationEntry, MemoryStoreError, PseudonymizingStore, ReadAudit
+from memory.stores.contract import PseudonymizingStore
+from memory.types import AuditQuery, CurationEntry, MemoryStoreError, ReadAudit
 from tests.memory.store_contract import ORG, START, StoreFactory, fact, rid
 
 BOB = "user:slack:T1:UBOB"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from memory.context import DEFAULT_BLOCK_RECORDS, DEFAULT_BLOCK_TOKENS, RepoSource, read_memory
 from memory.rules.visibility import Reader
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
 
 
 async def memory_context_block(

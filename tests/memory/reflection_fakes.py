@@ -12,7 +12,8 @@ from app.agent.providers.base import Completion, CompletionRequest
 from app.policy import authorize, reflection_actor
 from memory.rules.scope import RequestScopes
 from memory.rules.write_gate import WRITE_ACTION, WriteGate
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 
 SCOPES = RequestScopes(org="org:acme", repo="repo:acme/api", channel="channel:slack:C1", user="user:slack:UA")
@@ -42,7 +43,7 @@ class RecordingStore(NullMemoryStore):
     """The real in-process store behind the MemoryStore seam, plus a log of every write batch."""
 
     def __init__(self) -> None:
-        self.inner = InMemoryMemoryStore(clock=lambda: 1_800_000_000.0)
+        self.inner = InProcessMemoryStore(clock=lambda: 1_800_000_000.0)
         self.writes: list[tuple[str, list[MemoryCandidate]]] = []
 
     def records(self, scope_key: str) -> list[MemoryRecord]:
@@ -56,7 +57,9 @@ class RecordingStore(NullMemoryStore):
     ) -> dict[str, list[Ranked]]:
         return await self.inner.retrieve_many(scope_keys, query, limit)
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         self.writes.append((scope_key, list(candidates)))
         return await self.inner.write(scope_key, candidates)
 

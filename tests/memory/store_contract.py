@@ -22,14 +22,14 @@ from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import SPEC, Feedback, Ranking, rank, stats_stems
 from memory.ranking.lexical import term_stats
 from memory.rules.retention import NO_RETENTION, Retention
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_TEXT_CHARS,
     AuditQuery,
     MemoryCandidate,
     MemoryRecord,
-    MemoryStore,
     Origin,
     ReadAudit,
     SourceLink,
@@ -779,7 +779,7 @@ class CoreContract:
         clock = FakeClock()
         embedder = ConceptEmbedder() if embedded else None
         store = make_store(clock=clock, embedder=embedder)
-        engine = InMemoryMemoryStore(clock=clock, embedder=embedder)
+        engine = InProcessMemoryStore(clock=clock, embedder=embedder)
         words = ["deploy", "release", "billing", "cluster", "api", "lunch", "ship", "rollout", "notes"]
         texts = [
             " ".join(words[(n * k + k) % len(words)] for k in range(1, 2 + n % 4)) + f" item{n}"

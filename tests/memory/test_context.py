@@ -7,7 +7,8 @@ from structlog.testing import capture_logs
 from memory.context import read_memory
 from memory.ranking.fusion import SPEC
 from memory.rules.visibility import Reader
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 from tests.memory import records
 from tests.memory.reads import memory_context_block
@@ -28,7 +29,7 @@ SUFFIX = " (may be outdated — verify before acting; dates are UTC, today is Fr
 class RecordingStore(NullMemoryStore):
     """A real in-process store that notes every scope it was asked to retrieve."""
 
-    def __init__(self, inner: InMemoryMemoryStore) -> None:
+    def __init__(self, inner: InProcessMemoryStore) -> None:
         self.inner = inner
         self.retrieved: list[str] = []
         self.hops: list[list[str]] = []  # the scopes of each retrieve_many call
@@ -44,7 +45,9 @@ class RecordingStore(NullMemoryStore):
         self.retrieved.extend(scope_keys)
         return await self.inner.retrieve_many(scope_keys, query, limit)
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         return await self.inner.write(scope_key, candidates)
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:
@@ -66,7 +69,7 @@ class BrokenStore(RecordingStore):
 
 
 async def seeded() -> RecordingStore:
-    store = InMemoryMemoryStore(clock=lambda: NOW)
+    store = InProcessMemoryStore(clock=lambda: NOW)
     await store.write("org:acme", [fact("deploys go out on tuesdays")])
     await store.write("user:slack:UA", [fact("this user prefers deploys in the morning")])
     await store.write("user:slack:UB", [fact("this user deploys from a laptop")])
@@ -113,7 +116,7 @@ async def test_user_scope_reads_org_and_own_records_never_another_users() -> Non
 
 
 async def test_limit_and_budget_apply_to_the_merged_pool_ranked_across_scopes() -> None:
-    store = InMemoryMemoryStore(clock=lambda: NOW, ranking=SPEC)  # the spec's fractions, no per-scope IDF
+    store = InProcessMemoryStore(clock=lambda: NOW, ranking=SPEC)  # the spec's fractions, no per-scope IDF
     await store.write("org:acme", [fact("deploy"), fact("deploy train")])
     await store.write("user:slack:UA", [fact("deploy train schedule"), fact("deploy schedule")])
     read = await read_memory(
@@ -123,7 +126,7 @@ async def test_limit_and_budget_apply_to_the_merged_pool_ranked_across_scopes() 
 
 
 async def test_ties_keep_org_first() -> None:
-    store = InMemoryMemoryStore(clock=lambda: NOW)
+    store = InProcessMemoryStore(clock=lambda: NOW)
     await store.write("user:slack:UA", [fact("deploy user")])
     await store.write("org:acme", [fact("deploy org")])
     read = await read_memory(store, "deploy", reader=READER, organization="acme", user_id="slack:UA")
@@ -238,7 +241,7 @@ async def test_a_known_repo_joins_the_same_single_hop() -> None:
 
 
 async def test_the_pool_is_merged_by_each_stores_stemmed_relevance() -> None:
-    store = InMemoryMemoryStore(clock=lambda: NOW)
+    store = InProcessMemoryStore(clock=lambda: NOW)
     await store.write("org:acme", [fact("the team meets on mondays")])
     await store.write("user:slack:UA", [fact("this user deployed the billing service")])
     read = await read_memory(
@@ -249,7 +252,7 @@ async def test_the_pool_is_merged_by_each_stores_stemmed_relevance() -> None:
 
 
 async def test_one_token_budget_covers_the_whole_request_not_each_scope() -> None:
-    store = InMemoryMemoryStore(clock=lambda: NOW)
+    store = InProcessMemoryStore(clock=lambda: NOW)
     await store.write("org:acme", [fact("deploy " + "org " * 60)])
     await store.write("user:slack:UA", [fact("deploy " + "mine " * 60)])
     # each bullet with the frame fits 120 tokens (≈ 114 and ≈ 129 with its date); the two together do not
@@ -277,7 +280,7 @@ async def test_a_cancelled_read_leaves_no_retrieve_running() -> None:
             finished.extend(scope_keys)
             return {}
 
-    store = SlowStore(InMemoryMemoryStore())
+    store = SlowStore(InProcessMemoryStore())
     read = asyncio.create_task(
         read_memory(store, "deploys", reader=READER, organization="acme", user_id="slack:UA")
     )
@@ -294,8 +297,8 @@ async def test_a_cancelled_read_leaves_no_retrieve_running() -> None:
 # -- the read rule (memory/visibility.py) -----------------------------------------------------------
 
 
-async def dm_and_public_store() -> InMemoryMemoryStore:
-    store = InMemoryMemoryStore(clock=lambda: NOW)
+async def dm_and_public_store() -> InProcessMemoryStore:
+    store = InProcessMemoryStore(clock=lambda: NOW)
     dm = records.fact("this user deploys on fridays", origin="dm", origin_conversation="slack:D1")
     await store.write("user:slack:UA", [dm])
     await store.write("org:acme", [fact("deploys need a green build")])
@@ -321,7 +324,7 @@ async def test_the_same_record_is_in_the_owners_dm_block() -> None:
 
 async def test_a_refused_record_takes_no_slot_of_the_limit() -> None:
     """Filtered before ranking: a limit of 1 still yields the one record the reader may see."""
-    store = InMemoryMemoryStore(clock=lambda: NOW)
+    store = InProcessMemoryStore(clock=lambda: NOW)
     await store.write("user:slack:UA", [records.fact("deploys deploys friday", origin="unknown")])
     await store.write("org:acme", [fact("deploys go out")])
     read = await read_memory(
@@ -331,7 +334,7 @@ async def test_a_refused_record_takes_no_slot_of_the_limit() -> None:
 
 
 async def test_a_private_channel_record_stays_in_that_channel() -> None:
-    store = InMemoryMemoryStore(clock=lambda: NOW)
+    store = InProcessMemoryStore(clock=lambda: NOW)
     private = records.fact(
         "this channel ships the secret project", origin="private", origin_conversation="slack:G1"
     )
@@ -348,7 +351,7 @@ async def test_a_private_channel_record_stays_in_that_channel() -> None:
 
 async def test_one_escape_heavy_record_cannot_push_the_block_over_its_budget() -> None:
     # "<" renders as "&lt;": 4,000 of them would be a 16,000-character block against a 3,200 budget.
-    store = InMemoryMemoryStore(clock=lambda: NOW)
+    store = InProcessMemoryStore(clock=lambda: NOW)
     await store.write("org:acme", [fact("deploy " + "<" * 3_990), fact("deploy on tuesdays")])
     read = await read_memory(
         store,

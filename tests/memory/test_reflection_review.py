@@ -8,8 +8,8 @@ from structlog.testing import capture_logs
 from app.audience import conversation_reader
 from app.reflection_hook import provider_extractor
 from memory.reflection import ReflectionOutcome, ReflectionRun, reflect
-from memory.stores.in_process import InMemoryMemoryStore
-from memory.types import MemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.memory.reflection_fakes import (
     RUN_ID,
     SCOPES,
@@ -59,7 +59,7 @@ async def run(store: MemoryStore, *, review: bool, reply: str = REPLY) -> Reflec
 
 
 async def test_under_review_org_repo_and_channel_facts_wait_and_the_persons_own_is_written() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     with capture_logs() as logs:
         outcome = await run(store, review=True)
 
@@ -76,7 +76,7 @@ async def test_under_review_org_repo_and_channel_facts_wait_and_the_persons_own_
 
 
 async def test_with_review_off_every_fact_is_active_and_nothing_waits() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     with capture_logs() as logs:
         await run(store, review=False)
     for scope in (SCOPES.org, SCOPES.channel, SCOPES.repo, SCOPES.user):
@@ -96,7 +96,7 @@ async def test_a_store_that_cannot_hold_records_for_review_gets_no_shared_write_
 
 
 async def test_a_restated_fact_under_review_folds_into_the_active_record() -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await run(store, review=False, reply=envelope(fact(ORG_FACT)))
     await run(store, review=True, reply=envelope(fact(ORG_FACT + ".")))
     assert await store.pending(SCOPES.org, 10) == []

@@ -1,14 +1,15 @@
-"""The PostgreSQL store: one shared database for several bot and memory-service replicas.
+"""The PostgreSQL backend: one shared database for several bot and memory-service replicas.
 
-`store` is the facade (`PostgresMemoryStore`: errors and logs); `connection` opens the pool and checks
-the server, `schema` applies the migrations, `sql` holds every data statement, `rows` the row form,
-`writes`, `retrieve`, `reads` and `erasure` the operations on a scope, `terms` the document
-frequencies they keep, `ledger` the run sources and read audit, `changes` the change feed (every row
-stamped by the transaction that wrote it) and `scope_cache` this replica's scope indexes that follow
-it; `curating` is the store's curating half (`CuratingStore`), its work in `review` (the pending
-queue), `editing` (edits, merges) and `curation` (the curation log, version chains, histories). It
-may import `memory.types`, `memory.rules`, `memory.ranking` and `memory.stores.sql_common`, never the
-service, the read path or the write path; its modules import each other without a circle.
+The same module names as every backend folder, for the same concerns: `store` (the facade,
+`PostgresMemoryStore`), `connections` (the pool, the server's checks), `schema` (migrations; `ddl`
+its locks), `sql` and `rows` (the statements, the row form), `writes` (a planned batch applied, and
+reindex), `review` (the pending queue), `versions` (chains, histories, forget, edits, merges),
+`curation_log`, `retrieve` and `reads`, `erasure`, `ledger` (run sources, read audit), `claims`,
+and `index` (this replica's scope indexes, following the change feed in `changes`); `store` also
+keeps the curation storage under memory/stores/front.py. Backend-only: `terms` (document frequencies),
+`held_bumps`. Every write is planned by memory/stores/writing.py. It may import `memory.types`,
+`memory.rules`, `memory.ranking` and `memory.stores`' shared modules, never the service, the read
+path or the write path; its modules import each other without a circle.
 """
 
 from memory.stores.postgres.store import PostgresMemoryStore

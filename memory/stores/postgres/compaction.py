@@ -29,7 +29,7 @@ from typing import Final
 import psycopg
 import structlog
 
-from memory.stores.postgres.connection import error_kind, first_line
+from memory.stores.postgres.connections import error_kind, first_line
 from memory.stores.postgres.rows import Connection, one
 from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, CompactionReport, RewrittenTable
 

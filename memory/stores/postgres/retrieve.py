@@ -1,6 +1,6 @@
 """A read of one or more scopes on one connection; its usage bumps held back and written in batches.
 
-The stemmed rankings read this replica's scope indexes (memory/stores/postgres/scope_cache.py): each
+The stemmed rankings read this replica's scope indexes (memory/stores/postgres/index.py): each
 scope caught up with the database in one round trip for all of them, then scored whole in process with
 the ranking every store shares. Their usage bumps are laid over the indexes at once and written later,
 every pending scope's in ONE transaction (`write_bumps`), as the SQLite store writes its own. The seed's
@@ -32,9 +32,9 @@ from memory.rules.engine import (
 from memory.rules.retention import Retention
 from memory.rules.when import TimeWindow
 from memory.stores.postgres.changes import WRITE_BUMPS, Changes, read_many
-from memory.stores.postgres.connection import ServerPool, error_kind
+from memory.stores.postgres.connections import ServerPool, error_kind
+from memory.stores.postgres.index import ScopeIndexes
 from memory.stores.postgres.rows import Connection, fetch_rows, own_seq
-from memory.stores.postgres.scope_cache import ScopeIndexes
 from memory.stores.postgres.sql import (
     _BUMP_USAGE,
     _FLUSH_LOCK_WAIT,

@@ -185,3 +185,22 @@ _INSERT_AUDIT: Final = """
     INSERT INTO memory_read_audit (run_id, thread_key, asker, scope_keys, record_ids, ranks, at)
     VALUES (%s, %s, %s, %s, %s, %s, %s)
 """
+
+# A pending write folds a restatement into an active or a pending record alike.
+_SELECT_SAME_NORM_LIVE: Final = f"""
+    SELECT {_COLUMNS} FROM {_RECORDS}
+    WHERE scope_key = %s AND status IN ('active', 'pending') AND md5(norm) = md5(%s) AND norm = %s
+    ORDER BY seq
+"""
+
+_SELECT_ALL_PENDING: Final = f"""
+    SELECT {_COLUMNS} FROM {_RECORDS} WHERE scope_key = %s AND status = 'pending' ORDER BY seq
+"""
+
+_ACTIVATE: Final = """
+    UPDATE memory_records SET status = 'active', supersedes = %s, last_used_at = %s
+    WHERE scope_key = %s AND seq = %s AND status = 'pending' RETURNING stems
+"""
+
+# The rows of a planned change, by seq (the scope's lock held).
+_SEQS: Final = "scope_key = %s AND seq = ANY(%s)"

@@ -13,25 +13,27 @@ engine would say it does — no PostgreSQL parser or dictionary stands between t
 
 from __future__ import annotations
 
-import asyncio
 import builtins
 import time
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
 
 import psycopg
 import structlog
 from psycopg import AsyncConnection
+from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms
 from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.claims import validate_claim
-from memory.rules.engine import prepare_batch, validate_cap
+from memory.rules.engine import validate_cap
 from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
-from memory.stores.postgres import ledger, reads, writes
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.front import StoreFront
+from memory.stores.postgres import curation_log, ledger, reads, review, versions, writes
 from memory.stores.postgres.claims import ClaimTable
 from memory.stores.postgres.compaction import (
     DEFAULT_COMPACT_AFTER_SECONDS,
@@ -39,24 +41,27 @@ from memory.stores.postgres.compaction import (
     Compactor,
     compact_now,
 )
-from memory.stores.postgres.connection import DSN_SETTING, ServerPool, error_kind, failure, first_line
-from memory.stores.postgres.curating import PostgresCuration
-from memory.stores.postgres.curation import forget_chain
+from memory.stores.postgres.connections import DSN_SETTING, ServerPool, error_kind, failure, first_line
 from memory.stores.postgres.erasure import ScrubList, erase, expiry_filters
 from memory.stores.postgres.retrieve import Retriever
-from memory.stores.postgres.rows import Connection, match_query, own_seq, tsquery_of
+from memory.stores.postgres.rows import NO_CUTOFF, Connection, match_query, own_seq, tsquery_of
 from memory.stores.postgres.sql import _SCOPES
-from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
+from memory.stores.postgres.versions import forget_chain
+from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.stores.usage_bumps import FlushTimers
+from memory.stores.writing import Approval
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     AuditQuery,
     CompactionReport,
+    CurationEntry,
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
+    OriginLabel,
     ReadAudit,
+    RecordVersion,
     SourceLink,
     WriteResult,
 )
@@ -65,16 +70,54 @@ __all__ = ["DSN_SETTING", "PostgresMemoryStore", "match_query", "tsquery_of"]
 
 log = structlog.get_logger("memory")
 
+T = TypeVar("T")
+Pool = AsyncConnectionPool[Connection]
+
 Clock = Callable[[], float]
 
 
-class PostgresMemoryStore(PostgresCuration):
+class SettledPool:
+    """Mixed into `PostgresMemoryStore`: the pool each operation runs on, with this replica's held
+    usage bumps written first, and the cutoffs the retention sets."""
+
+    _pool: ServerPool
+    _clock: Callable[[], float]
+    _embedder: Embedder | None
+    _retention: Retention
+    _scrub: ScrubList
+    _retriever: Retriever
+
+    async def _settled(self) -> AsyncConnectionPool[Connection]:
+        """The ready pool, this replica's held-back usage bumps written first: every operation but a
+        retrieve sees them in the database (no round trip when none is pending)."""
+        pool = await self._pool.ready()
+        await self._write_held_bumps()
+        return pool
+
+    async def _write_held_bumps(self) -> None:
+        unwritten = self._retriever.indexes.bumps.unwritten_scopes()
+        if unwritten:
+            await self._retriever.write_bumps(self._pool, unwritten)
+
+    def _since(self, scope_key: str) -> float:
+        cutoff = self._retention.cutoff(scope_key, self._clock())
+        return NO_CUTOFF if cutoff is None else cutoff
+
+    def _log_cutoff(self, now: float) -> float:
+        """The curation log keeps its entries as long as the read audit keeps its rows."""
+        return self._retention.audit_cutoff(now)
+
+
+class PostgresMemoryStore(SettledPool, StoreFront):
     """A `MemoryStore` and `CuratingStore` on PostgreSQL (psycopg 3 async, one connection pool).
 
     The constructor only checks its arguments (a malformed DSN fails there); `await open()` — or the
     first operation — verifies the server, applies the schema and starts the pool. Call `open()` at
     start-up so an unreachable server is one clear line naming the setting, not a later surprise.
     """
+
+    _cap: int
+    _log_fields: ClassVar[Mapping[str, str]] = {"store": "postgres"}
 
     def __init__(
         self,
@@ -115,6 +158,7 @@ class PostgresMemoryStore(PostgresCuration):
         self._flushes = FlushTimers(self._write_bumps)
         self._scrub = ScrubList()  # the erase's SET list, from the live table's columns
         self._claims = ClaimTable()
+        self._backend = PostgresBackend(self)
         self._compaction = CompactionTarget(dsn, self._pool.application_name)
         self._compactor = Compactor(self._compaction, compact_after_seconds)
 
@@ -145,6 +189,9 @@ class PostgresMemoryStore(PostgresCuration):
         Raises `MemoryStoreError` naming DATABASE_URL / --database-url when the server cannot be used.
         """
         await self._pool.open()
+
+    def curation(self) -> CuratedStore | None:
+        return self
 
     def _opened(self) -> None:
         self._compactor.start()
@@ -199,29 +246,6 @@ class PostgresMemoryStore(PostgresCuration):
             for key in keys:
                 self._flushes.soon(key, self._retriever.indexes.bumps.has_pending(key))
 
-    async def write(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        """One transaction per batch under the scope's advisory lock: plan, apply, evict — or nothing.
-
-        `cap` overrides the store's cap for this batch (the memory service's per-request cap).
-        """
-        validate_scope_key(scope_key)
-        batch_cap = self._cap if cap is None else validate_cap(cap)
-        # Validation and redaction are CPU work on untrusted text: off the event loop.
-        batch = await asyncio.to_thread(prepare_batch, candidates)
-        if not batch:
-            return WriteResult()
-        pool = await self._settled()
-        try:
-            result = await writes.write_batch(
-                pool, scope_key, batch, batch_cap, self._embedder, self._clock, self._retention, self._scrub
-            )
-        except psycopg.Error as error:
-            raise failure("write", scope_key, error) from error
-        log_evictions(scope_key, len(batch), result)
-        return result
-
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         """Active records newest first, optionally through the same FTS prefilter; no usage bump."""
         validate_scope_key(scope_key)
@@ -234,6 +258,9 @@ class PostgresMemoryStore(PostgresCuration):
             return await reads.list_records(pool, statement, query)
         except psycopg.Error as error:
             raise failure("list", scope_key, error) from error
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        return self
 
     async def scope_keys(self) -> builtins.list[str]:
         """Every scope holding a record not yet erased (for `switchboard memory reindex` and the
@@ -342,6 +369,9 @@ class PostgresMemoryStore(PostgresCuration):
         except psycopg.Error as error:
             raise failure("read_audit", "-", error) from error
 
+    def compaction(self) -> CompactingStore | None:
+        return self
+
     async def compact(self) -> CompactionReport:
         """Every table that held erased text rewritten now, once another replica's compaction ends."""
         await self._pool.ready()  # the schema applied: every table is there to rewrite
@@ -349,6 +379,9 @@ class PostgresMemoryStore(PostgresCuration):
             return await compact_now(self._compaction)
         except psycopg.Error as error:
             raise failure("compact", "-", error) from error
+
+    def claims(self) -> EventClaims | None:
+        return self
 
     async def claim_event(self, key: str, ttl_seconds: float) -> bool:
         """Once per key across every replica on this database (memory/rules/claims.py)."""
@@ -367,3 +400,154 @@ class PostgresMemoryStore(PostgresCuration):
             return await erase(pool, self._scrub, where, params, reason, self._clock)
         except psycopg.Error as error:
             raise failure(action, "-", error) from error
+
+
+class PostgresBackend:
+    """The writes and curation calls of one `PostgresMemoryStore` (`StoreBackend`), on its pool."""
+
+    def __init__(self, store: PostgresMemoryStore) -> None:
+        self._store = store
+
+    async def _guarded(self, action: str, scope_key: str, work: Callable[[Pool], Awaitable[T]]) -> T:
+        """`work` on the settled pool; a lost server or a failed statement one clear error."""
+        pool = await self._store._settled()
+        try:
+            return await work(pool)
+        except psycopg.Error as error:
+            raise failure(action, scope_key, error) from error
+
+    async def write(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        """One transaction per batch under the scope's advisory lock: plan, apply, evict — or nothing."""
+        s = self._store
+        return await self._guarded(
+            "write",
+            scope_key,
+            lambda pool: writes.write_batch(
+                pool, scope_key, batch, cap, s._embedder, s._clock, s._retention, s._scrub
+            ),
+        )
+
+    async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        s = self._store
+        return await self._guarded(
+            "write_pending",
+            scope_key,
+            lambda pool: writes.write_batch(
+                pool, scope_key, batch, cap, None, s._clock, s._retention, s._scrub, pending=True
+            ),
+        )
+
+    async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
+        since = self._store._since(scope_key)
+        return await self._guarded(
+            "pending", scope_key, lambda pool: review.pending_records(pool, scope_key, limit, since)
+        )
+
+    async def approve(self, scope_key: str, record_id: str, actor: str, cap: int) -> Approval | None:
+        s, seq = self._store, _seq(scope_key, record_id)
+        return await self._guarded(
+            "approve",
+            scope_key,
+            lambda pool: review.approve(
+                pool, scope_key, seq, record_id, actor, cap, s._embedder, s._clock, s._retention, s._scrub
+            ),
+        )
+
+    async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
+        s, seq = self._store, _seq(scope_key, record_id)
+        now = s._clock()
+        return await self._guarded(
+            "reject",
+            scope_key,
+            lambda pool: review.reject(
+                pool, s._scrub, scope_key, seq, record_id, actor, now, s._log_cutoff(now)
+            ),
+        )
+
+    async def expire_pending(self, older_than: float, actor: str) -> int:
+        """Every scope in one transaction."""
+        s = self._store
+        now = s._clock()
+        expired = await self._guarded(
+            "expire_pending",
+            "-",
+            lambda pool: review.expire_pending(pool, s._scrub, older_than, actor, now, s._log_cutoff(now)),
+        )
+        if expired:
+            log.info("memory.pending_expired", store="postgres", expired=expired)
+        return expired
+
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, typed_in: OriginLabel
+    ) -> MemoryRecord | None:
+        s, seq = self._store, _seq(scope_key, record_id)
+        return await self._guarded(
+            "edit",
+            scope_key,
+            lambda pool: versions.edit(
+                pool,
+                scope_key,
+                seq,
+                record_id,
+                text,
+                typed_in,
+                actor,
+                s._embedder,
+                s._clock,
+                s._log_cutoff,
+                s._scrub,
+            ),
+        )
+
+    async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
+        s, seq = self._store, _seq(scope_key, record_id)
+
+        async def work(pool: Pool) -> builtins.list[RecordVersion]:
+            async with pool.connection() as conn:
+                since = s._log_cutoff(s._clock())
+                return await versions.read_history(conn, scope_key, seq, record_id, since)
+
+        return await self._guarded("history", scope_key, work)
+
+    async def append_entry(self, entry: CurationEntry) -> None:
+        s = self._store
+
+        async def work(pool: Pool) -> None:
+            async with pool.connection() as conn, conn.transaction():
+                await curation_log.append_entries(conn, [entry], s._log_cutoff(s._clock()))
+
+        await self._guarded("record_curation", entry.scope_key, work)
+
+    async def curation_log(self, scope_key: str, record_id: str, limit: int) -> builtins.list[CurationEntry]:
+        s = self._store
+
+        async def work(pool: Pool) -> builtins.list[CurationEntry]:
+            async with pool.connection() as conn:
+                since = s._log_cutoff(s._clock())
+                return await curation_log.read_log(conn, scope_key, record_id, limit, since)
+
+        return await self._guarded("curation_log", scope_key, work)
+
+    async def active_records(self, scope_key: str) -> builtins.list[MemoryRecord]:
+        since = self._store._since(scope_key)
+        return await self._guarded(
+            "active_records", scope_key, lambda pool: versions.active_records(pool, scope_key, since)
+        )
+
+    async def merge(self, scope_key: str, survivor_id: str, duplicate_ids: Sequence[str], actor: str) -> int:
+        s = self._store
+        return await self._guarded(
+            "merge",
+            scope_key,
+            lambda pool: versions.merge(
+                pool, s._scrub, scope_key, survivor_id, duplicate_ids, actor, s._clock, s._log_cutoff
+            ),
+        )
+
+
+def _seq(scope_key: str, record_id: str) -> int:
+    """The front passes only ids of this scope (memory/stores/front.py)."""
+    seq = own_seq(scope_key, record_id)
+    if seq is None:
+        raise ValueError(f"{record_id} is not a record id of {scope_key}")
+    return seq

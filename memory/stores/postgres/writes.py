@@ -1,34 +1,27 @@
-"""A scope's write: one transaction per batch under the scope's advisory lock (plan, apply, evict — or
-nothing). Every decision comes from `memory.rules.engine`; this module only persists it."""
+"""A scope's write: one transaction per batch (a reflection's, a pending one) or approval under the
+scope's advisory lock, planned by memory/stores/writing.py and applied here step by step (or
+nothing). This module only persists what the plan decides."""
 
 from __future__ import annotations
 
 import asyncio
 import builtins
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
 from psycopg_pool import AsyncConnectionPool
 
-from memory.ranking.embedder import Embedder
+from memory.ranking.embedder import Embedder, Matrix
 from memory.ranking.lexical import record_stems
-from memory.ranking.vectors import (
-    Progress,
-    to_blob,
-)
-from memory.rules.curation import entry, run_actor
-from memory.rules.engine import (
-    fold_into,
-    mint_record,
-    plan_write,
-    record_id,
-)
+from memory.ranking.vectors import Progress, to_blob
 from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.rules.scorer import record_tokens
-from memory.stores.postgres.curation import append_entries
+from memory.stores.postgres.curation_log import append_entries
 from memory.stores.postgres.erasure import ScrubList, erase_rows
-from memory.stores.postgres.rows import MAX_LEXEME, Connection, Row, fetch_rows, one, own_seq
+from memory.stores.postgres.rows import MAX_LEXEME, Connection, fetch_rows, one, own_seq
 from memory.stores.postgres.sql import (
+    _ACTIVATE,
     _ADD_TERMS,
     _BUMP_DEDUP,
     _BUMP_DEDUP_USAGE,
@@ -38,41 +31,56 @@ from memory.stores.postgres.sql import (
     _INSERT,
     _LOCK_SCOPE,
     _MAX_SEQ_OF_SCOPE,
+    _SELECT_ALL_PENDING,
     _SELECT_ONE_ACTIVE,
     _SELECT_SAME_NORM,
+    _SELECT_SAME_NORM_LIVE,
+    _SEQS,
     _SET_VECTOR,
     _SUPERSEDE,
     _UNVECTORED,
 )
 from memory.stores.postgres.terms import uncount
 from memory.stores.sql_common import stored_values
-from memory.types import (
-    CurationEntry,
-    MemoryCandidate,
-    MemoryRecord,
-    WriteResult,
-)
+from memory.stores.writing import Activate, BatchPlan, Erase, Evict, Fold, Insert, Step, Supersede
+from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 
 
-async def _write_pool(conn: Connection, scope_key: str, candidate: MemoryCandidate) -> builtins.list[Row]:
-    """Exactly the rows plan_write reads: the supersede target, else the same-norm actives."""
-    if candidate.supersedes:
-        seq = own_seq(scope_key, candidate.supersedes)
-        if seq is None:
-            return []
-        return await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, seq, candidate.supersedes))
+async def write_pool(
+    conn: Connection, scope_key: str, candidate: MemoryCandidate, *, pending: bool = False
+) -> builtins.list[MemoryRecord]:
+    """Exactly the rows the candidate's plan reads (memory/stores/writing.py). A write: the
+    supersede target, else the same-norm actives. A pending write (`plan_pending`): the live rows with
+    the candidate's meaning key and the active row it names to supersede."""
     norm = meaning_key(candidate.text)
-    return await fetch_rows(conn, _SELECT_SAME_NORM, (scope_key, norm, norm))
+    seq = None if not candidate.supersedes else own_seq(scope_key, candidate.supersedes)
+    if not pending:
+        if candidate.supersedes:
+            if seq is None:
+                return []
+            rows = await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, seq, candidate.supersedes))
+        else:
+            rows = await fetch_rows(conn, _SELECT_SAME_NORM, (scope_key, norm, norm))
+        return [record for _, record in rows]
+    rows = await fetch_rows(conn, _SELECT_SAME_NORM_LIVE, (scope_key, norm, norm))
+    if seq is not None and all(record.id != candidate.supersedes for _, record in rows):
+        rows += await fetch_rows(conn, _SELECT_ONE_ACTIVE, (scope_key, seq, candidate.supersedes))
+    return [record for _, record in rows]
 
 
-async def _fold(
-    conn: Connection, seq: int, record: MemoryRecord, candidate: MemoryCandidate, now: float
-) -> None:
+async def _fold(conn: Connection, record: MemoryRecord, folded: MemoryRecord) -> None:
     """The restated record confirmed as the engine says (`fold_into`): the count incremented in
     place, the last use and the date set."""
-    folded = fold_into(record, candidate, now)
+    seq = _seq(record.scope_key, record.id)
     await conn.execute(_BUMP_DEDUP, (folded.last_used_at, folded.observed_at, record.scope_key, seq))
     await conn.execute(_BUMP_DEDUP_USAGE, (folded.last_used_at, record.scope_key, seq))
+
+
+def _seq(scope_key: str, record_id: str) -> int:
+    seq = own_seq(scope_key, record_id)
+    if seq is None:  # the plan names only rows it loaded from this scope
+        raise ValueError(f"{record_id} is not a record of {scope_key}")
+    return seq
 
 
 async def _insert(conn: Connection, seq: int, record: MemoryRecord) -> None:
@@ -122,13 +130,13 @@ async def write_batch(
     clock: Callable[[], float],
     retention: Retention,
     scrub: ScrubList,
+    *,
+    pending: bool = False,
 ) -> WriteResult:
-    """Plan, apply and evict (`evict_over_cap`) the batch in one transaction holding the scope's
-    advisory lock."""
-    inserted = deduped = superseded = evicted = 0
-    entries: builtins.list[CurationEntry] = []
+    """The batch planned (memory/stores/writing.py) and applied in one transaction holding the
+    scope's advisory lock, after the scope's expired records are erased."""
     vectors = None
-    if embedder is not None:  # off the loop, before the scope's lock is taken
+    if embedder is not None and not pending:  # off the loop, before the scope's lock is taken
         vectors = await asyncio.to_thread(embedder.embed, [c.text for c in batch])
     async with pool.connection() as conn, conn.transaction():
         # The scope's single writer: held until COMMIT/ROLLBACK, so seq and lookups cannot race.
@@ -138,41 +146,62 @@ async def write_batch(
         now = clock()
         cutoff = retention.cutoff(scope_key, now)
         if cutoff is not None:  # the scope is being written: its expired records go now
-            await erase_rows(
-                conn,
-                await scrub.of(conn),
-                "scope_key = %s AND created_at < %s",
-                (scope_key, cutoff),
-                "expired",
-                now,
-            )
+            where = "scope_key = %s AND created_at < %s"
+            await erase_rows(conn, await scrub.of(conn), where, (scope_key, cutoff), "expired", now)
+        plan = BatchPlan(scope_key, seq, now, pending=pending)
+        how = Applied(now, retention.audit_cutoff(now), scrub, vectors, embedder)
         for index, candidate in enumerate(batch):
-            lookup = await _write_pool(conn, scope_key, candidate)
-            plan = plan_write(scope_key, candidate, [record for _, record in lookup])
-            seqs = {record.id: row_seq for row_seq, record in lookup}
-            if plan.action == "dedup" and plan.dedup_id is not None:
-                target = next(record for _, record in lookup if record.id == plan.dedup_id)
-                await _fold(conn, seqs[plan.dedup_id], target, candidate, now)
-                entries.append(entry(target, "folded", run_actor(candidate.source_run_id), now))
-                deduped += 1
-                continue
-            if plan.supersede_id is not None:
-                cursor = await conn.execute(_SUPERSEDE, (scope_key, seqs[plan.supersede_id]))
-                superseded += cursor.rowcount
-                await uncount(conn, scope_key, await cursor.fetchall())
-            seq += 1
-            await _insert(conn, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
-            if plan.supersede_id is not None:
-                new_id = record_id(scope_key, seq)
-                by = run_actor(candidate.source_run_id)
-                entries.append(CurationEntry(plan.supersede_id, scope_key, "superseded", by, now, new_id))
-            if vectors is not None and embedder is not None:
-                blob = to_blob(vectors[index])
-                await conn.execute(_SET_VECTOR, (blob, embedder.name, scope_key, seq))
-            inserted += 1
-        await append_entries(conn, entries, retention.audit_cutoff(now))
-        evicted = await evict_over_cap(conn, scope_key, cap)
-    return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
+            pool_rows = await write_pool(conn, scope_key, candidate, pending=pending)
+            await apply_steps(conn, scope_key, plan.add(index, candidate, pool_rows), how)
+        waiting = await fetch_rows(conn, _SELECT_ALL_PENDING, (scope_key,)) if pending else []
+        evicted = await apply_steps(conn, scope_key, plan.finish(cap, [r for _, r in waiting]), how)
+    return plan.result(evicted)
+
+
+@dataclass(frozen=True, slots=True)
+class Applied:
+    """What a change is applied with: its time, the log's cutoff, the erase's SET list, the vectors
+    the backend made (and by which embedder)."""
+
+    now: float
+    log_cutoff: float
+    scrub: ScrubList
+    vectors: Matrix | None = None
+    embedder: Embedder | None = None
+
+    async def vector(self, conn: Connection, scope_key: str, seq: int, index: int | None) -> None:
+        if self.vectors is not None and self.embedder is not None and index is not None:
+            blob = to_blob(self.vectors[index])
+            await conn.execute(_SET_VECTOR, (blob, self.embedder.name, scope_key, seq))
+
+
+async def apply_steps(conn: Connection, scope_key: str, steps: Sequence[Step], how: Applied) -> int:
+    """Inside the plan's transaction: its steps in their order; returns how many were evicted."""
+    evicted = 0
+    for step in steps:
+        if isinstance(step, Fold):
+            await _fold(conn, step.target, step.folded)
+        elif isinstance(step, Supersede):
+            cursor = await conn.execute(_SUPERSEDE, (scope_key, _seq(scope_key, step.record_id)))
+            await uncount(conn, scope_key, await cursor.fetchall())
+        elif isinstance(step, Insert):
+            await _insert(conn, step.seq, step.record)
+            await how.vector(conn, scope_key, step.seq, step.vector)
+        elif isinstance(step, Activate):
+            seq = _seq(scope_key, step.record.id)
+            activation = (step.record.supersedes, step.record.last_used_at, scope_key, seq)
+            cursor = await conn.execute(_ACTIVATE, activation)
+            await conn.execute(_ADD_TERMS, (scope_key, ["", *(one(await cursor.fetchone()) or ())]))
+            await how.vector(conn, scope_key, seq, step.vector)
+        elif isinstance(step, Erase):
+            seqs = [_seq(scope_key, record_id) for record_id in step.record_ids]
+            sets = await how.scrub.of(conn)
+            await erase_rows(conn, sets, _SEQS, (scope_key, seqs), step.reason, how.now)
+        elif isinstance(step, Evict):
+            evicted = await evict_over_cap(conn, scope_key, step.cap)
+        else:
+            await append_entries(conn, step.entries, how.log_cutoff)
+    return evicted
 
 
 async def reindex(

@@ -1,11 +1,15 @@
-"""The embedded durable store: one SQLite database file per scope key, and a ledger beside them.
+"""The embedded durable backend: one SQLite database file per scope key, and a ledger beside them.
 
-`store` is the facade (`SqliteMemoryStore`: threads and locks); `connections` holds the open scope
-databases and their locks, `schema` their migrations, `sql` the row form and bookkeeping every change
-shares, `writes`, `retrieve`, `reads` and `erasure` the operations on a scope, `index_sync` and
-`usage_bumps` what this process holds of a scope between operations, `ledger` the run sources and read
-audit. It may import `memory.types`, `memory.rules`, `memory.ranking` and `memory.stores.sql_common`,
-never the service, the read path or the write path; its modules import each other without a circle.
+The same module names as every backend folder, for the same concerns: `store` (the facade,
+`SqliteMemoryStore`: threads and locks), `connections` (the open scope databases and their locks),
+`schema` (migrations), `sql` (the row form and the bookkeeping every change shares), `writes` (a
+planned batch applied, and reindex), `review` (the pending queue), `versions` (chains, histories,
+forget, edits, merges), `curation_log`, `retrieve` and `reads`, `erasure`, `ledger` (run sources,
+read audit), `claims` and `index` (what this process holds of a scope between operations);
+`store` also keeps the curation storage under memory/stores/front.py. Every write is planned by
+memory/stores/writing.py. It may import `memory.types`, `memory.rules`, `memory.ranking` and
+`memory.stores`' shared modules, never the service, the read path or the write path; its modules
+import each other without a circle.
 """
 
 from memory.stores.sqlite.store import SqliteMemoryStore

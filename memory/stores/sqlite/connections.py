@@ -17,7 +17,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from memory.stores.sqlite.index_sync import OpenScopes
+from memory.stores.sqlite.index import OpenScopes
 from memory.stores.sqlite.schema import database_filename, open_database, prepare_scope
 
 # (scope_key, sql) for every statement SQLite runs on a scope's connection: lets tests count real SQL.

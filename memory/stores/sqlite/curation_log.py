@@ -7,14 +7,13 @@ from __future__ import annotations
 import builtins
 import sqlite3
 from collections.abc import Sequence
-from typing import Any, get_args
 
+from memory.stores.sql_common import curation_entry
 from memory.stores.sqlite.erasure import scrub_files
 from memory.stores.sqlite.sql import NO_CUTOFF, chunks, placeholders, transaction
-from memory.types import CurationAction, CurationEntry
+from memory.types import CurationEntry
 
 _COLUMNS = "record_id, scope_key, action, actor, at, related_id"
-_ACTIONS: dict[str, CurationAction] = {action: action for action in get_args(CurationAction)}
 
 
 def append(connection: sqlite3.Connection, entries: Sequence[CurationEntry], cutoff: float | None) -> None:
@@ -49,7 +48,7 @@ def naming(
         "ORDER BY at DESC, entry_id DESC LIMIT ?",
         (record_id, record_id, NO_CUTOFF if cutoff is None else cutoff, limit),
     ).fetchall()
-    return [_entry(row) for row in rows]
+    return [curation_entry(row) for row in rows]
 
 
 def of_records(
@@ -63,18 +62,6 @@ def of_records(
             f"WHERE record_id IN ({placeholders(len(chunk))}) AND at >= ?",
             (*chunk, NO_CUTOFF if cutoff is None else cutoff),
         ).fetchall()
-        found.extend((int(row[0]), _entry(row[1:])) for row in rows)
+        found.extend((int(row[0]), curation_entry(row[1:])) for row in rows)
     found.sort(key=lambda item: (item[1].at, item[0]))
     return [item for _, item in found]
-
-
-def _entry(row: Sequence[Any]) -> CurationEntry:
-    record_id, scope_key, action, actor, at, related_id = row
-    return CurationEntry(
-        record_id=str(record_id),
-        scope_key=str(scope_key),
-        action=_ACTIONS[str(action)],
-        actor=str(actor),
-        at=float(at),
-        related_id=None if related_id is None else str(related_id),
-    )

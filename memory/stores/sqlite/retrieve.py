@@ -1,6 +1,6 @@
 """A scope's retrieve, on a worker thread: ranked holding the scope's lock, embedded outside it.
 
-The stemmed rankings read the scope index (memory/stores/sqlite/index_sync.py); the seed's `spec`
+The stemmed rankings read the scope index (memory/stores/sqlite/index.py); the seed's `spec`
 ranking reads the FTS5 bm25 prefilter and scores with the spec scorer. Either way the read takes no
 write lock: its usage bumps are held back and written in batches (memory/stores/usage_bumps.py),
 and laid over what later reads see until then.
@@ -26,7 +26,7 @@ from memory.rules.engine import (
 from memory.rules.retention import Retention
 from memory.stores.sql_common import bumped
 from memory.stores.sqlite.connections import ScopeConnections
-from memory.stores.sqlite.index_sync import OpenScopes
+from memory.stores.sqlite.index import OpenScopes
 from memory.stores.sqlite.sql import R_COLUMNS, fts_match_terms, row_record, snapshot, unexpired
 from memory.stores.sqlite.writes import store_vectors
 

@@ -31,28 +31,36 @@ from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms
 from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.claims import validate_claim
-from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
+from memory.rules.curation import edit_candidate
+from memory.rules.engine import parse_record_id, validate_cap
+from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.rules.scope import validate_scope_key
-from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable, log_evictions
-from memory.stores.sqlite import claims, erasure, ledger, reads, versions
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.front import StoreFront
+from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
+from memory.stores.sqlite import claims, curation_log, erasure, ledger, reads, review, versions
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
-from memory.stores.sqlite.curating import SqliteCuration
-from memory.stores.sqlite.index_sync import OpenScopes, SyncedIndex
+from memory.stores.sqlite.erasure import scrub_files
+from memory.stores.sqlite.index import OpenScopes, SyncedIndex
 from memory.stores.sqlite.retrieve import Retriever
 from memory.stores.sqlite.schema import database_filename, scope_keys_in
-from memory.stores.sqlite.sql import fts_match_query, placeholders
+from memory.stores.sqlite.sql import fts_match_query, placeholders, transaction
 from memory.stores.sqlite.writes import foreign_vectors, reindex_batch, write_batch
 from memory.stores.usage_bumps import FlushTimers
+from memory.stores.writing import Approval
 from memory.types import (
     DEFAULT_SCOPE_CAP,
     MAX_LIMIT,
     AuditQuery,
+    CurationEntry,
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
     MemoryStoreError,
+    OriginLabel,
     ReadAudit,
+    RecordVersion,
     SourceLink,
     WriteResult,
 )
@@ -69,9 +77,11 @@ DEFAULT_MAX_OPEN = 64
 DEFAULT_WORKERS = 2
 
 
-class SqliteMemoryStore(SqliteCuration):
+class SqliteMemoryStore(StoreFront):
     """The embedded default store: memory that survives restarts with zero set-up; curating too
-    (memory/stores/sqlite/curating.py)."""
+    (its storage below, under memory/stores/front.py)."""
+
+    _cap: int
 
     def __init__(
         self,
@@ -105,6 +115,7 @@ class SqliteMemoryStore(SqliteCuration):
         self._retriever = Retriever(self._scopes, self._connections, ranking, embedder, clock, retention)
         self._flushes = FlushTimers(self._flush)
         self._ledger = ledger.Ledger(self._data_dir)
+        self._backend = SqliteBackend(self)
 
     @property
     def data_dir(self) -> Path:
@@ -161,40 +172,6 @@ class SqliteMemoryStore(SqliteCuration):
             self._flushes.soon(key, self._scopes.has_bumps(key))
         return found
 
-    async def write(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        """Apply one batch in one transaction. `cap` overrides the store's cap for this batch."""
-        validate_scope_key(scope_key)
-        batch_cap = self._cap if cap is None else validate_cap(cap)
-        # Validation and redaction: CPU work on untrusted text.
-        batch = await self._on_pool(functools.partial(prepare_batch, candidates), "sqlite memory store")
-        if not batch:
-            return WriteResult()
-        cutoff = self._retention.cutoff(scope_key, self._clock())
-
-        def work(connection: sqlite3.Connection) -> WriteResult:
-            result, expired = write_batch(
-                connection,
-                scope_key,
-                batch,
-                batch_cap,
-                self._embedder,
-                self._clock,
-                cutoff,
-                self._log_cutoff(),
-            )
-            if result.deduped:
-                self._scopes.usage_changed(scope_key)
-            if expired:
-                erasure.scrub_files(connection)
-                log.info("memory.store.expired", scope_key=scope_key, erased=expired)
-            return result
-
-        result = await self._run(scope_key, work, WriteResult(), create=True)
-        log_evictions(scope_key, len(batch), result)
-        return result
-
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         """Newest first, at most MAX_LIMIT; a query filters through the FTS prefilter and the
         whole-token gate before the limit. Never bumps usage."""
@@ -214,6 +191,9 @@ class SqliteMemoryStore(SqliteCuration):
         forgotten = await self._run(scope_key, lambda c: versions.forget(c, record_id, now), False)
         log.info("memory.store.forget", scope_key=scope_key, id=record_id, forgotten=forgotten)
         return forgotten
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        return self
 
     async def scope_keys(self) -> builtins.list[str]:
         """Every scope that has a database under the data directory (for `switchboard memory reindex`)."""
@@ -253,6 +233,20 @@ class SqliteMemoryStore(SqliteCuration):
         erased = await self._run(scope_key, lambda c: erasure.erase(c, "1 = 1", (), reason, now), 0)
         log.info("memory.store.erased", scope_key=scope_key, reason=reason, erased=erased)
         return erased
+
+    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
+        """Every scope's curation log, then the ledger's read audit (memory/rules/person.py)."""
+        rename = PersonRename(person_key, pseudonym)
+        rename_actor = functools.partial(
+            curation_log.rename_actor, person_key=person_key, pseudonym_key=rename.pseudonym_key
+        )
+        renamed = 0
+        for scope_key in await self.scope_keys():
+            renamed += await self._run(scope_key, rename_actor, 0)
+        if await self._ledger_exists():
+            renamed += await self._run_ledger(lambda c: ledger.rename_person(c, rename))
+        log.info("memory.store.pseudonymized", renamed=renamed)
+        return renamed
 
     async def erase_expired(self) -> int:
         """Every scope database in the directory, one at a time (start-up; no sweeper runs later)."""
@@ -306,11 +300,18 @@ class SqliteMemoryStore(SqliteCuration):
         cutoff = self._retention.audit_cutoff(self._clock())
         return await self._run_ledger(lambda c: ledger.read_audit(c, query, cutoff))
 
+    def claims(self) -> EventClaims | None:
+        return self
+
     async def claim_event(self, key: str, ttl_seconds: float) -> bool:
         """Once per key across every process over this data directory (memory/rules/claims.py)."""
         key, ttl = validate_claim(key, ttl_seconds)
         now = self._clock()
         return await self._run_ledger(lambda c: claims.claim(c, key, ttl, now))
+
+    def compaction(self) -> CompactingStore | None:
+        """None: every erasure rewrites the scope's file and checkpoints its WAL already."""
+        return None
 
     async def aclose(self) -> None:
         """Finish in-flight work, then close every connection."""
@@ -320,6 +321,13 @@ class SqliteMemoryStore(SqliteCuration):
         self._flushes.close()
         # Not on the pool: the shutdown waits for the pool's threads to finish.
         await asyncio.to_thread(self._shutdown)  # writes every pending bump before closing
+
+    async def open(self) -> None:
+        """Nothing to verify: build_memory_store already proved the directory writable."""
+        return None
+
+    def curation(self) -> CuratedStore | None:
+        return self
 
     # -- on the store's pool -------------------------------------------------------------------------
 
@@ -363,3 +371,154 @@ class SqliteMemoryStore(SqliteCuration):
         self._executor.shutdown(wait=True)
         self._connections.close_all()
         self._ledger.close()
+
+
+class SqliteBackend:
+    """The writes and curation calls of one `SqliteMemoryStore` (`StoreBackend`), on its runners."""
+
+    def __init__(self, store: SqliteMemoryStore) -> None:
+        self._store = store
+
+    def _log_cutoff(self) -> float:
+        """The curation log keeps its entries as long as the read audit keeps its rows."""
+        return self._store._retention.audit_cutoff(self._store._clock())
+
+    def _since(self, scope_key: str) -> float | None:
+        return self._store._retention.cutoff(scope_key, self._store._clock())
+
+    async def write(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        store, cutoff = self._store, self._since(scope_key)
+
+        def work(connection: sqlite3.Connection) -> WriteResult:
+            result, expired = write_batch(
+                connection, scope_key, batch, cap, store._embedder, store._clock, cutoff, self._log_cutoff()
+            )
+            if result.deduped:
+                store._scopes.usage_changed(scope_key)
+            if expired:
+                erasure.scrub_files(connection)
+                log.info("memory.store.expired", scope_key=scope_key, erased=expired)
+            return result
+
+        return await store._run(scope_key, work, WriteResult(), create=True)
+
+    async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        store, cutoff = self._store, self._since(scope_key)
+
+        def work(connection: sqlite3.Connection) -> WriteResult:
+            result, erased = review.write_pending(
+                connection, scope_key, batch, cap, store._clock, cutoff, self._log_cutoff()
+            )
+            if result.deduped:
+                store._scopes.usage_changed(scope_key)
+            if erased:
+                scrub_files(connection)
+            return result
+
+        return await store._run(scope_key, work, WriteResult(), create=True)
+
+    async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
+        read = functools.partial(
+            reads.status_records,
+            status="pending",
+            cutoff=self._since(scope_key),
+            newest_first=True,
+            limit=limit,
+        )
+        return await self._store._run(scope_key, read, [])
+
+    async def approve(self, scope_key: str, record_id: str, actor: str, cap: int) -> Approval | None:
+        store = self._store
+
+        def work(connection: sqlite3.Connection) -> Approval | None:
+            approval = review.approve(
+                connection,
+                scope_key,
+                record_id,
+                actor,
+                cap,
+                store._embedder,
+                store._clock,
+                self._log_cutoff(),
+            )
+            if approval is not None and approval.folded:
+                store._scopes.usage_changed(scope_key)
+            return approval
+
+        return await store._run(scope_key, work, None)
+
+    async def reject(self, scope_key: str, record_id: str, actor: str) -> bool:
+        now = self._store._clock()
+        reject = functools.partial(
+            review.reject, record_id=record_id, actor=actor, now=now, log_cutoff=self._log_cutoff()
+        )
+        return await self._store._run(scope_key, reject, False)
+
+    async def expire_pending(self, older_than: float, actor: str) -> int:
+        """Every scope database in the directory, one at a time."""
+        total = 0
+        for scope_key in await self._store.scope_keys():
+            now = self._store._clock()
+            expire = functools.partial(
+                review.expire, older_than=older_than, actor=actor, now=now, log_cutoff=self._log_cutoff()
+            )
+            expired = await self._store._run(scope_key, expire, 0)
+            if expired:
+                log.info("memory.pending_expired", scope_key=scope_key, expired=expired)
+            total += expired
+        return total
+
+    async def edit(
+        self, scope_key: str, record_id: str, text: str, actor: str, typed_in: OriginLabel
+    ) -> MemoryRecord | None:
+        store = self._store
+
+        def work(connection: sqlite3.Connection) -> MemoryRecord | None:
+            old = versions.find(connection, record_id, "active", "pending")
+            if old is None:
+                return None
+            candidate = edit_candidate(old, text, typed_in)  # validated and redacted on the store's thread
+            now = store._clock()
+            return versions.edit(
+                connection, record_id, candidate, store._embedder, now, actor, self._log_cutoff()
+            )
+
+        return await store._run(scope_key, work, None)
+
+    async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
+        return await self._store._run(
+            scope_key, lambda c: versions.history(c, record_id, self._log_cutoff()), []
+        )
+
+    async def append_entry(self, entry: CurationEntry) -> None:
+        def work(connection: sqlite3.Connection) -> None:
+            with transaction(connection):
+                curation_log.append(connection, [entry], self._log_cutoff())
+
+        await self._store._run(entry.scope_key, work, None, create=True)
+
+    async def curation_log(self, scope_key: str, record_id: str, limit: int) -> builtins.list[CurationEntry]:
+        cutoff = self._log_cutoff()
+        return await self._store._run(
+            scope_key, lambda c: curation_log.naming(c, record_id, limit, cutoff), []
+        )
+
+    async def active_records(self, scope_key: str) -> builtins.list[MemoryRecord]:
+        read = functools.partial(
+            reads.status_records, status="active", cutoff=self._since(scope_key), newest_first=False
+        )
+        return await self._store._run(scope_key, read, [])
+
+    async def merge(self, scope_key: str, survivor_id: str, duplicate_ids: Sequence[str], actor: str) -> int:
+        store = self._store
+
+        def work(connection: sqlite3.Connection) -> int:
+            now = store._clock()
+            merged = versions.merge(
+                connection, scope_key, survivor_id, duplicate_ids, now, actor, self._log_cutoff()
+            )
+            if merged:
+                store._scopes.usage_changed(scope_key)
+            return merged
+
+        return await store._run(scope_key, work, 0)

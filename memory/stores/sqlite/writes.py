@@ -1,28 +1,22 @@
-"""A scope's writes: a batch in one transaction (dedup, supersede, insert, evict over the cap), and the
-vectors stored beside its records (on write, on use, by `reindex`).
-
-Every decision comes from `memory.rules.engine`; this module only persists it.
+"""A scope's writes: a batch (a reflection's, a pending one) or an approval in one transaction, planned
+by memory/stores/writing.py and applied here step by step, and the vectors stored beside its records
+(on write, on use, by `reindex`). This module only persists what the plan decides.
 """
 
 from __future__ import annotations
 
 import builtins
+import functools
 import json
 import sqlite3
 from collections.abc import Callable, Sequence
 
 from memory.ranking.embedder import Embedder, Matrix
-from memory.rules.curation import entry, run_actor
-from memory.rules.engine import (
-    fold_into,
-    mint_record,
-    plan_write,
-)
-from memory.rules.engine import record_id as make_record_id
 from memory.rules.restate import meaning_key
 from memory.stores.sql_common import stored_values
 from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows
+from memory.stores.sqlite.reads import status_records
 from memory.stores.sqlite.sql import (
     COLUMNS,
     DOCUMENTS,
@@ -38,12 +32,8 @@ from memory.stores.sqlite.sql import (
     store_vector,
     transaction,
 )
-from memory.types import (
-    CurationEntry,
-    MemoryCandidate,
-    MemoryRecord,
-    WriteResult,
-)
+from memory.stores.writing import Activate, BatchPlan, Erase, Evict, Fold, Insert, Step, Supersede
+from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 
 
 def write_batch(
@@ -55,44 +45,85 @@ def write_batch(
     clock: Callable[[], float],
     expired_before: float | None = None,
     log_cutoff: float | None = None,
+    *,
+    pending: bool = False,
 ) -> tuple[WriteResult, int]:
-    """The batch in one transaction, its folds and corrections in the curation log (entries older
-    than `log_cutoff` dropped); returns what it did and how many expired records it erased."""
-    inserted = deduped = superseded = expired = 0
-    entries: builtins.list[CurationEntry] = []
-    # Before the transaction: the write lock is not held for it.
-    vectors = None if embedder is None else embedder.embed([c.text for c in batch])
+    """The batch planned (memory/stores/writing.py) and applied in one transaction, after the scope's
+    expired records are erased; returns what it did and how many rows it erased in all (the
+    retention's, and with `pending` the waiting ones expired over the cap)."""
+    # Before the transaction: the write lock is not held for it (a pending row gets its vector when
+    # it is approved).
+    vectors = None if embedder is None or pending else embedder.embed([c.text for c in batch])
     with transaction(connection):
         now = clock()
+        expired = 0
         if expired_before is not None:  # the scope is being written: its expired records go now
             expired = erase_rows(connection, "created_at < ?", (expired_before,), "expired", now)
         seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
+        plan = BatchPlan(scope_key, seq, now, pending=pending)
+        apply = functools.partial(apply_steps, connection, scope_key, now, log_cutoff, vectors, embedder)
         for index, candidate in enumerate(batch):
-            pool = write_pool(connection, candidate)
-            plan = plan_write(scope_key, candidate, pool)
-            actor = run_actor(candidate.source_run_id)
-            if plan.action == "dedup":
-                target = next(r for r in pool if r.id == plan.dedup_id)
-                fold(connection, target, candidate, now)
-                entries.append(entry(target, "folded", actor, now))
-                deduped += 1
-                continue
-            seq += 1
-            if plan.supersede_id is not None:
-                superseded += supersede(connection, plan.supersede_id)
-                entries.append(
-                    CurationEntry(
-                        plan.supersede_id, scope_key, "superseded", actor, now, make_record_id(scope_key, seq)
-                    )
-                )
-            insert_record(connection, seq, mint_record(scope_key, seq, candidate, now, plan.supersede_id))
-            if vectors is not None and embedder is not None:
-                store_vector(connection, seq, vectors[index], embedder.name)
-            inserted += 1
-        evicted = evict_over_cap(connection, scope_key, cap)
-        curation_log.append(connection, entries, log_cutoff)
-    result = WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
-    return result, expired
+            apply(plan.add(index, candidate, write_pool(connection, candidate, pending=pending)))
+        waiting = status_records(connection, "pending", None, newest_first=False) if pending else []
+        last = plan.finish(cap, waiting)
+        evicted = apply(last)
+    erased = sum(len(step.record_ids) for step in last if isinstance(step, Erase))
+    return plan.result(evicted), expired + erased
+
+
+def write_pool(
+    connection: sqlite3.Connection, candidate: MemoryCandidate, *, pending: bool = False
+) -> builtins.list[MemoryRecord]:
+    """Exactly what plan_write reads (with `pending`, plan_pending): same-norm actives (and pendings)
+    in seq order (an indexed hit on records_status_norm) and, when the candidate names one, the active
+    row it supersedes."""
+    statuses = "'active', 'pending'" if pending else "'active'"
+    rows = connection.execute(
+        f"SELECT {COLUMNS} FROM records WHERE status IN ({statuses}) AND norm = ? ORDER BY seq",
+        (meaning_key(candidate.text),),
+    ).fetchall()
+    pool = [row_record(row) for row in rows]
+    if candidate.supersedes:  # the same truthiness test as plan_write: "" names nothing
+        target = connection.execute(
+            f"SELECT {COLUMNS} FROM records WHERE id = ? AND status = 'active'", (candidate.supersedes,)
+        ).fetchone()
+        if target is not None:
+            pool.append(row_record(target))
+    return pool
+
+
+def apply_steps(
+    connection: sqlite3.Connection,
+    scope_key: str,
+    now: float,
+    log_cutoff: float | None,
+    vectors: Matrix | None,
+    embedder: Embedder | None,
+    steps: Sequence[Step],
+) -> int:
+    """Inside the plan's transaction: its steps in their order; returns how many were evicted."""
+    evicted = 0
+    for step in steps:
+        if isinstance(step, Fold):
+            fold(connection, step.target, step.folded)
+        elif isinstance(step, Supersede):
+            supersede(connection, step.record_id)
+        elif isinstance(step, Insert):
+            insert_record(connection, step.seq, step.record)
+            if vectors is not None and embedder is not None and step.vector is not None:
+                store_vector(connection, step.seq, vectors[step.vector], embedder.name)
+        elif isinstance(step, Activate):
+            seq = activate(connection, step.record)
+            if vectors is not None and embedder is not None and step.vector is not None:
+                store_vector(connection, seq, vectors[step.vector], embedder.name)
+        elif isinstance(step, Erase):
+            for chunk in chunks(step.record_ids):
+                erase_rows(connection, f"id IN ({placeholders(len(chunk))})", chunk, step.reason, now)
+        elif isinstance(step, Evict):
+            evicted = evict_over_cap(connection, scope_key, step.cap)
+        else:
+            curation_log.append(connection, step.entries, log_cutoff)
+    return evicted
 
 
 def store_vectors(connection: sqlite3.Connection, fresh: Sequence[tuple[int, Matrix]], model: str) -> None:
@@ -128,27 +159,6 @@ def foreign_vectors(connection: sqlite3.Connection, model: str) -> int:
     return int(row[0])
 
 
-def write_pool(
-    connection: sqlite3.Connection, candidate: MemoryCandidate, *, pending: bool = False
-) -> builtins.list[MemoryRecord]:
-    """Exactly what plan_write reads (with `pending`, plan_pending): same-norm actives (and pendings)
-    in seq order (an indexed hit on records_status_norm) and, when the candidate names one, the active
-    row it supersedes."""
-    statuses = "'active', 'pending'" if pending else "'active'"
-    rows = connection.execute(
-        f"SELECT {COLUMNS} FROM records WHERE status IN ({statuses}) AND norm = ? ORDER BY seq",
-        (meaning_key(candidate.text),),
-    ).fetchall()
-    pool = [row_record(row) for row in rows]
-    if candidate.supersedes:  # the same truthiness test as plan_write: "" names nothing
-        target = connection.execute(
-            f"SELECT {COLUMNS} FROM records WHERE id = ? AND status = 'active'", (candidate.supersedes,)
-        ).fetchone()
-        if target is not None:
-            pool.append(row_record(target))
-    return pool
-
-
 def supersede(connection: sqlite3.Connection, record_id: str) -> int:
     """An active record retired by its correction: out of the indexes; how many (0 or 1)."""
     flipped = connection.execute(
@@ -159,13 +169,10 @@ def supersede(connection: sqlite3.Connection, record_id: str) -> int:
     return len(flipped)
 
 
-def fold(
-    connection: sqlite3.Connection, record: MemoryRecord, candidate: MemoryCandidate, now: float
-) -> None:
+def fold(connection: sqlite3.Connection, record: MemoryRecord, folded: MemoryRecord) -> None:
     """The restated record confirmed as the engine says (`fold_into`). The count is incremented in
     place, not set, so a usage bump buffered for the same row still adds to it; a moved date is a
     change the scope index must see (`stamp`), a moved count is not."""
-    folded = fold_into(record, candidate, now)
     rows = connection.execute(  # the later use wins, as a usage bump's does
         "UPDATE records SET use_count = use_count + 1, last_used_at = MAX(COALESCE(last_used_at, ?1), ?1),"
         " observed_at = ?2 WHERE id = ?3 RETURNING seq",
@@ -173,6 +180,16 @@ def fold(
     ).fetchall()
     if folded.observed_at != record.observed_at:
         stamp(connection, [int(row[0]) for row in rows])
+
+
+def activate(connection: sqlite3.Connection, record: MemoryRecord) -> int:
+    """A pending row made active as the approval says, into the indexes; its seq."""
+    (seq,) = connection.execute(
+        "UPDATE records SET status = 'active', supersedes = ?, last_used_at = ? WHERE id = ? RETURNING seq",
+        (record.supersedes, record.last_used_at, record.id),
+    ).fetchone()
+    index_record(connection, int(seq), record)
+    return int(seq)
 
 
 def insert_record(connection: sqlite3.Connection, seq: int, record: MemoryRecord) -> None:

@@ -24,7 +24,8 @@ from app.reflection_hook import provider_extractor
 from config.settings import ChannelSettings, MemorySettings, ProviderSettings, Secrets, Settings
 from memory.reflection import ReflectionRun, ReflectionTracker, schedule_reflection, should_reflect
 from memory.rules.write_gate import WRITE_ACTION
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, Ranked, WriteResult
 
 CHANNEL = "slack:C0REPO"
@@ -45,10 +46,10 @@ class RecordingSurface:
 
 
 class RecordingStore(NullMemoryStore):
-    """A real InMemoryMemoryStore that notes when each retrieve/write was issued (monotonic clock)."""
+    """A real InProcessMemoryStore that notes when each retrieve/write was issued (monotonic clock)."""
 
     def __init__(self) -> None:
-        self.inner = InMemoryMemoryStore()
+        self.inner = InProcessMemoryStore()
         self.events: list[tuple[str, str, float]] = []
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
@@ -62,7 +63,9 @@ class RecordingStore(NullMemoryStore):
         self.events.extend(("retrieve", scope_key, issued) for scope_key in scope_keys)
         return await self.inner.retrieve_many(scope_keys, query, limit)
 
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
+    async def write(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
+    ) -> WriteResult:
         self.events.append(("write", scope_key, time.monotonic()))
         return await self.inner.write(scope_key, candidates)
 

@@ -288,14 +288,14 @@ async def test_build_runtime_with_github_wires_the_resolver_tools_and_review_fro
     tmp_path: Path, fake_anthropic: FakeModelServer, github_api: FakeGitHub
 ) -> None:
     from app.runtime import build_runtime
-    from memory.stores.in_process import InMemoryMemoryStore
+    from memory.stores.in_process import InProcessMemoryStore
 
     github_api.add_repo("acme/widgets")
     github_api.require_token = "ghp_env"
     settings = make_settings(tmp_path, fake_anthropic.base_url)
     env = {"GITHUB_API_URL": github_api.url, "GITHUB_TOKEN": "ghp_env"}
     runtime = build_runtime(
-        settings, environ=env, memory_store=InMemoryMemoryStore(), with_commands=False, github=True
+        settings, environ=env, memory_store=InProcessMemoryStore(), with_commands=False, github=True
     )
     try:
         refused = RecordingSurface()

@@ -10,7 +10,7 @@ from typing import Any
 
 from app.slack.agent_view import PROMPTS_TITLE, SUGGESTED_PROMPTS, conversation_title
 from app.slack.bot import registry_caller
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, running_bot
 from tests.app.slack.test_e2e import full_runtime
 from tests.fakes.model_server import FakeModelServer
@@ -117,7 +117,7 @@ async def test_a_command_in_the_messages_tab_is_answered_but_never_becomes_the_t
     conversation keeps no title of it; the next conversation, a question, is titled by its text."""
     slack_api.add_conversation("D1", "im")
     fake_anthropic.default_reply = "Rotate it in the vault."
-    built, commands = full_runtime(tmp_path, fake_anthropic, memory=False, store=InMemoryMemoryStore())
+    built, commands = full_runtime(tmp_path, fake_anthropic, memory=False, store=InProcessMemoryStore())
     try:
         async with running_bot(
             slack_api, built.dispatcher, registry=commands, caller_factory=registry_caller

@@ -11,7 +11,7 @@ from app.slack.format import POST_TEXT_LIMIT
 from app.slack.messages import WARNING_REPLY
 from app.slack.options import SlackOptions
 from app.slack.surface import WORKING_REACTION
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, RecordingRegistry, running_bot
 from tests.fakes.slack_api import BOT_USER_ID, TEAM_ID, FakeSlackApi, as_app_mention, signed_headers
 
@@ -20,7 +20,7 @@ async def test_mention_in_public_channel_is_answered_once_in_its_thread(slack_ap
     slack_api.add_conversation("C1", "public")
     dispatcher = RecordingDispatcher()
     # Memory on: the channel's visibility feeds its write gate and read rule.
-    async with running_bot(slack_api, dispatcher, memory_store=InMemoryMemoryStore()) as bot:
+    async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
         posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> what's new?")
         delivery = await bot.slack.event(as_app_mention(posted))
         await bot.settle()
@@ -303,7 +303,7 @@ async def test_conversations_info_is_cached_per_channel(slack_api: FakeSlackApi)
     slack_api.add_conversation("G1", "private")
     dispatcher = RecordingDispatcher()
     # Memory on: the channel's visibility feeds its write gate and read rule.
-    async with running_bot(slack_api, dispatcher, memory_store=InMemoryMemoryStore()) as bot:
+    async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
         for text in ("one", "two", "three"):
             await bot.slack.event(
                 as_app_mention(slack_api.post_as_user("G1", "U1", f"<@{BOT_USER_ID}> {text}"))
@@ -320,7 +320,7 @@ async def test_a_message_event_refreshes_a_channels_cached_visibility(slack_api:
     slack_api.add_conversation("G1", "private")
     dispatcher = RecordingDispatcher()
     # Memory on: the channel's visibility feeds its write gate and read rule.
-    async with running_bot(slack_api, dispatcher, memory_store=InMemoryMemoryStore()) as bot:
+    async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
         await bot.slack.event(as_app_mention(slack_api.post_as_user("G1", "U1", f"<@{BOT_USER_ID}> one")))
         await bot.settle()
         slack_api.add_conversation("G1", "public")
@@ -337,7 +337,7 @@ async def test_slacks_made_private_notice_makes_the_next_mention_private(slack_a
     slack_api.add_conversation("C1", "public")
     dispatcher = RecordingDispatcher()
     # Memory on: the channel's visibility feeds its write gate and read rule.
-    async with running_bot(slack_api, dispatcher, memory_store=InMemoryMemoryStore()) as bot:
+    async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
         await bot.slack.event(as_app_mention(slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> one")))
         await bot.settle()
         slack_api.add_conversation("C1", "private")

@@ -24,9 +24,10 @@ from commands.memory import UNTRUSTED_NOTE
 from config.settings import load_settings
 from memory.reflection import REFLECTION_SYSTEM
 from memory.stores.build import memory_dir
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore
+from memory.types import MemoryCandidate
 from tests.app.slack.harness import RunningBot, running_bot
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, as_app_mention
@@ -67,8 +68,8 @@ def full_runtime(
 
 
 @pytest.fixture
-def store() -> InMemoryMemoryStore:
-    return InMemoryMemoryStore()
+def store() -> InProcessMemoryStore:
+    return InProcessMemoryStore()
 
 
 async def _bot(
@@ -87,7 +88,7 @@ async def _bot(
 
 @pytest.fixture
 async def bot(
-    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InMemoryMemoryStore
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InProcessMemoryStore
 ) -> AsyncIterator[RunningBot]:
     async for running in _bot(slack_api, tmp_path, fake_anthropic, store, memory=False):
         yield running
@@ -95,7 +96,7 @@ async def bot(
 
 @pytest.fixture
 async def memory_bot(
-    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InMemoryMemoryStore
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InProcessMemoryStore
 ) -> AsyncIterator[RunningBot]:
     async for running in _bot(slack_api, tmp_path, fake_anthropic, store, memory=True):
         yield running
@@ -207,7 +208,7 @@ async def test_a_bad_or_stale_signature_gets_401_and_nothing_is_processed(
     assert slack_api.calls == []
 
 
-async def _seed(store: InMemoryMemoryStore) -> None:
+async def _seed(store: InProcessMemoryStore) -> None:
     """U1's, C1's and the org's records were learned in public channels (any reply may show them);
     U2's in U2's DM."""
     await store.write(
@@ -264,7 +265,7 @@ async def test_memory_list_in_a_thread_is_answered_from_the_store_without_a_mode
     memory_bot: RunningBot,
     slack_api: FakeSlackApi,
     fake_anthropic: FakeModelServer,
-    store: InMemoryMemoryStore,
+    store: InProcessMemoryStore,
 ) -> None:
     await _seed(store)
     slack_api.add_conversation("C1", "public")
@@ -283,7 +284,7 @@ async def test_the_memory_slash_command_lists_from_the_store_without_a_model_cal
     memory_bot: RunningBot,
     slack_api: FakeSlackApi,
     fake_anthropic: FakeModelServer,
-    store: InMemoryMemoryStore,
+    store: InProcessMemoryStore,
 ) -> None:
     await _seed(store)
     slack_api.add_conversation("C1", "public")
@@ -308,7 +309,7 @@ async def test_with_memory_on_the_model_request_carries_the_background_block_for
     memory_bot: RunningBot,
     slack_api: FakeSlackApi,
     fake_anthropic: FakeModelServer,
-    store: InMemoryMemoryStore,
+    store: InProcessMemoryStore,
 ) -> None:
     await _seed(store)
     slack_api.add_conversation("C1", "public")
@@ -424,7 +425,7 @@ async def test_forgetting_an_org_record_in_slack_admin_only_removes_it_from_list
     memory_bot: RunningBot,
     slack_api: FakeSlackApi,
     fake_anthropic: FakeModelServer,
-    store: InMemoryMemoryStore,
+    store: InProcessMemoryStore,
 ) -> None:
     await _seed(store)
     slack_api.add_conversation("C1", "public")
@@ -468,7 +469,7 @@ async def test_forgetting_an_org_record_in_slack_admin_only_removes_it_from_list
 
 
 async def test_a_redelivered_event_makes_one_model_call_one_reply_and_schedules_one_reflection(
-    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InMemoryMemoryStore
+    slack_api: FakeSlackApi, tmp_path: Path, fake_anthropic: FakeModelServer, store: InProcessMemoryStore
 ) -> None:
     built, commands = full_runtime(tmp_path, fake_anthropic, memory=True, store=store)
     slack_api.add_conversation("C1", "public")

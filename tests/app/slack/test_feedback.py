@@ -11,7 +11,7 @@ from structlog.testing import capture_logs
 
 from app.slack.bot import registry_caller
 from app.slack.feedback import FEEDBACK_ACTION
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MemoryCandidate
 from tests.app.slack.harness import running_bot
 from tests.app.slack.test_e2e import runtime
@@ -34,7 +34,7 @@ async def test_an_answer_carries_feedback_buttons_and_a_click_is_logged_with_the
     slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path
 ) -> None:
     slack_api.add_conversation("C1", "public")
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     fact = MemoryCandidate(
         "fact",
         "Deploys go out on the release train",
@@ -86,7 +86,7 @@ async def test_a_plain_posted_answer_carries_the_buttons_under_its_text(
     slack_api.add_conversation("C1", "public")
     slack_api.refuse("chat.startStream", "not_allowed")  # no streaming: chat.postMessage instead
     fake_anthropic.default_reply = "Posted, not streamed."
-    dispatcher, registry = runtime(tmp_path, fake_anthropic, memory=False, store=InMemoryMemoryStore())
+    dispatcher, registry = runtime(tmp_path, fake_anthropic, memory=False, store=InProcessMemoryStore())
     async with running_bot(slack_api, dispatcher, registry=registry, caller_factory=registry_caller) as bot:
         posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> hi")
         await bot.slack.event(as_app_mention(posted))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from app.slack.bot import registry_caller
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import running_bot
 from tests.app.slack.test_e2e import full_runtime
 from tests.fakes.model_server import FakeModelServer
@@ -33,7 +33,7 @@ async def _converse(slack_api: FakeSlackApi, tmp_path: Path, fake: FakeModelServ
     for channel, kind in (("C1", "public"), ("G1", "private"), ("D1", "im")):
         slack_api.add_conversation(channel, kind)
     fake.default_reply = "An answer."
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     built, commands = full_runtime(tmp_path, fake, memory=memory, store=store)
     try:
         async with running_bot(

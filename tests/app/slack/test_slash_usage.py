@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from commands.memory import build_registry
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, running_bot
 from tests.fakes.slack_api import FakeSlackApi
 
@@ -11,7 +11,7 @@ from tests.fakes.slack_api import FakeSlackApi
 async def test_the_slash_commands_usage_names_every_verb_the_registry_has(slack_api: FakeSlackApi) -> None:
     slack_api.add_conversation("C1", "public")
     registry = build_registry(
-        store=InMemoryMemoryStore(), memory_enabled=True, organization="acme", admins=[]
+        store=InProcessMemoryStore(), memory_enabled=True, organization="acme", admins=[]
     )
     verbs = sorted({command.words[1] for command in registry.commands})
     async with running_bot(slack_api, RecordingDispatcher(), registry=registry) as bot:

@@ -12,7 +12,7 @@ import pytest
 from memory.rules.redact import REDACTED, redact_record
 from memory.service.app import create_app
 from memory.service.redact_cache import ENTRY_OVERHEAD, RedactionCache
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryRecord
 from tests.memory.records import record
@@ -102,7 +102,7 @@ def test_a_cache_holds_something() -> None:
 
 async def test_the_service_drops_a_forgotten_record_and_a_written_or_erased_scope() -> None:
     cache = RedactionCache()
-    app = create_app(InMemoryMemoryStore(cap=500), TOKEN, redaction=cache)
+    app = create_app(InProcessMemoryStore(cap=500), TOKEN, redaction=cache)
     async with asgi_client(app, AUTH) as client:
         await client.post("/write", json={"scopeKey": SCOPE, "records": [fact("deploy with make ship")]})
         found = await client.post("/retrieve", json={"scopeKey": SCOPE, "query": "deploy", "limit": 5})
@@ -146,7 +146,7 @@ async def test_the_service_redacts_a_row_changed_under_a_cached_id(tmp_path: Pat
         await store.aclose()
 
 
-class _SlowReplyStore(InMemoryMemoryStore):
+class _SlowReplyStore(InProcessMemoryStore):
     """A store whose retrieve reads at once but answers late (a PostgreSQL round trip): a forget can
     commit and finish between the read and the reply."""
 

@@ -19,7 +19,8 @@ from starlette.applications import Starlette
 from structlog.testing import capture_logs
 
 from memory.service.app import MAX_BODY_BYTES, create_app
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 from tests.memory.service_support import AUTH, TOKEN, asgi_client, fact, raw_asgi
@@ -28,12 +29,12 @@ SCOPE = "org:acme"
 
 
 @pytest.fixture
-def store() -> InMemoryMemoryStore:
-    return InMemoryMemoryStore(cap=500)
+def store() -> InProcessMemoryStore:
+    return InProcessMemoryStore(cap=500)
 
 
 @pytest.fixture
-def app(store: InMemoryMemoryStore) -> Starlette:
+def app(store: InProcessMemoryStore) -> Starlette:
     return create_app(store, TOKEN)
 
 
@@ -106,7 +107,7 @@ DATA_CALLS = [
     ids=["missing", "longer", "prefix", "empty", "no-scheme", "basic", "other-scheme"],
 )
 async def test_data_routes_refuse_a_missing_wrong_or_non_bearer_token(
-    app: Starlette, store: InMemoryMemoryStore, path: str, body: dict[str, Any], headers: dict[str, str]
+    app: Starlette, store: InProcessMemoryStore, path: str, body: dict[str, Any], headers: dict[str, str]
 ) -> None:
     reply = await post(app, path, body, headers)
     assert reply.status_code == 401
@@ -124,7 +125,7 @@ async def test_bearer_scheme_is_case_insensitive(app: Starlette) -> None:
 async def test_an_empty_or_unset_service_token_grants_nothing(
     configured: str | None, path: str, body: dict[str, Any]
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     app = create_app(store, configured)
     for headers in ({"Authorization": "Bearer "}, {"Authorization": "Bearer"}, {}, AUTH):
         reply = await post(app, path, body, headers)
@@ -145,7 +146,7 @@ async def test_auth_is_checked_before_the_body_is_read(app: Starlette) -> None:
 
 
 async def test_a_non_ascii_token_is_compared_on_its_bytes() -> None:
-    app = create_app(InMemoryMemoryStore(), "jeton-é")
+    app = create_app(InProcessMemoryStore(), "jeton-é")
     body = json.dumps({"scopeKey": SCOPE, "limit": 5}).encode()
     ok = await raw_asgi(
         app,
@@ -392,7 +393,7 @@ LONG_SCOPE = "org:" + "a" * 197
     ],
 )
 async def test_malformed_bodies_are_400_with_a_reason_naming_the_field(
-    app: Starlette, store: InMemoryMemoryStore, path: str, body: Any, field: str
+    app: Starlette, store: InProcessMemoryStore, path: str, body: Any, field: str
 ) -> None:
     seeded = await store.write(SCOPE, [MemoryCandidate("fact", "seeded fact", "t")])
     assert seeded.inserted == 1
@@ -447,7 +448,7 @@ async def test_a_body_that_is_not_json_is_400(app: Starlette, raw: bytes) -> Non
     ],
 )
 async def test_a_lone_surrogate_escape_is_400_never_a_store_failure(
-    app: Starlette, store: InMemoryMemoryStore, path: str, raw: str, field: str
+    app: Starlette, store: InProcessMemoryStore, path: str, raw: str, field: str
 ) -> None:
     async with asgi_client(app, AUTH) as client:
         reply = await client.post(path, content=raw.encode())
@@ -488,7 +489,9 @@ async def test_boundary_values_are_accepted(app: Starlette) -> None:
     assert forget.json() == {"ok": True, "forgotten": False}
 
 
-async def test_null_optional_fields_are_treated_as_absent(app: Starlette, store: InMemoryMemoryStore) -> None:
+async def test_null_optional_fields_are_treated_as_absent(
+    app: Starlette, store: InProcessMemoryStore
+) -> None:
     candidate = fact("nulls are absent", keywords=None, sourceRunId=None, confidence=None, supersedes=None)
     reply = await post(app, "/write", {"scopeKey": SCOPE, "records": [candidate], "cap": None})
     assert reply.json()["inserted"] == 1
@@ -575,7 +578,7 @@ async def test_optional_fields_absent_in_storage_are_omitted_never_null(app: Sta
 
 
 async def test_retrieve_is_whole_token_limited_and_bumps_only_what_it_returns(
-    app: Starlette, store: InMemoryMemoryStore
+    app: Starlette, store: InProcessMemoryStore
 ) -> None:
     texts = [f"deploy step {i}" for i in range(5)] + ["deployment notes", "unrelated lunch menu"]
     await post(app, "/write", {"scopeKey": SCOPE, "records": [fact(t) for t in texts]})
@@ -605,14 +608,14 @@ async def test_fts_syntax_in_a_query_is_inert(app: Starlette) -> None:
     assert no_tokens.json() == {"records": []}
 
 
-async def test_empty_write_batch_is_a_no_op(app: Starlette, store: InMemoryMemoryStore) -> None:
+async def test_empty_write_batch_is_a_no_op(app: Starlette, store: InProcessMemoryStore) -> None:
     reply = await post(app, "/write", {"scopeKey": SCOPE, "records": []})
     assert reply.json() == {"ok": True, "inserted": 0, "deduped": 0, "superseded": 0, "evicted": 0}
     assert store.records(SCOPE) == []
 
 
 async def test_dedup_bumps_case_and_whitespace_insensitively(
-    app: Starlette, store: InMemoryMemoryStore
+    app: Starlette, store: InProcessMemoryStore
 ) -> None:
     await post(app, "/write", {"scopeKey": SCOPE, "records": [fact("We deploy on Fridays")]})
     reply = await post(app, "/write", {"scopeKey": SCOPE, "records": [fact("  we DEPLOY   on fridays ")]})
@@ -622,7 +625,7 @@ async def test_dedup_bumps_case_and_whitespace_insensitively(
 
 
 async def test_supersede_soft_deletes_and_hides_the_old_record(
-    app: Starlette, store: InMemoryMemoryStore
+    app: Starlette, store: InProcessMemoryStore
 ) -> None:
     await post(app, "/write", {"scopeKey": SCOPE, "records": [fact("deploys go out on fridays")]})
     reply = await post(
@@ -648,7 +651,7 @@ async def test_supersede_soft_deletes_and_hides_the_old_record(
 
 
 async def test_list_is_newest_first_limited_filtered_and_never_bumps_usage(
-    app: Starlette, store: InMemoryMemoryStore
+    app: Starlette, store: InProcessMemoryStore
 ) -> None:
     texts = ["deploy with make ship", "lunch is at noon", "deploy needs approval", "standup at nine"]
     await post(app, "/write", {"scopeKey": SCOPE, "records": [fact(t) for t in texts]})
@@ -662,7 +665,7 @@ async def test_list_is_newest_first_limited_filtered_and_never_bumps_usage(
 
 
 async def test_forget_soft_deletes_once_and_hides_the_record_everywhere(
-    app: Starlette, store: InMemoryMemoryStore
+    app: Starlette, store: InProcessMemoryStore
 ) -> None:
     await post(app, "/write", {"scopeKey": SCOPE, "records": [fact("the deploy key rotates monthly")]})
     first = await post(app, "/forget", {"scopeKey": SCOPE, "id": "mem:org:acme:1"})
@@ -680,7 +683,7 @@ async def test_forget_soft_deletes_once_and_hides_the_record_everywhere(
 
 
 async def test_forget_of_a_foreign_scope_id_changes_nothing(
-    app: Starlette, store: InMemoryMemoryStore
+    app: Starlette, store: InProcessMemoryStore
 ) -> None:
     await post(app, "/write", {"scopeKey": "user:slack:U1", "records": [fact("private note")]})
     reply = await post(app, "/forget", {"scopeKey": "user:slack:U2", "id": "mem:user:slack:U1:1"})
@@ -689,7 +692,7 @@ async def test_forget_of_a_foreign_scope_id_changes_nothing(
 
 
 async def test_wire_cap_evicts_least_recently_used_and_absent_cap_uses_the_server_default() -> None:
-    store = InMemoryMemoryStore(cap=3)  # the server's default cap
+    store = InProcessMemoryStore(cap=3)  # the server's default cap
     app = create_app(store, TOKEN)
     batch = [fact(f"fact number {i}") for i in range(4)]
     capped = await post(app, "/write", {"scopeKey": SCOPE, "records": batch[:2], "cap": 2})
@@ -710,7 +713,7 @@ async def test_wire_cap_evicts_least_recently_used_and_absent_cap_uses_the_serve
     assert wide.json()["evicted"] == 0
 
 
-async def test_evicted_records_are_hidden_from_retrieve_list_and_dedup(store: InMemoryMemoryStore) -> None:
+async def test_evicted_records_are_hidden_from_retrieve_list_and_dedup(store: InProcessMemoryStore) -> None:
     app = create_app(store, TOKEN)
     await post(app, "/write", {"scopeKey": SCOPE, "records": [fact("old deploy fact")]})
     await post(app, "/write", {"scopeKey": SCOPE, "records": [fact("new deploy fact")], "cap": 1})
@@ -830,7 +833,7 @@ async def test_a_store_failure_is_a_500_with_a_reason_and_the_service_keeps_serv
     assert "x marks" not in repr(logs)
 
 
-class _RefusingStore(InMemoryMemoryStore):
+class _RefusingStore(InProcessMemoryStore):
     """A store with a stricter rule than the wire's: it refuses with ValueError, naming the field."""
 
     async def write(
@@ -846,16 +849,23 @@ async def test_a_store_refusal_is_a_400_with_the_stores_reason() -> None:
     assert reply.json() == {"error": "candidates[0].text must be valid Unicode text"}
 
 
+class _CaplessStore(NullMemoryStore):
+    async def write(  # type: ignore[override]
+        self, scope_key: str, candidates: Sequence[MemoryCandidate]
+    ) -> WriteResult:
+        return WriteResult()
+
+
 def test_create_app_refuses_a_store_whose_write_takes_no_cap() -> None:
     with pytest.raises(TypeError, match="cap"):
-        create_app(NullMemoryStore(), TOKEN)  # type: ignore[arg-type]
+        create_app(_CaplessStore(), TOKEN)  # type: ignore[arg-type]
 
 
 # --- /retrieve_many: the four-scope read in one round trip (issue 15) ------------------------------
 
 
 async def test_retrieve_many_reads_each_scope_with_its_relevance(
-    app: Starlette, store: InMemoryMemoryStore
+    app: Starlette, store: InProcessMemoryStore
 ) -> None:
     for scope in (SCOPE, "user:slack:U1"):
         await post(

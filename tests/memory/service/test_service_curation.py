@@ -15,7 +15,8 @@ from structlog.testing import capture_logs
 
 from memory.service.app import create_app
 from memory.service.redact_cache import RedactionCache
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, WriteResult
 from ops.metrics import Metrics
@@ -174,8 +175,8 @@ SECRET = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
 
 
 @pytest.fixture
-def store() -> InMemoryMemoryStore:
-    return InMemoryMemoryStore(cap=500)
+def store() -> InProcessMemoryStore:
+    return InProcessMemoryStore(cap=500)
 
 
 @pytest.fixture
@@ -184,7 +185,7 @@ def cache() -> RedactionCache:
 
 
 @pytest.fixture
-def app(store: InMemoryMemoryStore, cache: RedactionCache) -> Starlette:
+def app(store: InProcessMemoryStore, cache: RedactionCache) -> Starlette:
     return create_app(store, TOKEN, redaction=cache)
 
 
@@ -275,7 +276,7 @@ async def test_one_log_line_per_curation_request_with_ids_actor_and_counts_never
     assert "deploy with" not in repr(logs)
 
 
-async def test_curation_actions_move_their_counters(store: InMemoryMemoryStore) -> None:
+async def test_curation_actions_move_their_counters(store: InProcessMemoryStore) -> None:
     metrics = Metrics()
     app = create_app(store, TOKEN, metrics=metrics)
     await post(app, "/pending/write", {"scopeKey": SCOPE, "records": [fact("one rule"), fact("two rule")]})

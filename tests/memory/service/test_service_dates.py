@@ -9,7 +9,7 @@ from starlette.applications import Starlette
 
 from memory.rules.engine import prepare_batch
 from memory.service.app import create_app
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MemoryCandidate
 from memory.wire import candidate_from_wire, candidate_to_wire, record_from_wire, record_to_wire
 from tests.memory.records import NOW, record
@@ -19,12 +19,12 @@ SCOPE = "org:acme"
 
 
 @pytest.fixture
-def store() -> InMemoryMemoryStore:
-    return InMemoryMemoryStore(clock=lambda: NOW)
+def store() -> InProcessMemoryStore:
+    return InProcessMemoryStore(clock=lambda: NOW)
 
 
 @pytest.fixture
-def app(store: InMemoryMemoryStore) -> Starlette:
+def app(store: InProcessMemoryStore) -> Starlette:
     return create_app(store, TOKEN)
 
 
@@ -34,7 +34,7 @@ async def post(app: Starlette, path: str, body: Any) -> Any:
 
 
 async def test_observed_at_is_stored_and_sent_back_and_defaults_to_the_write_time(
-    app: Starlette, store: InMemoryMemoryStore
+    app: Starlette, store: InProcessMemoryStore
 ) -> None:
     records = [fact("deploy with make", observedAt=NOW - 3600), fact("deploy from main")]
     assert (await post(app, "/write", {"scopeKey": SCOPE, "records": records})).status_code == 200
@@ -48,7 +48,7 @@ async def test_observed_at_is_stored_and_sent_back_and_defaults_to_the_write_tim
 
 @pytest.mark.parametrize("value", ["yesterday", -1, True, [1.0], {"t": 1}])
 async def test_a_bad_observed_at_is_400_naming_the_field(
-    app: Starlette, store: InMemoryMemoryStore, value: object
+    app: Starlette, store: InProcessMemoryStore, value: object
 ) -> None:
     reply = await post(app, "/write", {"scopeKey": SCOPE, "records": [fact("x", observedAt=value)]})
     assert reply.status_code == 400

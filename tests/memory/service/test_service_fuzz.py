@@ -15,7 +15,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memory.service.app import create_app
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MemoryCandidate
 from tests.memory.service_support import CURATION_ROUTES, TOKEN
 
@@ -96,7 +96,7 @@ extra_headers = st.dictionaries(
 
 
 async def exchange(method: str, path: str, body: bytes, headers: dict[str, str]) -> httpx.Response:
-    store = InMemoryMemoryStore(cap=500)
+    store = InProcessMemoryStore(cap=500)
     await store.write("org:acme", SEED)
     app = create_app(store, TOKEN)
     transport = httpx.ASGITransport(app=app)
@@ -177,7 +177,7 @@ near_valid_curation = st.fixed_dictionaries(
 
 
 async def curation_exchange(path: str, body: bytes) -> httpx.Response:
-    store = InMemoryMemoryStore(cap=500)
+    store = InProcessMemoryStore(cap=500)
     await store.write("org:acme", SEED)
     await store.write_pending("org:acme", [MemoryCandidate("fact", "the bot runs on fridays", "t")])
     app = create_app(store, TOKEN)

@@ -8,7 +8,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from starlette.applications import Starlette
 
 from memory.service.app import create_app
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from ops.metrics import Metrics
 from tests.memory.service_support import AUTH, asgi_client, fact
 
@@ -20,7 +20,7 @@ SCOPE = "org:acme"
 @pytest.fixture
 def app() -> Starlette:
     return create_app(
-        InMemoryMemoryStore(cap=2),
+        InProcessMemoryStore(cap=2),
         AUTH["Authorization"].split()[1],
         metrics=Metrics(),
         metrics_token=METRICS_TOKEN,
@@ -76,7 +76,7 @@ async def test_metrics_need_their_own_token_not_the_data_token(app: Starlette) -
 
 
 async def test_without_a_metrics_token_nobody_may_scrape() -> None:
-    app = create_app(InMemoryMemoryStore(cap=10), AUTH["Authorization"].split()[1])
+    app = create_app(InProcessMemoryStore(cap=10), AUTH["Authorization"].split()[1])
     async with asgi_client(app) as client:
         reply = await client.get("/metrics", headers={"Authorization": "Bearer "})
     assert reply.status_code == 401

@@ -11,7 +11,7 @@ import httpx
 
 from memory.service.app import READY_CACHE_SECONDS, create_app
 from memory.service.main import readiness_probe
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from tests.memory.postgres_support import TcpForwarder, temp_schema
 from tests.memory.service_support import TOKEN, asgi_client
@@ -23,7 +23,7 @@ async def ready_status(client: httpx.AsyncClient) -> int:
 
 async def test_sqlite_readiness_is_probed_at_most_once_a_second(tmp_path: Path) -> None:
     store_dir = tmp_path / "memory"
-    app = create_app(InMemoryMemoryStore(), TOKEN, ready=readiness_probe(store_dir, None))
+    app = create_app(InProcessMemoryStore(), TOKEN, ready=readiness_probe(store_dir, None))
     async with asgi_client(app) as client:
         assert await ready_status(client) == 200
         store_dir.rename(tmp_path / "away")
@@ -42,7 +42,7 @@ async def test_sqlite_readiness_answers_while_the_default_executor_is_busy(tmp_p
     release = threading.Event()
     loop = asyncio.get_running_loop()
     busy = [loop.run_in_executor(None, release.wait, 30) for _ in range(64)]
-    app = create_app(InMemoryMemoryStore(), TOKEN, ready=readiness_probe(tmp_path / "memory", None))
+    app = create_app(InProcessMemoryStore(), TOKEN, ready=readiness_probe(tmp_path / "memory", None))
     try:
         async with asgi_client(app) as client, asyncio.timeout(5):
             assert await ready_status(client) == 200
@@ -75,7 +75,7 @@ async def test_postgres_readiness_follows_the_server() -> None:
 
 async def test_a_service_without_a_token_is_not_ready() -> None:
     for token in ("", None):
-        async with asgi_client(create_app(InMemoryMemoryStore(), token)) as client:
+        async with asgi_client(create_app(InProcessMemoryStore(), token)) as client:
             reply = await client.get("/readyz")
         assert reply.status_code == 503
         assert reply.json() == {"ok": False, "error": "no data token is set: every data request is refused"}

@@ -21,10 +21,12 @@ from structlog.testing import capture_logs
 
 from config.settings import load_settings
 from memory.stores.build import MemoryConfigError, build_memory_store, open_memory_store, validate_scope_cap
+from memory.stores.contract import MemoryStore
 from memory.stores.http import HttpMemoryStore
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore, MemoryStoreError
+from memory.types import MemoryCandidate, MemoryStoreError
 from tests.memory.service_support import free_port
 
 SCOPE = "org:acme"
@@ -185,7 +187,7 @@ async def test_the_in_process_store_setting_selects_it_with_a_restart_loss_warni
 ) -> None:
     with capture_logs() as logs:
         store = build(built, FakeSettings(tmp_path, Memory(store="in_process")))
-    assert isinstance(store, InMemoryMemoryStore)
+    assert isinstance(store, InProcessMemoryStore)
     (warning,) = warnings(logs)
     assert warning["key"] == "memory.store"
     assert "restart" in warning["message"]

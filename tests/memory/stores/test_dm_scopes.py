@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import sqlite3
 import time
-from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,12 +18,13 @@ from structlog.testing import capture_logs
 
 from memory.rules.restate import meaning_key
 from memory.stores.build import memory_dir
+from memory.stores.contract import MemoryStore, Progress, ScopeMaintenance
 from memory.stores.dm_scopes import DmMigration, migrate_dm_scopes, migrate_dm_scopes_at_start
 from memory.stores.http import HttpMemoryStore
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import MemoryCandidate, MemoryStore, ReadAudit, SourceLink
+from memory.types import MemoryCandidate, ReadAudit, SourceLink
 from tests.memory.postgres_support import temp_schema, unique_application_name
 from tests.memory.service_support import TOKEN, memory_service_process
 
@@ -157,15 +157,24 @@ async def test_postgres_migrates_the_same_way() -> None:
 
 
 async def test_a_store_that_cannot_list_its_scopes_has_nothing_to_migrate() -> None:
-    store = InMemoryMemoryStore()  # starts empty each process: no old scope can be in it
+    store = InProcessMemoryStore()  # starts empty each process: no old scope can be in it
     await store.write(OWNED, [old_fact("a fact", "slack:D1", None, "slack:D1:1.0")])
     await migrate_dm_scopes_at_start(store)
     assert await migrate_dm_scopes(store) == DmMigration()
 
 
-class BrokenStore(InMemoryMemoryStore):
-    async def scope_keys(self) -> Sequence[str]:
+class BrokenStore(InProcessMemoryStore):
+    def maintenance(self) -> ScopeMaintenance | None:
+        return self
+
+    async def scope_keys(self) -> list[str]:
         raise OSError("disk gone")
+
+    async def reindex(self, scope_key: str, *, batch: int = 0, progress: Progress | None = None) -> int:
+        return 0
+
+    async def foreign_vectors(self) -> int:
+        return 0
 
 
 async def test_a_failed_migration_is_one_warning_not_a_refused_start() -> None:

@@ -13,10 +13,11 @@ import httpx
 import psycopg
 import pytest
 
-from memory.rules.claims import PURGE_BATCH, EventClaims
+from memory.rules.claims import PURGE_BATCH
 from memory.service.app import create_app
+from memory.stores.contract import EventClaims
 from memory.stores.http import HttpMemoryStore
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryStoreError
@@ -136,7 +137,7 @@ async def test_expired_claims_are_purged_as_new_ones_come(schema: TempSchema, tm
 
 
 async def test_a_service_over_a_store_that_cannot_claim_answers_501(tmp_path: Path) -> None:
-    app = create_app(InMemoryMemoryStore(), TOKEN)
+    app = create_app(InProcessMemoryStore(), TOKEN)
     client = HttpMemoryStore("http://memory.test", TOKEN, transport=httpx.ASGITransport(app=app))
     try:
         with pytest.raises(MemoryStoreError, match=r"/events/claim failed: 501 .*cannot claim events"):

@@ -18,9 +18,10 @@ from starlette.routing import Route
 from structlog.testing import capture_logs
 
 from memory.service.app import create_app
+from memory.stores.contract import CuratingStore
 from memory.stores.http import HttpMemoryStore
-from memory.stores.in_process import NullMemoryStore
-from memory.types import CuratingStore, CurationEntry, MemoryCandidate, MemoryStoreError, WriteResult
+from memory.stores.null import NullMemoryStore
+from memory.types import CurationEntry, MemoryCandidate, MemoryStoreError, WriteResult
 from memory.wire import MAX_REFS
 from tests.memory.service_support import CURATION_ROUTES, TOKEN, free_port
 

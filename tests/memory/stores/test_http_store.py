@@ -27,9 +27,10 @@ from starlette.routing import Route
 from structlog.testing import capture_logs
 
 from memory.service.app import create_app
+from memory.stores.contract import MemoryStore
 from memory.stores.http import HttpMemoryStore
-from memory.stores.in_process import InMemoryMemoryStore
-from memory.types import MemoryCandidate, MemoryStore, MemoryStoreError, WriteResult
+from memory.stores.in_process import InProcessMemoryStore
+from memory.types import MemoryCandidate, MemoryStoreError, WriteResult
 from memory.wire import record_to_wire
 from tests.app.runtime_support import app_command, subprocess_env
 from tests.fakes.model_server import FakeModelServer
@@ -67,12 +68,12 @@ class Recording(httpx.AsyncBaseTransport):
 
 
 @pytest.fixture
-def service_store() -> InMemoryMemoryStore:
-    return InMemoryMemoryStore(cap=500)
+def service_store() -> InProcessMemoryStore:
+    return InProcessMemoryStore(cap=500)
 
 
 @pytest.fixture
-def recording(service_store: InMemoryMemoryStore) -> Recording:
+def recording(service_store: InProcessMemoryStore) -> Recording:
     return Recording(httpx.ASGITransport(app=create_app(service_store, TOKEN)))
 
 
@@ -194,7 +195,7 @@ async def test_an_empty_write_batch_makes_no_request(store: HttpMemoryStore, rec
 
 
 async def test_cap_is_sent_on_every_write_when_configured_and_the_service_applies_it(
-    recording: Recording, service_store: InMemoryMemoryStore
+    recording: Recording, service_store: InProcessMemoryStore
 ) -> None:
     capped = HttpMemoryStore(BASE, TOKEN, cap=2, transport=recording)
     try:
@@ -236,7 +237,7 @@ async def test_forget_posts_scope_and_id(store: HttpMemoryStore, recording: Reco
 
 
 async def test_a_secret_is_redacted_before_it_crosses_the_wire(
-    store: HttpMemoryStore, recording: Recording, service_store: InMemoryMemoryStore
+    store: HttpMemoryStore, recording: Recording, service_store: InProcessMemoryStore
 ) -> None:
     token = "ghp_" + "A1b2C3d4E5" * 3 + "f6G7h8"
     await store.write(SCOPE, [candidate(f"deploy with {token}", keywords=(token,))])
@@ -263,7 +264,7 @@ async def test_a_service_refusal_on_write_raises_with_status_and_the_services_re
 
 
 async def test_a_wrong_token_raises_401_on_write_list_forget_and_degrades_retrieve(
-    service_store: InMemoryMemoryStore,
+    service_store: InProcessMemoryStore,
 ) -> None:
     wrong = HttpMemoryStore(
         BASE, "not-the-token", transport=httpx.ASGITransport(create_app(service_store, TOKEN))
@@ -564,7 +565,7 @@ async def test_open_passes_with_the_services_token(recording: Recording) -> None
 
 
 async def test_open_with_a_wrong_token_is_one_error_naming_memory_token(
-    service_store: InMemoryMemoryStore,
+    service_store: InProcessMemoryStore,
 ) -> None:
     app = create_app(service_store, TOKEN)
     client = HttpMemoryStore(BASE, "not-the-token", transport=httpx.ASGITransport(app=app))

@@ -1,4 +1,4 @@
-"""Handing out a pooled connection (memory/stores/postgres/connection.py): a connection whose socket is
+"""Handing out a pooled connection (memory/stores/postgres/connections.py): a connection whose socket is
 quiet goes out without a round trip; one the server has dropped, or one inside a transaction, does not."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 import psycopg
 import pytest
 
-from memory.stores.postgres.connection import quiet_and_idle
+from memory.stores.postgres.connections import quiet_and_idle
 from tests.memory.postgres_support import BASE_DSN, terminate_backends, unique_application_name
 
 Conn = psycopg.AsyncConnection[tuple[object, ...]]

@@ -15,8 +15,9 @@ import pytest
 from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import DEFAULT_RANKING, Ranking
 from memory.rules.retention import NO_RETENTION, Retention
+from memory.stores.contract import MemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
-from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
+from memory.types import DEFAULT_SCOPE_CAP
 from tests.memory.postgres_support import temp_schema, unique_application_name
 from tests.memory.store_contract import StoreContract, StoreFactory
 

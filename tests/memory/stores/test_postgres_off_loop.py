@@ -26,7 +26,7 @@ from tests.memory.postgres_support import TempSchema, unique_application_name
 SCOPE = "org:acme"
 # (module file suffix, function name) of the steps that must not run on the loop's thread.
 HEAVY_STEPS = {
-    ("memory/stores/postgres/scope_cache.py", "apply"),
+    ("memory/stores/postgres/index.py", "apply"),
     ("memory/ranking/scope_index.py", "select"),
     ("memory/ranking/fusion.py", "score_with_feedback"),
     ("memory/ranking/fusion.py", "centered_cosines"),

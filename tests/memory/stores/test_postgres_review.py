@@ -10,8 +10,9 @@ from collections.abc import AsyncIterator
 import pytest
 from structlog.testing import capture_logs
 
+from memory.stores.contract import CuratingStore
 from memory.stores.postgres.store import PostgresMemoryStore
-from memory.types import CuratingStore, CurationEntry, MemoryStoreError, WriteResult
+from memory.types import CurationEntry, MemoryStoreError, WriteResult
 from tests.memory.embedders import ConceptEmbedder
 from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name
 from tests.memory.records import DAY, NOW, fact

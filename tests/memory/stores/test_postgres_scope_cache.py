@@ -1,4 +1,4 @@
-"""Each replica's scope indexes (memory/stores/postgres/scope_cache.py) against the real server: two
+"""Each replica's scope indexes (memory/stores/postgres/index.py) against the real server: two
 stores on one schema are two replicas, each with its own indexes; whatever one of them — or anyone
 else on the database — changes, the other's next read sees.
 """
@@ -11,7 +11,7 @@ import psycopg
 import pytest
 
 from memory.stores.postgres.changes import read_many
-from memory.stores.postgres.scope_cache import ScopeIndexes
+from memory.stores.postgres.index import ScopeIndexes
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryRecord
 from tests.memory.postgres_support import TempSchema, schema_rows, unique_application_name

@@ -6,7 +6,7 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
-from memory.stores.postgres.connection import autovacuum_on
+from memory.stores.postgres.connections import autovacuum_on
 from memory.stores.postgres.store import PostgresMemoryStore
 from tests.memory.postgres_support import BASE_DSN, temp_schema, unique_application_name
 

@@ -19,17 +19,11 @@ from structlog.testing import capture_logs
 from config.settings import load_settings
 from memory.rules.engine import plan_eviction
 from memory.stores.build import MemoryConfigError, build_memory_store
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.postgres import sql as postgres_store
 from memory.stores.postgres.store import PostgresMemoryStore, match_query
-from memory.types import (
-    MAX_TEXT_CHARS,
-    MemoryCandidate,
-    MemoryRecord,
-    MemoryStore,
-    MemoryStoreError,
-    WriteResult,
-)
+from memory.types import MAX_TEXT_CHARS, MemoryCandidate, MemoryRecord, MemoryStoreError, WriteResult
 from tests.memory.postgres_support import (
     STORED_RECORDS,
     TcpForwarder,
@@ -331,7 +325,7 @@ async def test_same_operations_give_the_same_answers_as_the_in_process_store(
 ) -> None:
     """One algorithm: with ≤50 matches the prefilter hands the engine every match, so the answers
     (ids, order, usage, statuses) must equal the in-process store's, step by step."""
-    reference = InMemoryMemoryStore(cap=6, clock=clock)
+    reference = InProcessMemoryStore(cap=6, clock=clock)
     small = await PostgresMemoryStore.connect(
         store._dsn, cap=6, clock=clock, application_name=unique_application_name()
     )

@@ -1,4 +1,4 @@
-"""The PostgreSQL store's held-back usage bumps (memory/stores/usage_bumps.py, scope_cache.hold,
+"""The PostgreSQL store's held-back usage bumps (memory/stores/usage_bumps.py, index.hold,
 retrieve.write_bumps) against the real server: the replica that read ranks and counts as an immediate
 bump would have left them, the database has them within FLUSH_SECONDS (at once before any other
 operation of the store, and on close), and another replica sees them once written.
@@ -16,7 +16,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from memory.stores.postgres.changes import WRITE_BUMPS
-from memory.stores.postgres.scope_cache import SCOPES_KEPT
+from memory.stores.postgres.index import SCOPES_KEPT
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.usage_bumps import FLUSH_SECONDS
 from memory.types import MemoryRecord

@@ -27,7 +27,7 @@ from structlog.testing import capture_logs
 
 from memory.ranking.fusion import SPEC, Ranking
 from memory.rules.engine import MAX_MATCH_TOKENS, candidate_cap, match_tokens
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore, database_filename, fts_match_query
 from memory.stores.usage_bumps import FLUSH_SECONDS
 from memory.types import DEFAULT_SCOPE_CAP, MAX_LIMIT, MemoryCandidate, MemoryStoreError, WriteResult
@@ -414,7 +414,7 @@ async def test_bm25_candidates_rescue_a_relevant_but_old_record(tmp_path: Path) 
 async def test_the_50_candidate_floor_hands_the_engine_every_match_in_a_small_scope(tmp_path: Path) -> None:
     clock = FakeClock()
     sqlite_store = SqliteMemoryStore(tmp_path / "memory", clock=clock)
-    in_memory = InMemoryMemoryStore(cap=500, clock=clock)
+    in_memory = InProcessMemoryStore(cap=500, clock=clock)
     old = [fact(f"deploy deploy deploy {n}") for n in range(49)]  # best bm25, all older
     fresh = fact("deploy " + " ".join(f"filler{n}" for n in range(40)))  # worst bm25, most recent
     try:

@@ -13,10 +13,11 @@ from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import DEFAULT_RANKING, Ranking
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.service.app import create_app
+from memory.stores.contract import MemoryStore
 from memory.stores.http import HttpMemoryStore
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import DEFAULT_SCOPE_CAP, MemoryStore
+from memory.types import DEFAULT_SCOPE_CAP
 from tests.memory.curation_contract import CurationContract
 from tests.memory.service_support import TOKEN
 from tests.memory.store_contract import DatesContract, ProvenanceContract, StoreContract, StoreFactory
@@ -37,7 +38,7 @@ async def make_store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIte
     ) -> MemoryStore:
         store: MemoryStore
         if request.param == "in_memory":
-            store = InMemoryMemoryStore(
+            store = InProcessMemoryStore(
                 cap=cap, clock=clock, ranking=ranking, embedder=embedder, retention=retention
             )
         else:

@@ -1,5 +1,7 @@
-from memory.stores.in_process import InMemoryMemoryStore, NullMemoryStore
-from memory.types import MemoryStore, WriteResult
+from memory.stores.contract import MemoryStore
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.null import NullMemoryStore
+from memory.types import WriteResult
 from tests.memory.records import DAY, NOW, fact
 
 
@@ -25,7 +27,7 @@ async def test_null_store_list_returns_empty_and_forget_false() -> None:
 
 
 async def test_in_memory_write_inserts_active_namespaced_records() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     result = await store.write("org:acme", [fact("We deploy on Tuesdays"), fact("CI runs on main")])
     assert result == WriteResult(inserted=2)
     records = store.records("org:acme")
@@ -34,7 +36,7 @@ async def test_in_memory_write_inserts_active_namespaced_records() -> None:
 
 
 async def test_in_memory_write_dedups_identical_text_case_and_whitespace_insensitive() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("org:acme", [fact("We deploy on Tuesdays")])
     result = await store.write("org:acme", [fact("  we DEPLOY   on tuesdays ")])
     assert result == WriteResult(deduped=1)
@@ -43,12 +45,12 @@ async def test_in_memory_write_dedups_identical_text_case_and_whitespace_insensi
 
 
 async def test_in_memory_a_later_candidate_dedups_against_the_same_batch() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     assert await store.write("org:acme", [fact("x"), fact("X")]) == WriteResult(inserted=1, deduped=1)
 
 
 async def test_in_memory_supersede_flips_the_named_record_and_inserts_with_the_pointer() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("org:acme", [fact("deploys on tuesdays")])
     result = await store.write("org:acme", [fact("deploys on thursdays", supersedes="mem:org:acme:1")])
     assert result == WriteResult(inserted=1, superseded=1)
@@ -58,7 +60,7 @@ async def test_in_memory_supersede_flips_the_named_record_and_inserts_with_the_p
 
 
 async def test_in_memory_unknown_or_foreign_supersede_id_supersedes_nothing() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("user:slack:U1", [fact("mine")])
     result = await store.write("org:acme", [fact("other", supersedes="mem:user:slack:U1:1")])
     assert result == WriteResult(inserted=1)
@@ -66,7 +68,7 @@ async def test_in_memory_unknown_or_foreign_supersede_id_supersedes_nothing() ->
 
 
 async def test_in_memory_a_targeted_supersede_is_not_swallowed_by_a_collision() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("org:acme", [fact("deploys on tuesdays"), fact("deploys on thursdays")])
     result = await store.write("org:acme", [fact("deploys on thursdays", supersedes="mem:org:acme:1")])
     assert result == WriteResult(inserted=1, superseded=1)
@@ -74,7 +76,7 @@ async def test_in_memory_a_targeted_supersede_is_not_swallowed_by_a_collision() 
 
 
 async def test_in_memory_superseded_records_never_match_retrieval_nor_dedup() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("org:acme", [fact("deploys on tuesdays")])
     await store.write("org:acme", [fact("release on thursdays", supersedes="mem:org:acme:1")])
     assert [r.id for r in await store.retrieve("org:acme", "tuesdays", 8)] == []
@@ -83,7 +85,7 @@ async def test_in_memory_superseded_records_never_match_retrieval_nor_dedup() ->
 
 async def test_in_memory_retrieve_is_scope_partitioned_gated_ranked_and_limited() -> None:
     clock = Clock()
-    store = InMemoryMemoryStore(clock=clock)
+    store = InProcessMemoryStore(clock=clock)
     await store.write("org:acme", [fact("deploy train"), fact("deploy train schedule"), fact("lunch")])
     await store.write("user:slack:U1", [fact("deploy train schedule personal")])
     found = await store.retrieve("org:acme", "deploy train schedule", 1)
@@ -93,7 +95,7 @@ async def test_in_memory_retrieve_is_scope_partitioned_gated_ranked_and_limited(
 
 async def test_in_memory_retrieve_bumps_last_used_and_use_count_on_returned_rows_only() -> None:
     clock = Clock()
-    store = InMemoryMemoryStore(clock=clock)
+    store = InProcessMemoryStore(clock=clock)
     await store.write("org:acme", [fact("deploy train"), fact("lunch menu")])
     clock.now += DAY
     [hit] = await store.retrieve("org:acme", "deploy", 8)
@@ -104,7 +106,7 @@ async def test_in_memory_retrieve_bumps_last_used_and_use_count_on_returned_rows
 
 
 async def test_in_memory_list_is_active_newest_first_limited_per_scope_without_usage_bump() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("org:acme", [fact(f"fact {i}") for i in range(1, 6)])
     await store.write("user:slack:U1", [fact("mine")])
     await store.forget("org:acme", "mem:org:acme:5")
@@ -114,7 +116,7 @@ async def test_in_memory_list_is_active_newest_first_limited_per_scope_without_u
 
 
 async def test_in_memory_list_with_a_query_keeps_whole_token_hits_newest_first_limit_after_filter() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write(
         "org:acme",
         [fact("deploy train"), fact("lunch"), fact("other", keywords=("deploy",)), fact("deployment notes")],
@@ -127,7 +129,7 @@ async def test_in_memory_list_with_a_query_keeps_whole_token_hits_newest_first_l
 
 
 async def test_in_memory_forget_flips_to_forgotten_and_keeps_the_row() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("org:acme", [fact("secret plan")])
     assert await store.forget("org:acme", "mem:org:acme:1") is True
     assert store.records("org:acme")[0].status == "forgotten"
@@ -135,7 +137,7 @@ async def test_in_memory_forget_flips_to_forgotten_and_keeps_the_row() -> None:
 
 
 async def test_in_memory_forget_is_false_for_unknown_foreign_or_non_active_ids() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("org:acme", [fact("x")])
     await store.write("user:slack:U1", [fact("y")])
     assert await store.forget("org:acme", "mem:org:acme:9") is False
@@ -144,7 +146,7 @@ async def test_in_memory_forget_is_false_for_unknown_foreign_or_non_active_ids()
 
 
 async def test_in_memory_forgotten_records_are_neither_retrieved_nor_dedup_targets() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     await store.write("org:acme", [fact("secret plan")])
     await store.forget("org:acme", "mem:org:acme:1")
     assert await store.retrieve("org:acme", "secret", 8) == []
@@ -153,7 +155,7 @@ async def test_in_memory_forgotten_records_are_neither_retrieved_nor_dedup_targe
 
 async def test_in_memory_over_cap_write_evicts_lru_down_to_the_cap_within_the_batch() -> None:
     clock = Clock()
-    store = InMemoryMemoryStore(cap=3, clock=clock)
+    store = InProcessMemoryStore(cap=3, clock=clock)
     await store.write("org:acme", [fact("one"), fact("two"), fact("three")])
     clock.now += DAY
     await store.retrieve("org:acme", "one", 8)  # one is now the most recently used
@@ -172,7 +174,7 @@ async def test_in_memory_over_cap_write_evicts_lru_down_to_the_cap_within_the_ba
 
 async def test_in_memory_evicted_rows_are_hidden_from_retrieve_list_and_dedup() -> None:
     clock = Clock()
-    store = InMemoryMemoryStore(cap=1, clock=clock)
+    store = InProcessMemoryStore(cap=1, clock=clock)
     await store.write("org:acme", [fact("old deploy fact")])
     clock.now += 1
     await store.write("org:acme", [fact("new deploy fact")])
@@ -184,7 +186,7 @@ async def test_in_memory_evicted_rows_are_hidden_from_retrieve_list_and_dedup() 
 
 
 async def test_in_memory_superseded_and_forgotten_rows_do_not_consume_the_cap() -> None:
-    store = InMemoryMemoryStore(cap=2, clock=Clock())
+    store = InProcessMemoryStore(cap=2, clock=Clock())
     await store.write("org:acme", [fact("a"), fact("b")])
     await store.forget("org:acme", "mem:org:acme:1")
     await store.write("org:acme", [fact("c", supersedes="mem:org:acme:2")])
@@ -193,6 +195,6 @@ async def test_in_memory_superseded_and_forgotten_rows_do_not_consume_the_cap() 
 
 
 async def test_in_memory_without_a_cap_never_evicts() -> None:
-    store = InMemoryMemoryStore(clock=Clock())
+    store = InProcessMemoryStore(clock=Clock())
     result = await store.write("org:acme", [fact(f"fact {i}") for i in range(600)])
     assert result == WriteResult(inserted=600)

@@ -15,7 +15,8 @@ from app.slack.home.review import PENDING_BLOCK
 from app.slack.home.view import RECORD_BLOCK
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
-from memory.types import MemoryCandidate, MemoryStore, Origin
+from memory.stores.contract import MemoryStore
+from memory.types import MemoryCandidate, Origin
 from tests.app.slack.harness import RecordingDispatcher, RunningBot, running_bot
 from tests.fakes.slack_api import APP_ID, TEAM_ID, FakeSlackApi, block_action
 

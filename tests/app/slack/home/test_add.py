@@ -10,7 +10,7 @@ from typing import Any
 from structlog.testing import capture_logs
 
 from app.slack.home.view import ADD_ACTION, ADD_SCOPE, ADD_SCOPE_BLOCK, ADD_TEXT, ADD_TEXT_BLOCK, ADD_VIEW
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import RunningBot
 from tests.app.slack.home.support import ADMIN, home_bot, open_home, texts
 from tests.app.slack.home.support import submit as submit_view
@@ -41,7 +41,7 @@ def block_ids(view: dict[str, Any]) -> list[str]:
 async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraws_the_tab(
     slack_api: FakeSlackApi,
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     async with home_bot(slack_api, store) as bot:
         await open_home(bot, "U1")
         home = slack_api.home_views["U1"][-1]
@@ -73,7 +73,7 @@ async def test_add_to_memory_opens_a_modal_whose_submission_remembers_and_redraw
     assert SECRET not in repr(logs) and "Fridays" not in repr(logs)
 
 
-async def admin_adds_an_org_note(slack_api: FakeSlackApi, store: InMemoryMemoryStore) -> dict[str, Any]:
+async def admin_adds_an_org_note(slack_api: FakeSlackApi, store: InProcessMemoryStore) -> dict[str, Any]:
     """The admin opens the tab, clicks Add and submits a note for the org; the modal they got."""
     async with home_bot(slack_api, store) as bot:
         await open_home(bot, ADMIN)
@@ -86,7 +86,7 @@ async def admin_adds_an_org_note(slack_api: FakeSlackApi, store: InMemoryMemoryS
 async def test_an_admin_picks_the_org_in_the_modal_and_the_record_lands_there(
     slack_api: FakeSlackApi,
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     modal = await admin_adds_an_org_note(slack_api, store)
 
     assert block_ids(modal) == [ADD_TEXT_BLOCK, ADD_SCOPE_BLOCK]
@@ -103,7 +103,7 @@ async def test_an_admins_org_note_from_the_home_tab_names_no_person_in_its_sourc
 ) -> None:
     """Who added it is the curation log's `remembered` entry, which a person's erasure renames; a
     source naming them in a shared record would outlive that erasure, shown to everyone."""
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await admin_adds_an_org_note(slack_api, store)
 
     [record] = store.records("org:acme")
@@ -111,7 +111,7 @@ async def test_an_admins_org_note_from_the_home_tab_names_no_person_in_its_sourc
 
 
 async def test_a_non_admins_crafted_org_submission_is_refused_by_the_command(slack_api: FakeSlackApi) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     async with home_bot(slack_api, store) as bot:
         await open_home(bot, "U1")
         await click_add(bot, "U1", slack_api.home_views["U1"][-1])
@@ -129,7 +129,7 @@ async def test_slash_memory_remember_answers_ephemerally_with_the_channels_origi
 ) -> None:
     slack_api.add_conversation("C1", "public")
     slack_api.add_conversation("G1", "private")
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     async with home_bot(slack_api, store) as bot:
         for channel in ("C1", "G1"):
             await bot.slack.slash(

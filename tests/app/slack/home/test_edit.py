@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from app.slack.home.edit import EDIT_ACTION
 from memory.rules.visibility import Reader, may_show
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.home.support import ADMIN, candidate, click, home_bot, seed, submit
 from tests.app.slack.home.test_review import ORG, button, edit_values, notice, opened_by
 from tests.fakes.slack_api import FakeSlackApi
@@ -17,7 +17,7 @@ MINE = "user:slack:U1"
 async def test_an_edit_of_ones_own_public_record_from_the_tab_is_kept_as_from_a_dm(
     slack_api: FakeSlackApi,
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, MINE, "U1 deploys on Fridays", origin="public")
     [mine] = await store.list(MINE, 10)
     async with home_bot(slack_api, store) as bot:
@@ -36,7 +36,7 @@ async def test_an_edit_of_ones_own_public_record_from_the_tab_is_kept_as_from_a_
 async def test_an_admins_edit_of_a_waiting_org_record_keeps_it_for_the_org_as_the_add_modal_does(
     slack_api: FakeSlackApi,
 ) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write_pending(ORG, [candidate("The release train leaves at noon")])
     [waiting] = await store.pending(ORG, 10)
     async with home_bot(slack_api, store, review=True) as bot:

@@ -19,7 +19,7 @@ from app.slack.home.review import APPROVE_ACTION, PENDING_BLOCK, REJECT_ACTION, 
 from app.slack.home.view import FORGET_ACTION
 from commands.memory import build_registry
 from memory.rules.visibility import Reader
-from memory.stores.in_process import InMemoryMemoryStore
+from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryRecord, Origin
 from tests.app.slack.harness import RunningBot
@@ -42,9 +42,9 @@ ORG = "org:acme"
 LEARNED = "The release train leaves at noon"
 
 
-async def waiting_store(*texts_: str) -> InMemoryMemoryStore:
+async def waiting_store(*texts_: str) -> InProcessMemoryStore:
     """A store where reflection's org facts wait for review, the first the oldest."""
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     for n, text in enumerate(texts_ or (LEARNED,)):
         await store.write_pending(ORG, [candidate(text, n=n + 1)])
     return store
@@ -180,7 +180,7 @@ async def test_edit_opens_a_prefilled_modal_whose_submission_makes_a_new_version
 
 
 async def test_edit_sits_beside_forget_on_an_owned_record_and_edits_it(slack_api: FakeSlackApi) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "user:slack:U1", "U1 deploys on Fridays", origin="dm")
     [mine] = await store.list("user:slack:U1", 10)
     async with home_bot(slack_api, store) as bot:
@@ -227,7 +227,7 @@ async def test_a_stale_approve_says_nothing_waits_any_more(slack_api: FakeSlackA
 
 
 async def test_a_forged_edit_of_another_persons_record_opens_nothing(slack_api: FakeSlackApi) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "user:slack:U2", "U2 is on call", origin="dm")
     [theirs] = await store.list("user:slack:U2", 10)
     async with home_bot(slack_api, store) as bot:
@@ -258,7 +258,7 @@ async def test_a_long_queue_beside_a_full_page_fits_in_slacks_100_blocks(slack_a
 
 
 async def test_forget_still_goes_through_memory_forget_beside_edit(slack_api: FakeSlackApi) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "user:slack:U1", "U1 likes tabs", origin="dm")
     [mine] = await store.list("user:slack:U1", 10)
     async with home_bot(slack_api, store) as bot:
@@ -270,7 +270,7 @@ async def test_forget_still_goes_through_memory_forget_beside_edit(slack_api: Fa
 
 
 async def test_a_record_longer_than_slacks_text_box_is_left_to_memory_edit(slack_api: FakeSlackApi) -> None:
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await seed(store, "user:slack:U1", "U1 notes " + "word " * 700, origin="dm")
     [mine] = await store.list("user:slack:U1", 10)
     async with home_bot(slack_api, store) as bot:
@@ -319,7 +319,7 @@ async def test_the_review_works_the_same_on_sqlite(slack_api: FakeSlackApi, tmp_
 async def test_a_store_failure_reading_the_queue_is_a_warning_line_and_the_page_still_shows(
     slack_api: FakeSlackApi,
 ) -> None:
-    class Broken(InMemoryMemoryStore):
+    class Broken(InProcessMemoryStore):
         async def pending(self, scope_key: str, limit: int) -> list[MemoryRecord]:
             raise sqlite3.OperationalError("database is locked")
 
@@ -338,9 +338,9 @@ async def test_a_store_failure_reading_the_queue_is_a_warning_line_and_the_page_
 
 async def correction_waiting(
     origin: Origin = "public", where: str = "C1"
-) -> tuple[InMemoryMemoryStore, str, str]:
+) -> tuple[InProcessMemoryStore, str, str]:
     """An active org record and reflection's correction of it waiting: (store, active id, pending id)."""
-    store = InMemoryMemoryStore()
+    store = InProcessMemoryStore()
     await store.write(ORG, [candidate("The release train leaves at ten", origin=origin, where=where)])
     [active] = await store.list(ORG, 10)
     await store.write_pending(ORG, [replace(candidate(LEARNED, n=2), supersedes=active.id)])

@@ -1,7 +1,7 @@
 """The bot's side of the memory service: a MemoryStore over HTTP.
 
 Retrieval is advisory: any failure degrades to `[]` with one warning and never stalls a run beyond the
-timeout. Writes, listing, forgetting and every curation call (memory/stores/http_curation.py) raise
+timeout. Writes, listing, forgetting and every curation call (memory/stores/http/curating.py) raise
 `MemoryStoreError` instead — the reflection pass catches and warns, and a human command must never be
 shown a silent empty list.
 """
@@ -18,8 +18,9 @@ import structlog
 
 from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch
-from memory.stores.http_curation import CurationClient
-from memory.stores.http_replies import CallFailed, count_of, ranked_scopes, records_of, write_result
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.http.curating import CurationClient
+from memory.stores.http.replies import CallFailed, count_of, ranked_scopes, records_of, write_result
 from memory.types import (
     AuditQuery,
     EraseReason,
@@ -98,6 +99,9 @@ class HttpMemoryStore(CurationClient):
             else:
                 message = f"{where}: the memory service answered {failure.reason}"
             raise MemoryStoreError(message, status=failure.status) from None
+
+    def curation(self) -> CuratedStore | None:
+        return self
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         try:
@@ -220,6 +224,9 @@ class HttpMemoryStore(CurationClient):
                 continue
         return entries
 
+    def claims(self) -> EventClaims | None:
+        return self
+
     async def claim_event(self, key: str, ttl_seconds: float) -> bool:
         """Once per key across every process behind this memory service (memory/rules/claims.py)."""
         key, ttl = validate_claim(key, ttl_seconds)  # refused here, naming the field, not as a 400
@@ -229,8 +236,16 @@ class HttpMemoryStore(CurationClient):
             raise MemoryStoreError("memory service /events/claim: reply has no boolean 'claimed'", status=200)
         return claimed
 
+    def compaction(self) -> CompactingStore | None:
+        """None: the files are on the service's host (run compact there)."""
+        return None
+
     async def aclose(self) -> None:
         await self._client.aclose()
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        """None: the scopes and their vectors live on the service's host (run reindex there)."""
+        return None
 
     async def _checked(self, route: str, body: dict[str, object]) -> dict[str, Any]:
         """A call whose failure a human must see: MemoryStoreError with the status and the reason."""

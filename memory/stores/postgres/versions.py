@@ -1,5 +1,6 @@
-"""People's changes to stored records on PostgreSQL: an edit (a new version superseding the old, in
-the same scope, with the same status) and consolidation's reads and merges. Each runs under the
+"""A scope's versions on PostgreSQL: the chain a record is in (gathered as `ChainWalk` asks), its
+history, the forget that erases every version, an edit (a new version superseding the old, in the
+same scope, with the same status) and consolidation's reads and merges. Each change runs under the
 scope's lock and appends its curation entries in its own transaction; what an edit or a merge
 writes, memory/rules/curation.py decides."""
 
@@ -10,15 +11,25 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Final
 
+from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
 from memory.ranking.vectors import to_blob
-from memory.rules.curation import edit_candidate, edited_record, entry, merge_duplicates, merged_survivor
-from memory.stores.postgres.curation import append_entries, walk
+from memory.rules.curation import (
+    ChainWalk,
+    edit_candidate,
+    edited_record,
+    entry,
+    history_of,
+    merge_duplicates,
+    merged_survivor,
+)
+from memory.stores.postgres.curation_log import append_entries, of_records
 from memory.stores.postgres.erasure import ScrubList, erase_rows
-from memory.stores.postgres.rows import Connection, fetch_rows, one, own_seq
+from memory.stores.postgres.rows import Connection, fetch_rows, one, own_seq, row_record
 from memory.stores.postgres.sql import (
+    _COLUMN_COUNT,
     _COLUMNS,
     _LOCK_ROWS,
     _LOCK_SCOPE,
@@ -28,7 +39,7 @@ from memory.stores.postgres.sql import (
 )
 from memory.stores.postgres.terms import uncount
 from memory.stores.postgres.writes import _insert
-from memory.types import MemoryRecord, OriginLabel
+from memory.types import ERASE_REASONS, EraseReason, MemoryRecord, OriginLabel, RecordVersion
 
 _SELECT_ONE_EDITABLE: Final = f"""
     SELECT {_COLUMNS} FROM {_RECORDS}
@@ -61,6 +72,19 @@ _ADD_MERGED_USAGE_ROW: Final = (
     " WHERE scope_key = %s AND seq = %s"
 )
 
+# The rows a chain walk asks for: by id (through the primary key's seq) and by the id they supersede.
+_SELECT_LINKED: Final = f"""
+    SELECT {_COLUMNS}, erased_reason FROM {_RECORDS}
+    WHERE scope_key = %s AND ((seq = ANY(%s) AND id = ANY(%s)) OR supersedes = ANY(%s))
+"""
+
+_SELECT_ONE: Final = f"""
+    SELECT {_COLUMNS}, erased_reason FROM {_RECORDS} WHERE scope_key = %s AND seq = %s AND id = %s
+"""
+
+_REASONS: Final[dict[str, EraseReason]] = {reason: reason for reason in ERASE_REASONS}  # type: ignore[misc]
+
+Erased = dict[str, EraseReason | None]
 Clock = Callable[[], float]
 LogCutoff = Callable[[float], float]
 
@@ -161,3 +185,75 @@ async def merge(
         entries = [entry(d, "merged", actor, now, survivor.id) for d in duplicates]
         await append_entries(conn, entries, log_cutoff(now))
     return len(duplicates)
+
+
+def _linked(rows: Sequence[TupleRow], erased: Erased) -> builtins.list[MemoryRecord]:
+    records = []
+    for row in rows:
+        _, record = row_record(row[:_COLUMN_COUNT])
+        reason = row[_COLUMN_COUNT]
+        erased[record.id] = None if reason is None else _REASONS.get(str(reason))
+        records.append(record)
+    return records
+
+
+async def find(
+    conn: Connection, scope_key: str, seq: int, record_id: str, *, lock: bool = False
+) -> tuple[MemoryRecord, Erased] | None:
+    """The row with this id (any status; `lock`: FOR UPDATE), and why it was erased (None: it was not)."""
+    cursor = await conn.execute(_SELECT_ONE + (_LOCK_ROWS if lock else ""), (scope_key, seq, record_id))
+    row = await cursor.fetchone()
+    if row is None:
+        return None
+    erased: Erased = {}
+    [record] = _linked([row], erased)
+    return record, erased
+
+
+async def walk(conn: Connection, start: MemoryRecord, erased: Erased) -> ChainWalk:
+    """The start's chain gathered as the rules ask (by id and by superseded id); `erased` learns why
+    each row met on the way was erased."""
+    chain = ChainWalk(start)
+    while True:
+        ids, successors = chain.wanted()
+        if not ids and not successors:
+            return chain
+        seqs = [seq for seq in (own_seq(start.scope_key, i) for i in ids) if seq is not None]
+        cursor = await conn.execute(_SELECT_LINKED, (start.scope_key, seqs, ids, successors))
+        chain.add(_linked(await cursor.fetchall(), erased))
+
+
+async def read_history(
+    conn: Connection, scope_key: str, seq: int, record_id: str, since: float
+) -> builtins.list[RecordVersion]:
+    """Every version of the chain, oldest first, each with the entries naming it as its record."""
+    found = await find(conn, scope_key, seq, record_id)
+    if found is None:
+        return []
+    start, erased = found
+    versions = (await walk(conn, start, erased)).versions()
+    entries = await of_records(conn, scope_key, [v.id for v in versions], since)
+    return history_of(versions, {v.id: erased.get(v.id) for v in versions}, entries)
+
+
+async def forget_chain(
+    pool: AsyncConnectionPool[Connection],
+    scrub: ScrubList,
+    scope_key: str,
+    seq: int,
+    record_id: str,
+    now: float,
+) -> bool:
+    """One transaction under the scope's lock (no edit can add a version meanwhile): when the record
+    is active, the text of every version in its chain erased, reason `forgotten`."""
+    async with pool.connection() as conn, conn.transaction():
+        await conn.execute(_LOCK_SCOPE, (scope_key,))
+        found = await find(conn, scope_key, seq, record_id, lock=True)
+        if found is None or found[0].status != "active" or found[1].get(record_id) is not None:
+            return False
+        start, erased = found
+        versions = (await walk(conn, start, erased)).versions()
+        seqs = [own_seq(scope_key, v.id) for v in versions]
+        where = "scope_key = %s AND seq = ANY(%s)"
+        await erase_rows(conn, await scrub.of(conn), where, (scope_key, seqs), "forgotten", now)
+    return True

@@ -18,7 +18,7 @@ import structlog
 from memory.rules.curation import log_limit, validate_actor, validate_entry
 from memory.rules.engine import prepare_batch
 from memory.rules.redact import redact_secrets
-from memory.stores.http_replies import CallFailed, count_of, records_of, write_result
+from memory.stores.http.replies import CallFailed, count_of, records_of, write_result
 from memory.types import (
     MACHINE_LABEL,
     CurationEntry,

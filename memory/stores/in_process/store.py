@@ -1,4 +1,4 @@
-"""The in-process stores: the disabled default and a dict of scopes for tests and development."""
+"""The in-process store: a dict of scopes, for tests and development; restarts lose it all."""
 
 from __future__ import annotations
 
@@ -15,78 +15,27 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, rank, stats_
 from memory.ranking.lexical import term_stats
 from memory.ranking.vectors import ScopeVectors
 from memory.rules.audit import audit_matches
-from memory.rules.curation import entry, run_actor, write_pool
 from memory.rules.engine import (
-    WritePlan,
-    fold_into,
     matches_filter,
-    mint_record,
-    plan_write,
-    prepare_batch,
 )
 from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
-from memory.stores.in_process_curation import InMemoryCuration
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.front import StoreFront
+from memory.stores.in_process.curating import InProcessBackend, InProcessRows
 from memory.types import (
     AuditQuery,
     CurationEntry,
     EraseReason,
-    MemoryCandidate,
     MemoryRecord,
     ReadAudit,
     SourceLink,
-    WriteResult,
 )
 
 Clock = Callable[[], float]
 
 
-class NullMemoryStore:
-    """Memory switched off: remembers nothing, finds nothing."""
-
-    async def retrieve(self, scope_key: str, query: str, limit: int) -> list[MemoryRecord]:
-        return []
-
-    async def retrieve_many(
-        self, scope_keys: Sequence[str], query: str, limit: int
-    ) -> dict[str, list[Ranked]]:
-        return {}
-
-    async def write(self, scope_key: str, candidates: Sequence[MemoryCandidate]) -> WriteResult:
-        return WriteResult()
-
-    async def list(self, scope_key: str, limit: int, query: str | None = None) -> list[MemoryRecord]:
-        return []
-
-    async def forget(self, scope_key: str, record_id: str) -> bool:
-        return False
-
-    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
-        return 0
-
-    async def erase_expired(self) -> int:
-        return 0
-
-    async def link_sources(self, link: SourceLink) -> None:
-        return None
-
-    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
-        return 0
-
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        return []
-
-    async def record_read(self, entry: ReadAudit) -> None:
-        return None
-
-    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
-        return []
-
-    async def aclose(self) -> None:
-        return None
-
-
-class InMemoryMemoryStore(InMemoryCuration):
+class InProcessMemoryStore(InProcessRows, StoreFront):
     """Records per scope in a dict; the engine decides everything. Restarts lose it all."""
 
     def __init__(
@@ -111,6 +60,7 @@ class InMemoryMemoryStore(InMemoryCuration):
         self._scopes: dict[str, builtins.list[MemoryRecord]] = {}
         self._seq: dict[str, int] = {}
         self._lock = asyncio.Lock()
+        self._backend = InProcessBackend(self)
 
     def records(self, scope_key: str) -> builtins.list[MemoryRecord]:
         """Every row of a scope, whatever its status (for tests and inspection)."""
@@ -173,46 +123,6 @@ class InMemoryMemoryStore(InMemoryCuration):
             {record_id: centered[n] for n, record_id in enumerate(held)},
         )
 
-    async def write(
-        self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
-    ) -> WriteResult:
-        """`cap` overrides the store's cap for this batch (the memory service's per-request cap)."""
-        candidates = prepare_batch(candidates)
-        if not candidates:
-            return WriteResult()
-        cap = self._cap if cap is None else cap
-        vectors: dict[str, Matrix] = {}
-        if self._embedder is not None:
-            texts = [candidate.text for candidate in candidates]
-            vectors = dict(zip(texts, await asyncio.to_thread(self._embedder.embed, texts), strict=True))
-        async with self._lock:
-            now = self._clock()
-            cutoff = self._retention.cutoff(scope_key, now)
-            if cutoff is not None:  # the scope is being written: its expired records go now
-                self._erase_where(scope_key, _created_before(cutoff), "expired")
-            rows = builtins.list(self._scopes.get(scope_key, []))
-            inserted = deduped = superseded = 0
-            entries: builtins.list[CurationEntry] = []
-            for candidate in candidates:
-                plan = plan_write(scope_key, candidate, write_pool(rows, candidate))
-                rows, changed = _apply(
-                    rows, plan, scope_key, candidate, now, lambda: self._next_seq(scope_key)
-                )
-                entries.extend(_write_entries(rows, plan, candidate, now))
-                if plan.action == "dedup":
-                    deduped += 1
-                else:
-                    inserted += 1
-                    superseded += changed
-            self._scopes[scope_key] = rows
-            evicted = self._evict(scope_key, cap)
-            for item in entries:
-                self._append(item)
-            for row in rows:
-                if row.status == "active" and row.id not in self._vectors and row.text in vectors:
-                    self._vectors[row.id] = vectors[row.text]
-            return WriteResult(inserted=inserted, deduped=deduped, superseded=superseded, evicted=evicted)
-
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
         rows = [r for r in reversed(self._scopes.get(scope_key, [])) if r.status == "active"]
         rows = self._unexpired(scope_key, rows, self._clock())
@@ -254,6 +164,10 @@ class InMemoryMemoryStore(InMemoryCuration):
                 total += self._erase_where(scope_key, _created_before(cutoff), "expired")
         return total
 
+    def claims(self) -> EventClaims | None:
+        """None: a dict in one process shares nothing with another."""
+        return None
+
     async def link_sources(self, link: SourceLink) -> None:
         self._sources.update((m, link.run_id, key) for m in link.messages for key in link.scope_keys)
 
@@ -290,7 +204,21 @@ class InMemoryMemoryStore(InMemoryCuration):
         cutoff = self._retention.cutoff(scope_key, now)
         return builtins.list(rows) if cutoff is None else [r for r in rows if r.created_at >= cutoff]
 
+    async def open(self) -> None:
+        return None
+
+    def curation(self) -> CuratedStore | None:
+        return self
+
+    def compaction(self) -> CompactingStore | None:
+        """None: nothing is written to a file."""
+        return None
+
     async def aclose(self) -> None:
+        return None
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        """None: nothing here outlives the process, so there is nothing to walk or reindex."""
         return None
 
 
@@ -300,34 +228,3 @@ def _created_before(cutoff: float) -> Callable[[MemoryRecord], bool]:
 
 def _from_runs(run_ids: set[str]) -> Callable[[MemoryRecord], bool]:
     return lambda record: record.source_run_id in run_ids
-
-
-def _apply(
-    rows: builtins.list[MemoryRecord],
-    plan: WritePlan,
-    scope_key: str,
-    candidate: MemoryCandidate,
-    now: float,
-    next_seq: Callable[[], int],
-) -> tuple[builtins.list[MemoryRecord], int]:
-    if plan.action == "dedup":
-        return [fold_into(r, candidate, now) if r.id == plan.dedup_id else r for r in rows], 0
-    superseded = 0
-    if plan.supersede_id is not None:
-        rows = [replace(r, status="superseded") if r.id == plan.supersede_id else r for r in rows]
-        superseded = 1
-    rows.append(mint_record(scope_key, next_seq(), candidate, now, supersedes=plan.supersede_id))
-    return rows, superseded
-
-
-def _write_entries(
-    rows: Sequence[MemoryRecord], plan: WritePlan, candidate: MemoryCandidate, now: float
-) -> builtins.list[CurationEntry]:
-    """A fold confirms its record; a correction supersedes its target (the new record is the last row)."""
-    actor = run_actor(candidate.source_run_id)
-    by_id = {r.id: r for r in rows}
-    if plan.action == "dedup" and plan.dedup_id is not None:
-        return [entry(by_id[plan.dedup_id], "folded", actor, now)]
-    if plan.supersede_id is not None:
-        return [entry(by_id[plan.supersede_id], "superseded", actor, now, rows[-1].id)]
-    return []

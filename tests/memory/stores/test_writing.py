@@ -1,0 +1,111 @@
+"""The one write algorithm (memory/stores/writing.py): the steps a batch or an approval is planned into,
+in the order every backend applies them."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from memory.rules.curation import ChainWalk, write_pool
+from memory.stores.in_process import InProcessMemoryStore
+from memory.stores.writing import (
+    Activate,
+    BatchPlan,
+    Erase,
+    Evict,
+    Fold,
+    Insert,
+    Log,
+    Supersede,
+    plan_approval,
+)
+from memory.types import MemoryCandidate, MemoryRecord, RecordStatus, WriteResult
+from tests.memory.records import fact, record
+
+SCOPE = "org:acme"
+NOW = 1_800_000_000.0
+
+
+def row(seq: int, text: str, status: RecordStatus = "active", supersedes: str | None = None) -> MemoryRecord:
+    return replace(
+        record(text, id=f"mem:{SCOPE}:{seq}", scope_key=SCOPE, status=status), supersedes=supersedes
+    )
+
+
+def kinds(steps: tuple[object, ...]) -> list[str]:
+    return [type(step).__name__ for step in steps]
+
+
+def planned(
+    batch: list[MemoryCandidate], rows: list[MemoryRecord], *, pending: bool = False
+) -> tuple[BatchPlan, list[object]]:
+    plan = BatchPlan(SCOPE, len(rows), NOW, pending=pending)
+    steps: list[object] = []
+    for index, candidate in enumerate(batch):
+        steps.extend(plan.add(index, candidate, write_pool(rows, candidate, pending=pending)))
+    return plan, steps
+
+
+def test_a_batch_ends_with_the_eviction_then_the_log() -> None:
+    plan, steps = planned([fact("deploys run nightly")], [])
+    last = plan.finish(500)
+    assert kinds(last) == ["Evict", "Log"] and last[0] == Evict(500)
+    assert kinds(tuple(steps)) == ["Insert"]
+
+
+def test_a_correction_retires_its_target_before_its_insert_and_logs_the_supersede() -> None:
+    old = row(1, "deploys run weekly")
+    plan, steps = planned([fact("deploys run nightly", supersedes=old.id)], [old])
+    assert kinds(tuple(steps)) == ["Supersede", "Insert"]
+    assert steps[0] == Supersede(old.id)
+    insert = steps[1]
+    assert isinstance(insert, Insert) and insert.seq == 2 and insert.record.supersedes == old.id
+    [log] = [step for step in plan.finish(500) if isinstance(step, Log)]
+    assert [(e.record_id, e.action, e.related_id) for e in log.entries] == [
+        (old.id, "superseded", insert.record.id)
+    ]
+    assert plan.result(3) == WriteResult(inserted=1, superseded=1, evicted=3)
+
+
+def test_a_restatement_folds_and_counts_as_deduped() -> None:
+    old = row(1, "Deploys run nightly.")
+    plan, steps = planned([fact("deploys run nightly")], [old])
+    [fold] = steps
+    assert isinstance(fold, Fold) and fold.target == old and fold.folded.use_count == old.use_count + 1
+    assert plan.result() == WriteResult(deduped=1)
+
+
+def test_a_pending_batch_expires_the_oldest_waiting_past_the_cap_instead_of_evicting() -> None:
+    waiting = [row(n, f"waiting fact {n}", "pending") for n in (1, 2, 3)]
+    plan, _ = planned([fact("another fact")], waiting, pending=True)
+    last = plan.finish(2, waiting)
+    assert kinds(last) == ["Erase", "Log"]
+    assert last[0] == Erase((waiting[0].id,), "expired")
+    assert plan.result() == WriteResult(inserted=1, evicted=1)
+
+
+def test_an_approval_activates_then_evicts_then_logs() -> None:
+    target = row(1, "deploys run weekly")
+    waiting = row(2, "deploys run nightly", "pending", target.id)
+    chain = ChainWalk(waiting)
+    chain.add([target, waiting])
+    change = plan_approval(waiting, chain, [target], NOW, "user:slack:U1", 500)
+    assert kinds(change.steps) == ["Supersede", "Activate", "Evict", "Log"]
+    activate = change.steps[1]
+    assert isinstance(activate, Activate) and activate.record.status == "active"
+    assert change.superseded == target.id and not change.folded
+
+
+@pytest.mark.parametrize("call", ["pending", "curation_log", "history", "active_records"])
+async def test_the_in_process_store_refuses_a_malformed_scope_key_as_every_store_does(call: str) -> None:
+    store = InProcessMemoryStore()
+    with pytest.raises(ValueError, match="scope key"):
+        if call == "pending":
+            await store.pending("org acme", 5)
+        elif call == "curation_log":
+            await store.curation_log("org acme", "mem:org acme:1", 5)
+        elif call == "history":
+            await store.history("org acme", "mem:org acme:1")
+        else:
+            await store.active_records("org acme")
