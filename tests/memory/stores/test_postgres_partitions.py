@@ -59,6 +59,15 @@ async def two_scopes_apart(store: PostgresMemoryStore, schema: TempSchema) -> tu
     raise AssertionError("no second partition")
 
 
+async def erased_beside_another(store: PostgresMemoryStore, schema: TempSchema) -> tuple[str, str]:
+    """Two scopes in different partitions, a record forgotten in the first."""
+    erasing, other = await two_scopes_apart(store, schema)
+    await store.write(erasing, [fact(f"the {ERASED} vault opens at noon")])
+    written = await store.list(erasing, 10)
+    assert await store.forget(erasing, next(r.id for r in written if ERASED in r.text)) is True
+    return erasing, other
+
+
 async def compacted(
     store: PostgresMemoryStore, schema: TempSchema, within: float = 30
 ) -> list[CompactionReport]:
@@ -91,10 +100,7 @@ async def test_a_new_database_keeps_its_records_in_partitions_by_scope(schema: T
 async def test_a_compaction_rewrites_only_the_partition_that_held_the_erasure(schema: TempSchema) -> None:
     store = store_of(schema)
     try:
-        erasing, other = await two_scopes_apart(store, schema)
-        await store.write(erasing, [fact(f"the {ERASED} vault opens at noon")])
-        written = await store.list(erasing, 10)
-        assert await store.forget(erasing, next(r.id for r in written if ERASED in r.text)) is True
+        erasing, other = await erased_beside_another(store, schema)
 
         reports = await compacted(store, schema)
 
@@ -110,10 +116,7 @@ async def test_a_compaction_rewrites_only_the_partition_that_held_the_erasure(sc
 async def test_a_write_to_another_partition_does_not_wait_for_a_rewrite(schema: TempSchema) -> None:
     store = store_of(schema)
     try:
-        erasing, other = await two_scopes_apart(store, schema)
-        await store.write(erasing, [fact(f"the {ERASED} vault opens at noon")])
-        written = await store.list(erasing, 10)
-        assert await store.forget(erasing, next(r.id for r in written if ERASED in r.text)) is True
+        erasing, other = await erased_beside_another(store, schema)
         async with await psycopg.AsyncConnection.connect(schema.dsn) as reader:
             # Holds the erasing scope's partition in its transaction: the rewrite's lock waits, queued.
             await reader.execute("SELECT count(*) FROM memory_records WHERE scope_key = %s", (erasing,))
@@ -147,5 +150,25 @@ async def test_a_database_an_earlier_release_made_keeps_one_table_and_is_compact
         assert kind == [("r",)]
         assert all("memory_records" in {table.table for table in report.tables} for report in reports)
         assert "memory_records" in relations_holding(schema.name, KEPT)
+    finally:
+        await store.aclose()
+
+
+async def test_a_record_moved_by_hand_to_a_scope_in_another_partition_keeps_its_usage_and_tombstone(
+    schema: TempSchema,
+) -> None:
+    store = store_of(schema)
+    try:
+        first, other = await two_scopes_apart(store, schema)
+        moved_to, was_in = f"{other}-moved", await partition_of(schema, first)
+        await schema_rows(
+            schema,
+            "UPDATE memory_records SET scope_key = %s, seq = 99 WHERE scope_key = %s",
+            (moved_to, first),
+        )
+        usage = await schema_rows(schema, "SELECT scope_key, seq FROM memory_usage WHERE seq = 99")
+        deleted = await schema_rows(schema, "SELECT scope_key, seq FROM memory_deleted")
+        assert await partition_of(schema, moved_to) != was_in
+        assert (usage, deleted) == ([(moved_to, 99)], [(first, 1)])
     finally:
         await store.aclose()
