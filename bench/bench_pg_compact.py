@@ -7,7 +7,8 @@ Fills the scopes through the store (as `bench_store.py` does: 50 records a write
 `--embedder`), ANALYZEs, forgets one record in each scope, then runs `store.compact()` — what
 `switchboard memory compact` runs — `--runs` times, forgetting one more record per scope before each.
 Prints each table's size and lock time per run, then the median of each table's lock time and of the
-longest lock of a run (each table is locked on its own, one after the other).
+longest lock of a run (each table, or partition of the records' table, is locked on its own, one after
+the other); `--forget-in N` forgets in the first N scopes only.
 """
 
 from __future__ import annotations
@@ -48,41 +49,56 @@ async def fill_all(store: MemoryStore, scopes: Sequence[str], records: int) -> N
         )
 
 
-async def run(records: int, scopes: int, runs: int, embedder: bool) -> list[CompactionReport]:
+async def run(
+    records: int, scopes: int, runs: int, embedder: bool, forget_in: Sequence[int] = ()
+) -> dict[int, list[CompactionReport]]:
+    """The reports of `runs` compactions for each count of scopes forgotten in (all of them when
+    `forget_in` is empty), one fill for all."""
     bench_store.EMBEDDER[0] = load_embedder(DEFAULT_EMBEDDER) if embedder else None
     keys = [f"channel:CBENCH{index:02d}" for index in range(scopes)]
-    reports: list[CompactionReport] = []
+    reports: dict[int, list[CompactionReport]] = {}
     clock = bench_store.Clock()
+    forgotten = 0
     async with bench_store.postgres_backend(Path("."), max(DEFAULT_CAP, records), clock) as backend:
         store = backend.store
         await fill_all(store, keys, records)
         await backend.settle()
-        for run_index in range(runs):
-            for key in keys:
-                await store.forget(key, f"mem:{key}:{run_index + 1}")
-            report = await store.compact()  # type: ignore[attr-defined]
-            reports.append(report)
-            for table in report.tables:
-                print(
-                    f"run {run_index + 1}: {table.table} {table.bytes_before / 1e6:.1f} MB"
-                    f" → {table.bytes_after / 1e6:.1f} MB, locked {table.locked_seconds:.3f} s"
-                )
-            print(f"run {run_index + 1}: checkpointed={report.checkpointed}", flush=True)
+        for count in forget_in or (scopes,):
+            for run_index in range(runs):
+                forgotten += 1
+                for key in keys[:count]:
+                    await store.forget(key, f"mem:{key}:{forgotten}")
+                report = await store.compact()  # type: ignore[attr-defined]
+                reports.setdefault(count, []).append(report)
+                for table in report.tables:
+                    print(
+                        f"{count} scopes, run {run_index + 1}: {table.table}"
+                        f" {table.bytes_before / 1e6:.1f} MB"
+                        f" → {table.bytes_after / 1e6:.1f} MB, locked {table.locked_seconds:.3f} s"
+                    )
+                print(f"run {run_index + 1}: checkpointed={report.checkpointed}", flush=True)
     return reports
 
 
+def _table(name: str) -> str:
+    """A partition of the records' table counts as that table (the partitions a run rewrites vary)."""
+    return "memory_records (partitions)" if name.startswith("memory_records_p") else name
+
+
 def summary(reports: Sequence[CompactionReport]) -> list[str]:
-    tables = [t.table for t in reports[0].tables]
-    lines = [
-        f"| {name} | {reports[0].tables[i].bytes_after / 1e6:.1f} MB |"
-        f" {statistics.median(r.tables[i].locked_seconds for r in reports):.3f} s |"
-        for i, name in enumerate(tables)
-    ]
+    tables = list(dict.fromkeys(_table(t.table) for r in reports for t in r.tables))
+    lines = []
+    for name in tables:
+        parts = [[t for t in r.tables if _table(t.table) == name] for r in reports]
+        lines.append(
+            f"| {name} | {statistics.median(sum(t.bytes_after for t in p) for p in parts) / 1e6:.1f} MB |"
+            f" {statistics.median(max((t.locked_seconds for t in p), default=0.0) for p in parts):.3f} s |"
+            f" {statistics.median(len(p) for p in parts):g} rewritten |"
+        )
     longest = statistics.median(max(t.locked_seconds for t in r.tables) for r in reports)
     total = statistics.median(sum(t.locked_seconds for t in r.tables) for r in reports)
     lines.append(
-        f"longest single-table lock, median of {len(reports)} runs: {longest:.3f} s;"
-        f" all tables: {total:.3f} s"
+        f"longest single lock, median of {len(reports)} runs: {longest:.3f} s; all tables: {total:.3f} s"
     )
     return lines
 
@@ -92,10 +108,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=10_000, help="records per scope (default 10000)")
     parser.add_argument("--scopes", type=int, default=20, help="scopes (default 20)")
     parser.add_argument("--runs", type=int, default=3, help="compactions timed (default 3)")
+    parser.add_argument(
+        "--forget-in",
+        default="",
+        help="comma-separated counts of scopes to forget one record in before a run (default: all)",
+    )
     parser.add_argument("--embedder", action="store_true", help="store the default embedder's vectors too")
     args = parser.parse_args(argv)
-    reports = asyncio.run(run(args.records, args.scopes, args.runs, args.embedder))
-    print("\n".join(summary(reports)))
+    counts = [int(count) for count in args.forget_in.split(",") if count]
+    for count, reports in asyncio.run(
+        run(args.records, args.scopes, args.runs, args.embedder, counts)
+    ).items():
+        print(f"forgetting one record in {count} of {args.scopes} scopes before each run:")
+        print("\n".join(summary(reports)))
     return 0
 
 

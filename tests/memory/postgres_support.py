@@ -177,8 +177,10 @@ STORED_RECORDS = f"(SELECT {_COLUMNS} FROM {_RECORDS}) AS stored"
 
 # Every relation of a schema as the server keeps it on disk: its tables, their indexes, their TOAST
 # tables and the TOAST tables' indexes.
+# A partition and its indexes are named as the table or index they are part of.
 _RELATIONS = """
-    SELECT c.relname, pg_relation_filepath(c.oid) FROM pg_class AS c
+    SELECT COALESCE(root.relname, c.relname), pg_relation_filepath(c.oid) FROM pg_class AS c
+    LEFT JOIN pg_class AS root ON root.oid = pg_partition_root(c.oid)
     WHERE c.relnamespace = %(schema)s::regnamespace
        OR c.oid IN (SELECT reltoastrelid FROM pg_class WHERE relnamespace = %(schema)s::regnamespace)
        OR c.oid IN (
@@ -199,11 +201,13 @@ def relation_files(schema: str) -> dict[str, list[Path]]:
             if path is None:
                 continue
             base = data / str(path)
-            found[str(name)] = [
-                base,
-                *base.parent.glob(base.name + ".*"),
-                *base.parent.glob(base.name + "_*"),
-            ]
+            found.setdefault(str(name), []).extend(
+                [
+                    base,
+                    *base.parent.glob(base.name + ".*"),
+                    *base.parent.glob(base.name + "_*"),
+                ]
+            )
     return found
 
 

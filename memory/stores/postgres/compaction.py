@@ -28,7 +28,9 @@ from typing import Final
 
 import psycopg
 import structlog
+from psycopg import sql
 
+from memory.stores.postgres import partitions
 from memory.stores.postgres.connections import error_kind, first_line
 from memory.stores.postgres.rows import Connection, one
 from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, CompactionReport, RewrittenTable
@@ -48,14 +50,18 @@ _TRY_LOCK: Final = f"SELECT pg_try_advisory_lock({_LOCK_KEY})"
 _WAIT_LOCK: Final = f"SELECT pg_advisory_lock({_LOCK_KEY})"
 _UNLOCK: Final = f"SELECT pg_advisory_unlock({_LOCK_KEY})"
 
-# Erased rows written since the mark are found by `memory_records_erased` (schema.py).
+# Erased rows written since the mark are found by `memory_records_erased` (schema.py), and their
+# partitions (partitions.py) by the rows' `tableoid`.
 _MARK_KEY: Final = "compacted_xmin"
-_ERASED_SINCE: Final = f"""
-    SELECT EXISTS (
-        SELECT 1 FROM memory_records WHERE erased_at IS NOT NULL AND changed_xid >= COALESCE(
-            (SELECT value::xid8 FROM memory_meta WHERE key = '{_MARK_KEY}'), '0'::xid8
-        )
+_SINCE_MARK: Final = f"""
+    erased_at IS NOT NULL AND changed_xid >= COALESCE(
+        (SELECT value::xid8 FROM memory_meta WHERE key = '{_MARK_KEY}'), '0'::xid8
     )
+"""
+_ERASED_SINCE: Final = f"SELECT EXISTS (SELECT 1 FROM memory_records WHERE {_SINCE_MARK})"
+_PARTITIONS_ERASED_SINCE: Final = f"""
+    SELECT c.relname FROM pg_class AS c
+    WHERE c.oid IN (SELECT DISTINCT tableoid FROM memory_records WHERE {_SINCE_MARK}) ORDER BY c.relname
 """
 # The mark: the oldest transaction whose view a rewrite now must keep. A row version some snapshot
 # may still see survives VACUUM FULL, so that is the older of this snapshot's xmin (every transaction
@@ -135,12 +141,12 @@ async def compact_if_erased(target: CompactionTarget) -> CompactionReport | None
 
 
 async def _rewrite(conn: Connection, waited: float) -> CompactionReport:
-    """Holding the compaction lock: the mark taken, each table rewritten, the mark kept, the pages
-    written out."""
+    """Holding the compaction lock: the mark taken, each table rewritten (of `memory_records`, the
+    partitions that hold an erasure since the last mark), the mark kept, the pages written out."""
     cursor = await conn.execute(_SNAPSHOT_XMIN)
     mark = str(one(await cursor.fetchone()))
     await conn.execute(LOCK_WAIT)
-    rewritten = [await _rewrite_table(conn, table) for table in TABLES]
+    rewritten = [await _rewrite_table(conn, table) for table in await _tables(conn)]
     await conn.execute(_SET_MARK, (mark,))
     checkpointed = await _checkpoint(conn)
     report = CompactionReport(tuple(rewritten), waited, checkpointed)
@@ -155,13 +161,24 @@ async def _rewrite(conn: Connection, waited: float) -> CompactionReport:
     return report
 
 
+async def _tables(conn: Connection) -> list[str]:
+    """What to rewrite: `TABLES`, with the records' table as the partitions that hold a row erased since
+    the last mark. Looked up after the new mark is taken: every transaction older than that mark has
+    ended, so this lookup sees each erasure that the new mark will count as compacted."""
+    if not await partitions.is_partitioned(conn):
+        return list(TABLES)
+    cursor = await conn.execute(_PARTITIONS_ERASED_SINCE)
+    erased = [str(row[0]) for row in await cursor.fetchall()]
+    return [*erased, *(table for table in TABLES if table != partitions.TABLE)]
+
+
 async def _rewrite_table(conn: Connection, table: str) -> RewrittenTable:
     cursor = await conn.execute(_SIZE, (table,))
     before = int(one(await cursor.fetchone()) or 0)
     for attempt in range(1, _TRIES + 1):
         started = time.monotonic()
         try:
-            await conn.execute(f"VACUUM (FULL) {table}")  # a name of TABLES, never input
+            await conn.execute(sql.SQL("VACUUM (FULL) {}").format(sql.Identifier(table)))
         except psycopg.errors.LockNotAvailable:
             if attempt == _TRIES:
                 raise

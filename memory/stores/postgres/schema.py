@@ -16,7 +16,7 @@ from psycopg import IsolationLevel, errors
 from memory.ranking.lexical import stems_of
 from memory.rules.restate import meaning_key
 from memory.rules.visibility import legacy_origin
-from memory.stores.postgres import ddl
+from memory.stores.postgres import ddl, partitions
 from memory.stores.postgres.changes import make_trigger
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, one
 from memory.stores.postgres.sql import _LOCK_NAMESPACE
@@ -50,7 +50,7 @@ _SCHEMA: Final[tuple[str, ...]] = (
             CHECK (status IN ('active', 'superseded', 'forgotten', 'evicted')),
         tsv tsvector GENERATED ALWAYS AS (array_to_tsvector(tokens)) STORED,
         PRIMARY KEY (scope_key, seq)
-    )
+    ) PARTITION BY HASH (scope_key)
     """,
     # Write-time dedup. md5: a norm can be longer than a btree entry may be.
     "CREATE INDEX IF NOT EXISTS memory_records_status_norm ON memory_records (scope_key, status, md5(norm))",
@@ -216,6 +216,7 @@ async def _apply_schema_once(conn: Connection) -> None:
         await conn.execute(_LOCK_WAIT)  # after the schema lock: another replica's open may hold that long
         for statement in _SCHEMA:
             await ddl.apply(conn, statement)
+        await partitions.make(conn)
         await make_trigger(conn)  # the change feed replicas' scope indexes follow (changes.py)
         await _migrate_origin(conn)
         await _migrate_observed(conn)

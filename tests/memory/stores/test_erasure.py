@@ -168,23 +168,26 @@ async def test_an_existing_database_without_the_erasure_columns_migrates_in_plac
 
 
 def _heap_tuples(conn: psycopg.Connection[tuple[object, ...]], table: str) -> list[bytes]:
-    """The live tuples of every heap page, raw, lower-cased: never updated or deleted (`t_xmax` 0), or
-    only locked (HEAP_XMAX_LOCK_ONLY, 0x0080: an erase locks its rows FOR UPDATE, and the new version
-    keeps that lock) or left by an aborted updater (HEAP_XMAX_INVALID, 0x0800)."""
-    pages = conn.execute(
-        "SELECT pg_relation_size(%s::regclass) / current_setting('block_size')::int", (table,)
-    ).fetchone()
-    assert pages is not None
+    """The live tuples of every heap page of the table (of each of its partitions, when it has them),
+    raw, lower-cased: never updated or deleted (`t_xmax` 0), or only locked (HEAP_XMAX_LOCK_ONLY,
+    0x0080: an erase locks its rows FOR UPDATE, and the new version keeps that lock) or left by an
+    aborted updater (HEAP_XMAX_INVALID, 0x0800)."""
+    leaves = conn.execute(
+        "SELECT relid::text, pg_relation_size(relid) / current_setting('block_size')::int"
+        " FROM pg_partition_tree(%s::regclass) WHERE isleaf",
+        (table,),
+    ).fetchall()
     found: list[bytes] = []
-    for page in range(int(str(pages[0]))):
-        for (data,) in conn.execute(
-            "SELECT t_data FROM heap_page_items(get_raw_page(%s, %s))"
-            " WHERE t_xmax = '0' OR (t_infomask & (128 | 2048)) <> 0",
-            (table, page),
-        ).fetchall():
-            if data is not None:
-                assert isinstance(data, bytes)
-                found.append(data.lower())
+    for leaf, pages in leaves:
+        for page in range(int(str(pages))):
+            for (data,) in conn.execute(
+                "SELECT t_data FROM heap_page_items(get_raw_page(%s, %s))"
+                " WHERE t_xmax = '0' OR (t_infomask & (128 | 2048)) <> 0",
+                (leaf, page),
+            ).fetchall():
+                if data is not None:
+                    assert isinstance(data, bytes)
+                    found.append(data.lower())
     return found
 
 
