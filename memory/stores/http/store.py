@@ -157,14 +157,7 @@ class HttpMemoryStore(CurationClient):
         body: dict[str, object] = {"scopeKey": scope_key, "limit": limit}
         if query is not None:
             body["query"] = query
-        reply = await self._checked("/list", body)
-        try:
-            records, dropped = records_of(reply, scope_key)
-        except CallFailed as failure:
-            raise MemoryStoreError(f"memory service /list: {failure.reason}", status=200) from None
-        if dropped:
-            log.warning("memory.list_dropped_records", scope_key=scope_key, dropped=dropped)
-        return records
+        return _records_in(await self._checked("/list", body), scope_key, "list")
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         reply = await self._checked("/forget", {"scopeKey": scope_key, "id": record_id})
@@ -200,13 +193,7 @@ class HttpMemoryStore(CurationClient):
         if not record_ids:
             return []
         reply = await self._checked("/fetch", {"scopeKey": scope_key, "ids": list(record_ids)})
-        try:
-            records, dropped = records_of(reply, scope_key)
-        except CallFailed as failure:
-            raise MemoryStoreError(f"memory service /fetch: {failure.reason}", status=200) from None
-        if dropped:
-            log.warning("memory.fetch_dropped_records", scope_key=scope_key, dropped=dropped)
-        return records
+        return _records_in(reply, scope_key, "fetch")
 
     async def record_read(self, entry: ReadAudit) -> None:
         await self._checked("/audit/record", audit_to_wire(entry))
@@ -287,3 +274,15 @@ class HttpMemoryStore(CurationClient):
         if not isinstance(reply, dict):
             raise CallFailed(response.status_code, "reply is not a JSON object")
         return reply
+
+
+def _records_in(reply: dict[str, Any], scope_key: str, route: str) -> builtins.list[MemoryRecord]:
+    """A human command's records from the service's reply: a malformed reply is an error (a silent
+    empty list would be a lie); a malformed record is dropped with one warning naming the count."""
+    try:
+        records, dropped = records_of(reply, scope_key)
+    except CallFailed as failure:
+        raise MemoryStoreError(f"memory service /{route}: {failure.reason}", status=200) from None
+    if dropped:
+        log.warning(f"memory.{route}_dropped_records", scope_key=scope_key, dropped=dropped)
+    return records
