@@ -226,23 +226,27 @@ class SlackThreadSurface:
                 self._state.stream_refused = True
                 log.info("slack.stream_refused", channel=self.channel, error=_error_code(error))
                 return False
-            # The stream started and broke mid-way: put the whole part into that message.
+            # The stream started and broke mid-way: put the whole part into that message, with the
+            # feedback and Why? buttons the stream's stop would have carried.
             log.warning("slack.stream_broken", channel=self.channel, ts=stream.ts, error=_error_code(error))
-            await self._replace_message(stream.ts, markdown)
+            await self._replace_message(stream.ts, markdown, closing=self._closing_blocks() if last else [])
             return True
         self._record_reply(stream.ts, markdown)
         return True
 
-    async def _replace_message(self, ts: str, markdown: str) -> None:
+    async def _replace_message(self, ts: str, markdown: str, *, closing: list[dict[str, Any]]) -> None:
+        """The broken stream's message rewritten whole; `closing` (the buttons) goes under the last
+        message of the part, whether that is the updated one or one posted after it."""
         pieces = split_message(markdown_to_mrkdwn(markdown), POST_TEXT_LIMIT)
+        extra = {"blocks": _answer_blocks(pieces[0], closing)} if closing and len(pieces) == 1 else {}
         try:
-            await self._client.chat_update(channel=self.channel, ts=ts, text=pieces[0])
+            await self._client.chat_update(channel=self.channel, ts=ts, text=pieces[0], **extra)
         except SlackClientError as error:
             log.warning("slack.update_failed", channel=self.channel, ts=ts, error=_error_code(error))
-            await self._post_pieces(pieces)
+            await self._post_pieces(pieces, closing=closing)
             return
         self._record_reply(ts, pieces[0])
-        await self._post_pieces(pieces[1:])
+        await self._post_pieces(pieces[1:], closing=closing)
 
     async def _post_markdown(self, markdown: str, *, closing: bool = False) -> None:
         pieces = split_message(markdown_to_mrkdwn(markdown), POST_TEXT_LIMIT)
@@ -251,9 +255,8 @@ class SlackThreadSurface:
     async def _post_pieces(self, pieces: list[str], *, closing: list[dict[str, Any]] | None = None) -> None:
         for index, piece in enumerate(pieces):
             extra: dict[str, Any] = {}
-            if closing and index == len(pieces) - 1:  # the text as sections, the buttons under them
-                sections = [_mrkdwn_section(part) for part in split_message(piece, SECTION_TEXT_LIMIT)]
-                extra["blocks"] = [*sections, *closing]
+            if closing and index == len(pieces) - 1:
+                extra["blocks"] = _answer_blocks(piece, closing)
             response = await self._client.chat_postMessage(
                 channel=self.channel, thread_ts=self.thread_ts, text=piece, unfurl_links=False, **extra
             )
@@ -265,6 +268,12 @@ class SlackThreadSurface:
             self._state.reply_ts.append(ts)
             if self._on_posted is not None:
                 self._on_posted(ts, text)
+
+
+def _answer_blocks(text: str, closing: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A message's text as sections with the buttons under them (a message with blocks shows
+    the blocks, not its `text`)."""
+    return [*(_mrkdwn_section(part) for part in split_message(text, SECTION_TEXT_LIMIT)), *closing]
 
 
 def _mrkdwn_section(text: str) -> dict[str, Any]:

@@ -96,3 +96,22 @@ async def test_a_plain_posted_answer_carries_the_buttons_under_its_text(
     blocks = json.loads(post.args["blocks"]) if isinstance(post.args["blocks"], str) else post.args["blocks"]
     assert blocks[0] == {"type": "section", "text": {"type": "mrkdwn", "text": "Posted, not streamed."}}
     assert _feedback_elements(blocks)[0]["positive_button"]["value"].startswith("positive:run_")
+
+
+async def test_a_stream_broken_midway_keeps_the_buttons_in_the_message_that_completes_it(
+    slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, tmp_path: Path
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    slack_api.fail_next("chat.appendStream", "message_not_in_streaming_state")
+    fake_anthropic.default_reply = "\n".join(f"step {n}: " + "y" * 80 for n in range(30))
+    dispatcher, registry = runtime(tmp_path, fake_anthropic, memory=False, store=InProcessMemoryStore())
+    async with running_bot(slack_api, dispatcher, registry=registry, caller_factory=registry_caller) as bot:
+        posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> steps")
+        await bot.slack.event(as_app_mention(posted))
+        await bot.settle()
+
+    [update] = slack_api.calls_to("chat.update")
+    blocks = update.args.get("blocks")
+    blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+    assert _feedback_elements(blocks)[0]["negative_button"]["value"].startswith("negative:run_")
+    assert blocks[0]["text"]["text"].startswith("step 0: ")
