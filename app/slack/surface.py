@@ -238,9 +238,9 @@ class SlackThreadSurface:
         """The broken stream's message rewritten whole; `closing` (the buttons) goes under the last
         message of the part, whether that is the updated one or one posted after it."""
         pieces = split_message(markdown_to_mrkdwn(markdown), POST_TEXT_LIMIT)
-        extra = {"blocks": _answer_blocks(pieces[0], closing)} if closing and len(pieces) == 1 else {}
+        blocks = _answer_blocks(pieces[0], closing) if closing and len(pieces) == 1 else None
         try:
-            await self._client.chat_update(channel=self.channel, ts=ts, text=pieces[0], **extra)
+            await self._client.chat_update(channel=self.channel, ts=ts, text=pieces[0], blocks=blocks)
         except SlackClientError as error:
             log.warning("slack.update_failed", channel=self.channel, ts=ts, error=_error_code(error))
             await self._post_pieces(pieces, closing=closing)
