@@ -1,11 +1,11 @@
 """The one write algorithm every store runs, planned here and applied by each backend.
 
-A reflection's batch and a pending batch (`BatchPlan`) and an approval (`plan_approval`) are planned
-against the rows each candidate's plan reads, which the backend loads inside its transaction after
-the scope's expired records are erased, into steps to persist in the order they must run. Each
-backend applies the steps in that order, in the same transaction, and keeps only the storage of each
-step. So every store folds, supersedes, inserts, evicts and logs in one order, and answers with one
-result shape.
+A reflection's batch and a pending batch (`BatchPlan`), an approval (`plan_approval`), an edit
+(`plan_edit`) and a merge (`plan_merge`) are planned against the rows each plan reads, which the
+backend loads inside its transaction (a batch's after the scope's expired records are erased), into
+steps to persist in the order they must run. Each backend applies the steps in that order, in the
+same transaction, and keeps only the storage of each step. So every store folds, supersedes,
+inserts, erases, evicts and logs in one order, and answers with one result shape.
 
 Every decision comes from memory/rules (engine, curation); nothing here reads or writes storage.
 """
@@ -21,7 +21,9 @@ from memory.rules.curation import (
     ChainWalk,
     approval_candidate,
     approved_record,
+    edited_record,
     entry,
+    merged_survivor,
     pending_record,
     pending_to_expire,
     plan_pending,
@@ -47,6 +49,14 @@ class Fold:
 @dataclass(frozen=True, slots=True)
 class Supersede:
     """An active record retired by its correction: `superseded`, out of the indexes."""
+
+    record_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Withdraw:
+    """A pending row replaced by its edit: `superseded`. It never entered the indexes, so nothing
+    comes out of them; the `Erase` that follows takes its words."""
 
     record_id: str
 
@@ -79,6 +89,16 @@ class Erase:
 
 
 @dataclass(frozen=True, slots=True)
+class Absorb:
+    """A merge's survivor takes its duplicates' uses: counted, last used and observed as `merged`
+    says (`merged_survivor`); `survivor` is the row as the plan read it (a backend that keeps the
+    count apart from the row adds the difference there)."""
+
+    survivor: MemoryRecord
+    merged: MemoryRecord
+
+
+@dataclass(frozen=True, slots=True)
 class Evict:
     """The least recently used active records past `cap` evicted (`plan_eviction`'s order); the
     backend may read them off an index instead of the whole active set."""
@@ -94,7 +114,7 @@ class Log:
     entries: tuple[CurationEntry, ...]
 
 
-Step = Fold | Supersede | Insert | Activate | Erase | Evict | Log
+Step = Fold | Supersede | Withdraw | Insert | Activate | Erase | Absorb | Evict | Log
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,12 +130,14 @@ class Approval:
 
 @dataclass(frozen=True, slots=True)
 class Change:
-    """An approval's steps, in order: `record` is the active record it leaves (the pending one, or
-    the one it folded into), `superseded` what it retired."""
+    """A change's steps, in order. `record`: the record it leaves (an approval's active record, the
+    pending one or the one it folded into; an edit's new version; a merge's survivor), `superseded`
+    what it retired, `merged` how many duplicates a merge folded."""
 
     steps: tuple[Step, ...]
     record: MemoryRecord
     superseded: str | None = None
+    merged: int = 0
 
     @property
     def folded(self) -> bool:
@@ -225,3 +247,36 @@ def plan_approval(
         retire = (Supersede(decided.supersede_id),)
     steps = (*retire, Activate(approved, vector=0), Evict(cap), Log(tuple(logged)))
     return Change(steps, approved, decided.supersede_id)
+
+
+def plan_edit(old: MemoryRecord, seq: int, candidate: MemoryCandidate, now: float, actor: str) -> Change:
+    """An edit of the active or pending `old` into its new version at `seq` (`edited_record`, in the
+    old one's status). `candidate`: `edit_candidate`'s, the person's words checked and redacted, its
+    origin the narrower of the record's and where they were typed. The old version is retired first:
+    an active one superseded; a pending one withdrawn and its words erased (reason `edited`: it was
+    never approved, the new version waits instead). Then the new version is inserted (an active one
+    with the edit's one vector, index 0), then the log."""
+    new = edited_record(old, seq, candidate, now)
+    retire: tuple[Step, ...] = (
+        (Supersede(old.id),) if old.status == "active" else (Withdraw(old.id), Erase((old.id,), "edited"))
+    )
+    insert = Insert(seq, new, 0 if new.status == "active" else None)
+    return Change((*retire, insert, Log((entry(old, "edited", actor, now, new.id),))), new, old.id)
+
+
+def plan_merge(
+    survivor: MemoryRecord,
+    duplicates: Sequence[MemoryRecord],
+    chains: Sequence[ChainWalk],
+    now: float,
+    actor: str,
+) -> Change:
+    """A merge of the active `duplicates` into the active `survivor` (both as `merge_duplicates`
+    picks them): the survivor absorbs their uses (`merged_survivor`), then every version of each
+    duplicate's chain (`chains`: the duplicates' walks) is erased, reason `merged` (forgetting the
+    survivor could not reach them), then one entry per duplicate is logged, in the order asked."""
+    merged = merged_survivor(survivor, duplicates)
+    doomed = tuple(sorted({v.id for chain in chains for v in chain.versions()}))
+    entries = tuple(entry(d, "merged", actor, now, survivor.id) for d in duplicates)
+    steps = (Absorb(survivor, merged), Erase(doomed, "merged"), Log(entries))
+    return Change(steps, merged, merged=len(duplicates))

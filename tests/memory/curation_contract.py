@@ -581,6 +581,50 @@ class MergeAndLogContract:
         assert ids(await store.active_records(ORG)) == [rid(ORG, 1), rid(ORG, 2)]
         assert ids(await store.pending(ORG, 10)) == [rid(ORG, 4)]
 
+    async def test_an_edit_and_a_merge_log_the_same_entries_in_the_same_order_in_every_store(
+        self, make_store: StoreFactory
+    ) -> None:
+        clock = FakeClock()
+        store = curating(make_store, clock=clock)
+        await store.write(
+            ORG, [fact("deploys freeze on fridays"), fact("no deploys on fridays"), fact("fridays freeze")]
+        )
+        await store.write_pending(ORG, [fact("the runbook is in the wiki")])
+        clock.advance(10)
+        await store.edit(ORG, rid(ORG, 4), "the runbook is in git", ADMIN)
+        await store.edit(ORG, rid(ORG, 3), "fridays: no deploys", ADMIN)
+        clock.advance(10)
+        # Asked out of order and twice: merged once each, logged in the order asked, in one time.
+        assert await store.merge(ORG, rid(ORG, 1), [rid(ORG, 6), rid(ORG, 2), rid(ORG, 6)], OTHER) == 2
+
+        assert actions(await store.curation_log(ORG, rid(ORG, 1), 10)) == [
+            (rid(ORG, 2), "merged", OTHER, rid(ORG, 1)),
+            (rid(ORG, 6), "merged", OTHER, rid(ORG, 1)),
+        ]
+        assert actions(await store.curation_log(ORG, rid(ORG, 6), 10)) == [
+            (rid(ORG, 6), "merged", OTHER, rid(ORG, 1)),
+            (rid(ORG, 3), "edited", ADMIN, rid(ORG, 6)),
+        ]
+        merged = await store.history(ORG, rid(ORG, 6))
+        assert [(v.id, v.status, v.text, v.erased_reason) for v in merged] == [
+            (rid(ORG, 3), "superseded", None, "merged"),
+            (rid(ORG, 6), "forgotten", None, "merged"),
+        ]
+        assert [actions(list(v.entries)) for v in merged] == [
+            [(rid(ORG, 3), "edited", ADMIN, rid(ORG, 6))],
+            [(rid(ORG, 6), "merged", OTHER, rid(ORG, 1))],
+        ]
+        waiting = await store.history(ORG, rid(ORG, 5))
+        assert [(v.id, v.status, v.text, v.erased_reason) for v in waiting] == [
+            (rid(ORG, 4), "superseded", None, "edited"),
+            (rid(ORG, 5), "pending", "the runbook is in git", None),
+        ]
+        assert [actions(list(v.entries)) for v in waiting] == [
+            [(rid(ORG, 4), "edited", ADMIN, rid(ORG, 5))],
+            [],
+        ]
+        assert [(r.id, r.use_count) for r in await store.active_records(ORG)] == [(rid(ORG, 1), 0)]
+
     async def test_the_curation_log_is_newest_first_with_the_entries_naming_the_record_as_related(
         self, make_store: StoreFactory
     ) -> None:

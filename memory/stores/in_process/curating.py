@@ -15,11 +15,9 @@ from memory.ranking.embedder import Embedder, Matrix
 from memory.rules.curation import (
     ChainWalk,
     edit_candidate,
-    edited_record,
     entry,
     history_of,
     merge_duplicates,
-    merged_survivor,
     names,
     newest_first,
     write_pool,
@@ -28,6 +26,7 @@ from memory.rules.engine import plan_eviction
 from memory.rules.retention import Retention
 from memory.stores.writing import (
     NO_CAP,
+    Absorb,
     Activate,
     Approval,
     BatchPlan,
@@ -37,8 +36,11 @@ from memory.stores.writing import (
     Insert,
     Step,
     Supersede,
+    Withdraw,
     approval_pool_candidate,
     plan_approval,
+    plan_edit,
+    plan_merge,
 )
 from memory.types import (
     CurationEntry,
@@ -102,10 +104,10 @@ class InProcessRows:
         rows = self._scopes.setdefault(scope_key, [])
         evicted = 0
         for step in steps:
-            if isinstance(step, Fold | Activate):
-                kept = step.folded if isinstance(step, Fold) else step.record
+            if isinstance(step, Fold | Activate | Absorb):
+                kept = _kept(step)
                 rows[:] = [kept if r.id == kept.id else r for r in rows]
-            elif isinstance(step, Supersede):
+            elif isinstance(step, Supersede | Withdraw):
                 rows[:] = [replace(r, status="superseded") if r.id == step.record_id else r for r in rows]
             elif isinstance(step, Insert):
                 rows.append(step.record)
@@ -126,10 +128,13 @@ class InProcessRows:
 
     # -- shared with the store ------------------------------------------------------------------------
 
-    def _chain_ids(self, scope_key: str, record: MemoryRecord) -> set[str]:
+    def _chain(self, scope_key: str, record: MemoryRecord) -> ChainWalk:
         walk = ChainWalk(record)
         walk.add(self._scopes.get(scope_key, []))
-        return {v.id for v in walk.versions()}
+        return walk
+
+    def _chain_ids(self, scope_key: str, record: MemoryRecord) -> set[str]:
+        return {v.id for v in self._chain(scope_key, record).versions()}
 
     def _append(self, item: CurationEntry) -> None:
         """One entry, and the entries past the read audit's retention dropped (as the audit drops)."""
@@ -275,17 +280,9 @@ class InProcessBackend:
             old = r._find(scope_key, record_id, "active", "pending")
             if old is None:
                 return None
-            now = r._clock()
-            rows = r._scopes[scope_key]
-            new = edited_record(old, r._next_seq(scope_key), candidate, now)
-            rows[:] = [replace(r, status="superseded") if r.id == old.id else r for r in rows]
-            if old.status == "pending":  # never approved: its words go, the new version waits instead
-                r._erase_where(scope_key, lambda r: r.id == old.id, "edited")
-            rows.append(new)
-            if vector is not None:
-                r._vectors[new.id] = vector
-            r._append(entry(old, "edited", actor, now, new.id))
-        return new
+            change = plan_edit(old, r._next_seq(scope_key), candidate, r._clock(), actor)
+            r._apply(scope_key, change.steps, None if vector is None else vector[None, :])
+        return change.record
 
     async def history(self, scope_key: str, record_id: str) -> builtins.list[RecordVersion]:
         r = self._rows
@@ -319,15 +316,17 @@ class InProcessBackend:
             survivor, duplicates = merge_duplicates(scope_key, survivor_id, duplicate_ids, rows)
             if survivor is None or not duplicates:
                 return 0
-            now = r._clock()
-            folded = merged_survivor(survivor, duplicates)
-            rows[:] = [folded if r.id == survivor.id else r for r in rows]
-            # Each duplicate's older versions go with it: forgetting the survivor could not reach them.
-            doomed = {i for d in duplicates for i in r._chain_ids(scope_key, d)}
-            r._erase_where(scope_key, lambda r: r.id in doomed, "merged")
-            for duplicate in duplicates:
-                r._append(entry(duplicate, "merged", actor, now, survivor.id))
-        return len(duplicates)
+            chains = [r._chain(scope_key, d) for d in duplicates]
+            change = plan_merge(survivor, duplicates, chains, r._clock(), actor)
+            r._apply(scope_key, change.steps, None)
+        return change.merged
+
+
+def _kept(step: Fold | Activate | Absorb) -> MemoryRecord:
+    """The row as a step that rewrites one in place leaves it."""
+    if isinstance(step, Fold):
+        return step.folded
+    return step.record if isinstance(step, Activate) else step.merged
 
 
 def _among(record_ids: set[str]) -> Callable[[MemoryRecord], bool]:

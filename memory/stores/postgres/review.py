@@ -6,7 +6,7 @@ active-only full-text and stem indexes, the document frequencies and every repli
 flip is an UPDATE the change feed stamps (changes.py), so every replica's next read catches it up.
 Each action appends its curation entries in the transaction of the change it records. What folds,
 what expires over the cap and what an approval writes: memory/rules (curation, engine) decide; an
-approval is planned by `plan_write` as a write is.
+approval is planned (memory/stores/writing.py) as a write is.
 """
 
 from __future__ import annotations

@@ -149,6 +149,23 @@ _SUPERSEDE: Final = (
     " RETURNING stems"
 )
 
+# A pending row replaced by its edit: it was never counted, so nothing is taken out of the counts.
+_WITHDRAW: Final = (
+    "UPDATE memory_records SET status = 'superseded' WHERE scope_key = %s AND seq = %s AND status = 'pending'"
+)
+
+# A merge's survivor with its duplicates' uses (`merged_survivor`).
+_SET_MERGED_USAGE: Final = """
+    UPDATE memory_records SET use_count = %s, last_used_at = %s, observed_at = %s
+    WHERE scope_key = %s AND seq = %s
+"""
+# The survivor is active: its usage row is what its usage reads from. Relative, as a flush of usage
+# bumps writes it without the record rows' locks: a use counted meanwhile stays counted.
+_ADD_MERGED_USAGE_ROW: Final = (
+    "UPDATE memory_usage SET uses = uses + %s, used_at = GREATEST(used_at, %s)"
+    " WHERE scope_key = %s AND seq = %s"
+)
+
 # The `%(n)s` first active rows in the eviction order (`memory.rules.engine.eviction_key`, full ties
 # by seq), read off the usage table's eviction index (changes.CHANGE_SCHEMA): never the whole active set.
 # The seqs are taken first, once, then each row is updated by primary key (the only index holding

@@ -2,7 +2,7 @@
 history, the forget that erases every version, an edit (a new version superseding the old, in the
 same scope, with the same status) and consolidation's reads and merges. Each change runs under the
 scope's lock and appends its curation entries in its own transaction; what an edit or a merge
-writes, memory/rules/curation.py decides."""
+writes, memory/stores/writing.py plans and writes.py applies."""
 
 from __future__ import annotations
 
@@ -15,17 +15,8 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
-from memory.ranking.vectors import to_blob
-from memory.rules.curation import (
-    ChainWalk,
-    edit_candidate,
-    edited_record,
-    entry,
-    history_of,
-    merge_duplicates,
-    merged_survivor,
-)
-from memory.stores.postgres.curation_log import append_entries, of_records
+from memory.rules.curation import ChainWalk, edit_candidate, history_of, merge_duplicates
+from memory.stores.postgres.curation_log import of_records
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import Connection, fetch_rows, one, own_seq, row_record
 from memory.stores.postgres.sql import (
@@ -35,20 +26,14 @@ from memory.stores.postgres.sql import (
     _LOCK_SCOPE,
     _MAX_SEQ_OF_SCOPE,
     _RECORDS,
-    _SET_VECTOR,
 )
-from memory.stores.postgres.terms import uncount
-from memory.stores.postgres.writes import _insert
+from memory.stores.postgres.writes import Applied, apply_steps
+from memory.stores.writing import plan_edit, plan_merge
 from memory.types import ERASE_REASONS, EraseReason, MemoryRecord, OriginLabel, RecordVersion
 
 _SELECT_ONE_EDITABLE: Final = f"""
     SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND seq = %s AND id = %s AND status IN ('active', 'pending')
-"""
-
-_SUPERSEDE_EDITED: Final = """
-    UPDATE memory_records SET status = 'superseded'
-    WHERE scope_key = %s AND seq = %s AND status IN ('active', 'pending') RETURNING stems
 """
 
 _SELECT_ACTIVE_SINCE: Final = f"""
@@ -60,17 +45,6 @@ _SELECT_ACTIVE_FOR_MERGE: Final = f"""
     SELECT {_COLUMNS} FROM {_RECORDS}
     WHERE scope_key = %s AND status = 'active' AND seq = ANY(%s) AND id = ANY(%s) ORDER BY seq{_LOCK_ROWS}
 """
-
-_SET_MERGED_USAGE: Final = """
-    UPDATE memory_records SET use_count = %s, last_used_at = %s, observed_at = %s
-    WHERE scope_key = %s AND seq = %s
-"""
-# The survivor is active: its usage row is what its usage reads from. Relative, as a flush of usage
-# bumps writes it without the record rows' locks: a use counted meanwhile stays counted.
-_ADD_MERGED_USAGE_ROW: Final = (
-    "UPDATE memory_usage SET uses = uses + %s, used_at = GREATEST(used_at, %s)"
-    " WHERE scope_key = %s AND seq = %s"
-)
 
 # The rows a chain walk asks for: by id (through the primary key's seq) and by the id they supersede.
 _SELECT_LINKED: Final = f"""
@@ -102,39 +76,28 @@ async def edit(
     log_cutoff: LogCutoff,
     scrub: ScrubList,
 ) -> MemoryRecord | None:
-    """The new version (`edited_record`: the text validated and redacted as any write is) inserted
-    with the old one's status (an active one counted and given its vector), the old one superseded;
-    None if the record was neither active nor pending."""
+    """The new version planned (`plan_edit`: the text validated and redacted as any write is, in the
+    old one's status) and applied under the scope's lock; None if the record was neither active nor
+    pending."""
     async with pool.connection() as conn:
         found = await fetch_rows(conn, _SELECT_ONE_EDITABLE, (scope_key, seq, record_id))
     if not found:
         return None
     candidate = await asyncio.to_thread(edit_candidate, found[0][1], text, typed_in)
-    vector = None
+    vectors = None
     if embedder is not None and found[0][1].status == "active":  # off the loop, before the lock
-        [vector] = await asyncio.to_thread(embedder.embed, [candidate.text])
+        vectors = await asyncio.to_thread(embedder.embed, [candidate.text])
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK_SCOPE, (scope_key,))
         found = await fetch_rows(conn, _SELECT_ONE_EDITABLE + _LOCK_ROWS, (scope_key, seq, record_id))
         if not found:
             return None
-        old = found[0][1]
-        cursor = await conn.execute(_SUPERSEDE_EDITED, (scope_key, seq))
-        retired = await cursor.fetchall()
-        now = clock()
-        if old.status == "active":  # a pending one was never counted
-            await uncount(conn, scope_key, retired)
-        else:  # never approved: its words go, the new version waits instead
-            where = "scope_key = %s AND seq = %s"
-            await erase_rows(conn, await scrub.of(conn), where, (scope_key, seq), "edited", now)
         cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, {"scope": scope_key})
-        new_seq = int(one(await cursor.fetchone())) + 1
-        new = edited_record(old, new_seq, candidate, now)
-        await _insert(conn, new_seq, new)
-        if vector is not None and embedder is not None and new.status == "active":
-            await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, new_seq))
-        await append_entries(conn, [entry(old, "edited", actor, now, new.id)], log_cutoff(now))
-    return new
+        now = clock()
+        change = plan_edit(found[0][1], int(one(await cursor.fetchone())) + 1, candidate, now, actor)
+        how = Applied(now, log_cutoff(now), scrub, vectors, embedder)
+        await apply_steps(conn, scope_key, change.steps, how)
+    return change.record
 
 
 async def active_records(
@@ -155,8 +118,8 @@ async def merge(
     clock: Clock,
     log_cutoff: LogCutoff,
 ) -> int:
-    """One transaction under the scope's lock: the active duplicates' usage folded into the active
-    survivor (`merged_survivor`), their text erased (reason `merged`), each merge logged; how many."""
+    """One transaction under the scope's lock: the active duplicates merged into the active survivor
+    as `plan_merge` plans it; how many."""
     wanted = [survivor_id, *duplicate_ids]
     seqs = [seq for seq in (own_seq(scope_key, i) for i in wanted) if seq is not None]
     if not seqs:
@@ -167,24 +130,11 @@ async def merge(
         survivor, duplicates = merge_duplicates(scope_key, survivor_id, duplicate_ids, [r for _, r in rows])
         if survivor is None or not duplicates:
             return 0
-        seq_of = {record.id: row_seq for row_seq, record in rows}
-        folded = merged_survivor(survivor, duplicates)
-        survivor_seq = seq_of[survivor.id]
-        await conn.execute(
-            _SET_MERGED_USAGE,
-            (folded.use_count, folded.last_used_at, folded.observed_at, scope_key, survivor_seq),
-        )
-        added = folded.use_count - survivor.use_count
-        await conn.execute(_ADD_MERGED_USAGE_ROW, (added, folded.last_used_at, scope_key, survivor_seq))
+        chains = [await walk(conn, d, {}) for d in duplicates]
         now = clock()
-        # Each duplicate's older versions go with it: forgetting the survivor could not reach them.
-        chains = [(await walk(conn, d, {})).versions() for d in duplicates]
-        doomed = sorted({s for c in chains for v in c if (s := own_seq(scope_key, v.id)) is not None})
-        where = "scope_key = %s AND seq = ANY(%s)"
-        await erase_rows(conn, await scrub.of(conn), where, (scope_key, doomed), "merged", now)
-        entries = [entry(d, "merged", actor, now, survivor.id) for d in duplicates]
-        await append_entries(conn, entries, log_cutoff(now))
-    return len(duplicates)
+        change = plan_merge(survivor, duplicates, chains, now, actor)
+        await apply_steps(conn, scope_key, change.steps, Applied(now, log_cutoff(now), scrub))
+    return change.merged
 
 
 def _linked(rows: Sequence[TupleRow], erased: Erased) -> builtins.list[MemoryRecord]:

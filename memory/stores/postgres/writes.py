@@ -1,5 +1,5 @@
-"""A scope's write: one transaction per batch (a reflection's, a pending one) or approval under the
-scope's advisory lock, planned by memory/stores/writing.py and applied here step by step (or
+"""A scope's write: one transaction per batch (a reflection's, a pending one), approval, edit or merge
+under the scope's advisory lock, planned by memory/stores/writing.py and applied here step by step (or
 nothing). This module only persists what the plan decides."""
 
 from __future__ import annotations
@@ -17,11 +17,13 @@ from memory.ranking.vectors import Progress, to_blob
 from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.rules.scorer import record_tokens
+from memory.stores import writing
 from memory.stores.postgres.curation_log import append_entries
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, fetch_rows, one, own_seq
 from memory.stores.postgres.sql import (
     _ACTIVATE,
+    _ADD_MERGED_USAGE_ROW,
     _ADD_TERMS,
     _BUMP_DEDUP,
     _BUMP_DEDUP_USAGE,
@@ -36,13 +38,14 @@ from memory.stores.postgres.sql import (
     _SELECT_SAME_NORM,
     _SELECT_SAME_NORM_LIVE,
     _SEQS,
+    _SET_MERGED_USAGE,
     _SET_VECTOR,
     _SUPERSEDE,
     _UNVECTORED,
+    _WITHDRAW,
 )
 from memory.stores.postgres.terms import uncount
 from memory.stores.sql_common import stored_values
-from memory.stores.writing import Activate, BatchPlan, Erase, Evict, Fold, Insert, Step, Supersede
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 
 
@@ -50,8 +53,8 @@ async def write_pool(
     conn: Connection, scope_key: str, candidate: MemoryCandidate, *, pending: bool = False
 ) -> builtins.list[MemoryRecord]:
     """Exactly the rows the candidate's plan reads (memory/stores/writing.py). A write: the
-    supersede target, else the same-norm actives. A pending write (`plan_pending`): the live rows with
-    the candidate's meaning key and the active row it names to supersede."""
+    supersede target, else the same-norm actives. A pending write: the live rows with the
+    candidate's meaning key and the active row it names to supersede."""
     norm = meaning_key(candidate.text)
     seq = None if not candidate.supersedes else own_seq(scope_key, candidate.supersedes)
     if not pending:
@@ -74,6 +77,15 @@ async def _fold(conn: Connection, record: MemoryRecord, folded: MemoryRecord) ->
     seq = _seq(record.scope_key, record.id)
     await conn.execute(_BUMP_DEDUP, (folded.last_used_at, folded.observed_at, record.scope_key, seq))
     await conn.execute(_BUMP_DEDUP_USAGE, (folded.last_used_at, record.scope_key, seq))
+
+
+async def _absorb(conn: Connection, survivor: MemoryRecord, merged: MemoryRecord) -> None:
+    """A merge's survivor with its duplicates' uses: its columns set, its usage row added to."""
+    seq = _seq(survivor.scope_key, survivor.id)
+    usage = (merged.use_count, merged.last_used_at, merged.observed_at, survivor.scope_key, seq)
+    await conn.execute(_SET_MERGED_USAGE, usage)
+    added = merged.use_count - survivor.use_count
+    await conn.execute(_ADD_MERGED_USAGE_ROW, (added, merged.last_used_at, survivor.scope_key, seq))
 
 
 def _seq(scope_key: str, record_id: str) -> int:
@@ -148,7 +160,7 @@ async def write_batch(
         if cutoff is not None:  # the scope is being written: its expired records go now
             where = "scope_key = %s AND created_at < %s"
             await erase_rows(conn, await scrub.of(conn), where, (scope_key, cutoff), "expired", now)
-        plan = BatchPlan(scope_key, seq, now, pending=pending)
+        plan = writing.BatchPlan(scope_key, seq, now, pending=pending)
         how = Applied(now, retention.audit_cutoff(now), scrub, vectors, embedder)
         for index, candidate in enumerate(batch):
             pool_rows = await write_pool(conn, scope_key, candidate, pending=pending)
@@ -175,29 +187,33 @@ class Applied:
             await conn.execute(_SET_VECTOR, (blob, self.embedder.name, scope_key, seq))
 
 
-async def apply_steps(conn: Connection, scope_key: str, steps: Sequence[Step], how: Applied) -> int:
+async def apply_steps(conn: Connection, scope_key: str, steps: Sequence[writing.Step], how: Applied) -> int:
     """Inside the plan's transaction: its steps in their order; returns how many were evicted."""
     evicted = 0
     for step in steps:
-        if isinstance(step, Fold):
+        if isinstance(step, writing.Fold):
             await _fold(conn, step.target, step.folded)
-        elif isinstance(step, Supersede):
+        elif isinstance(step, writing.Supersede):
             cursor = await conn.execute(_SUPERSEDE, (scope_key, _seq(scope_key, step.record_id)))
             await uncount(conn, scope_key, await cursor.fetchall())
-        elif isinstance(step, Insert):
+        elif isinstance(step, writing.Withdraw):
+            await conn.execute(_WITHDRAW, (scope_key, _seq(scope_key, step.record_id)))
+        elif isinstance(step, writing.Insert):
             await _insert(conn, step.seq, step.record)
             await how.vector(conn, scope_key, step.seq, step.vector)
-        elif isinstance(step, Activate):
+        elif isinstance(step, writing.Activate):
             seq = _seq(scope_key, step.record.id)
             activation = (step.record.supersedes, step.record.last_used_at, scope_key, seq)
             cursor = await conn.execute(_ACTIVATE, activation)
             await conn.execute(_ADD_TERMS, (scope_key, ["", *(one(await cursor.fetchone()) or ())]))
             await how.vector(conn, scope_key, seq, step.vector)
-        elif isinstance(step, Erase):
+        elif isinstance(step, writing.Erase):
             seqs = [_seq(scope_key, record_id) for record_id in step.record_ids]
             sets = await how.scrub.of(conn)
             await erase_rows(conn, sets, _SEQS, (scope_key, seqs), step.reason, how.now)
-        elif isinstance(step, Evict):
+        elif isinstance(step, writing.Absorb):
+            await _absorb(conn, step.survivor, step.merged)
+        elif isinstance(step, writing.Evict):
             evicted = await evict_over_cap(conn, scope_key, step.cap)
         else:
             await append_entries(conn, step.entries, how.log_cutoff)

@@ -3,7 +3,7 @@ entries in one transaction. A pending row stays out of the FTS and stem indexes,
 the vectors until it is approved; a rejected or expired one is erased like a forgotten one.
 
 What folds, what expires over the cap and what an approval writes: memory/rules (curation, engine)
-decide; an approval is planned by `plan_write` exactly as a write is.
+decide; an approval is planned (memory/stores/writing.py) exactly as a write is.
 """
 
 from __future__ import annotations

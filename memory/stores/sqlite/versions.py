@@ -1,9 +1,9 @@
 """A scope's versions: the chain a record is in (walked by id and by `supersedes`), its history, the
 forget that erases every version, an edit that makes a new one, and a merge of duplicates.
 
-Which rows are one chain, what an edit or a merge writes: memory/rules/curation.py decides; this
-module reads the rows it asks for and persists what it decides, each action with its curation
-entries in one transaction.
+Which rows are one chain: memory/rules/curation.py decides; what an edit or a merge writes:
+memory/stores/writing.py plans. This module reads the rows they ask for and applies the plan's
+steps (writes.py), each action with its curation entries in one transaction.
 """
 
 from __future__ import annotations
@@ -14,14 +14,7 @@ from collections.abc import Sequence
 from typing import get_args
 
 from memory.ranking.embedder import Embedder
-from memory.rules.curation import (
-    ChainWalk,
-    edited_record,
-    entry,
-    history_of,
-    merge_duplicates,
-    merged_survivor,
-)
+from memory.rules.curation import ChainWalk, history_of, merge_duplicates
 from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows, scrub_files
 from memory.stores.sqlite.sql import (
@@ -30,11 +23,10 @@ from memory.stores.sqlite.sql import (
     chunks,
     placeholders,
     row_record,
-    stamp,
-    store_vector,
     transaction,
 )
-from memory.stores.sqlite.writes import insert_record, supersede
+from memory.stores.sqlite.writes import apply_steps
+from memory.stores.writing import plan_edit, plan_merge
 from memory.types import (
     EraseReason,
     MemoryCandidate,
@@ -111,30 +103,18 @@ def edit(
     actor: str,
     log_cutoff: float | None,
 ) -> MemoryRecord | None:
-    """The record's new version in one transaction (`edited_record`), the old one superseded."""
-    vector = None if embedder is None else embedder.embed([candidate.text])[0]  # before the write lock
+    """The record's new version planned (`plan_edit`) and applied in one transaction."""
+    vectors = None if embedder is None else embedder.embed([candidate.text])  # before the write lock
     with transaction(connection):
         old = find(connection, record_id, "active", "pending")
         if old is None:
             return None
         seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]) + 1
-        new = edited_record(old, seq, candidate, now)
-        if old.status == "active":
-            supersede(connection, old.id)
-        else:
-            retired = connection.execute(
-                "UPDATE records SET status = 'superseded' WHERE id = ? RETURNING seq", (old.id,)
-            ).fetchall()
-            stamp(connection, [int(r[0]) for r in retired])
-            # Never approved: its words go, the new version waits instead.
-            erase_rows(connection, "id = ?", [old.id], "edited", now)
-        insert_record(connection, seq, new)
-        if vector is not None and embedder is not None and new.status == "active":
-            store_vector(connection, seq, vector, embedder.name)
-        curation_log.append(connection, [entry(old, "edited", actor, now, new.id)], log_cutoff)
-    if old.status == "pending":
+        change = plan_edit(old, seq, candidate, now, actor)
+        apply_steps(connection, old.scope_key, now, log_cutoff, vectors, embedder, change.steps)
+    if change.erased:
         scrub_files(connection)
-    return new
+    return change.record
 
 
 def merge(
@@ -146,7 +126,7 @@ def merge(
     actor: str,
     log_cutoff: float | None,
 ) -> int:
-    """The active duplicates folded into the active survivor (`merged_survivor`) and erased, in one
+    """The active duplicates merged into the active survivor as `plan_merge` plans it, in one
     transaction; how many."""
     wanted = [survivor_id, *duplicate_ids]
     with transaction(connection):
@@ -162,20 +142,11 @@ def merge(
         survivor, duplicates = merge_duplicates(scope_key, survivor_id, duplicate_ids, rows)
         if survivor is None or not duplicates:
             return 0
-        folded = merged_survivor(survivor, duplicates)
-        kept = connection.execute(
-            "UPDATE records SET use_count = ?, last_used_at = ?, observed_at = ? WHERE id = ? RETURNING seq",
-            (folded.use_count, folded.last_used_at, folded.observed_at, survivor.id),
-        ).fetchall()
-        stamp(connection, [int(r[0]) for r in kept])
-        # Each duplicate's older versions go with it: forgetting the survivor could not reach them.
-        doomed = sorted({v.id for d in duplicates for v in walk(connection, d)[0].versions()})
-        for chunk in chunks(doomed):
-            erase_rows(connection, f"id IN ({placeholders(len(chunk))})", chunk, "merged", now)
-        entries = [entry(d, "merged", actor, now, survivor.id) for d in duplicates]
-        curation_log.append(connection, entries, log_cutoff)
+        chains = [walk(connection, d)[0] for d in duplicates]
+        change = plan_merge(survivor, duplicates, chains, now, actor)
+        apply_steps(connection, scope_key, now, log_cutoff, None, None, change.steps)
     scrub_files(connection)
-    return len(duplicates)
+    return change.merged
 
 
 def _erased_reason(connection: sqlite3.Connection, record_id: str) -> EraseReason | None:

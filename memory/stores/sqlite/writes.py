@@ -1,6 +1,7 @@
-"""A scope's writes: a batch (a reflection's, a pending one) or an approval in one transaction, planned
-by memory/stores/writing.py and applied here step by step, and the vectors stored beside its records
-(on write, on use, by `reindex`). This module only persists what the plan decides.
+"""A scope's writes: a batch (a reflection's, a pending one), an approval, an edit or a merge in one
+transaction, planned by memory/stores/writing.py and applied here step by step, and the vectors
+stored beside its records (on write, on use, by `reindex`). This module only persists what the plan
+decides.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Callable, Sequence
 
 from memory.ranking.embedder import Embedder, Matrix
 from memory.rules.restate import meaning_key
+from memory.stores import writing
 from memory.stores.sql_common import stored_values
 from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows
@@ -32,7 +34,6 @@ from memory.stores.sqlite.sql import (
     store_vector,
     transaction,
 )
-from memory.stores.writing import Activate, BatchPlan, Erase, Evict, Fold, Insert, Step, Supersede
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 
 
@@ -60,30 +61,30 @@ def write_batch(
         if expired_before is not None:  # the scope is being written: its expired records go now
             expired = erase_rows(connection, "created_at < ?", (expired_before,), "expired", now)
         seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0])
-        plan = BatchPlan(scope_key, seq, now, pending=pending)
+        plan = writing.BatchPlan(scope_key, seq, now, pending=pending)
         apply = functools.partial(apply_steps, connection, scope_key, now, log_cutoff, vectors, embedder)
         for index, candidate in enumerate(batch):
             apply(plan.add(index, candidate, write_pool(connection, candidate, pending=pending)))
         waiting = status_records(connection, "pending", None, newest_first=False) if pending else []
         last = plan.finish(cap, waiting)
         evicted = apply(last)
-    erased = sum(len(step.record_ids) for step in last if isinstance(step, Erase))
+    erased = sum(len(step.record_ids) for step in last if isinstance(step, writing.Erase))
     return plan.result(evicted), expired + erased
 
 
 def write_pool(
     connection: sqlite3.Connection, candidate: MemoryCandidate, *, pending: bool = False
 ) -> builtins.list[MemoryRecord]:
-    """Exactly what plan_write reads (with `pending`, plan_pending): same-norm actives (and pendings)
-    in seq order (an indexed hit on records_status_norm) and, when the candidate names one, the active
-    row it supersedes."""
+    """Exactly what a candidate's plan reads (with `pending`, a pending batch's): same-norm actives
+    (and pendings) in seq order (an indexed hit on records_status_norm) and, when the candidate names
+    one, the active row it supersedes."""
     statuses = "'active', 'pending'" if pending else "'active'"
     rows = connection.execute(
         f"SELECT {COLUMNS} FROM records WHERE status IN ({statuses}) AND norm = ? ORDER BY seq",
         (meaning_key(candidate.text),),
     ).fetchall()
     pool = [row_record(row) for row in rows]
-    if candidate.supersedes:  # the same truthiness test as plan_write: "" names nothing
+    if candidate.supersedes:  # the same truthiness test as the plan's: "" names nothing
         target = connection.execute(
             f"SELECT {COLUMNS} FROM records WHERE id = ? AND status = 'active'", (candidate.supersedes,)
         ).fetchone()
@@ -99,27 +100,31 @@ def apply_steps(
     log_cutoff: float | None,
     vectors: Matrix | None,
     embedder: Embedder | None,
-    steps: Sequence[Step],
+    steps: Sequence[writing.Step],
 ) -> int:
     """Inside the plan's transaction: its steps in their order; returns how many were evicted."""
     evicted = 0
     for step in steps:
-        if isinstance(step, Fold):
+        if isinstance(step, writing.Fold):
             fold(connection, step.target, step.folded)
-        elif isinstance(step, Supersede):
+        elif isinstance(step, writing.Supersede):
             supersede(connection, step.record_id)
-        elif isinstance(step, Insert):
+        elif isinstance(step, writing.Withdraw):
+            supersede(connection, step.record_id, pending=True)
+        elif isinstance(step, writing.Insert):
             insert_record(connection, step.seq, step.record)
             if vectors is not None and embedder is not None and step.vector is not None:
                 store_vector(connection, step.seq, vectors[step.vector], embedder.name)
-        elif isinstance(step, Activate):
+        elif isinstance(step, writing.Activate):
             seq = activate(connection, step.record)
             if vectors is not None and embedder is not None and step.vector is not None:
                 store_vector(connection, seq, vectors[step.vector], embedder.name)
-        elif isinstance(step, Erase):
+        elif isinstance(step, writing.Erase):
             for chunk in chunks(step.record_ids):
                 erase_rows(connection, f"id IN ({placeholders(len(chunk))})", chunk, step.reason, now)
-        elif isinstance(step, Evict):
+        elif isinstance(step, writing.Absorb):
+            absorb(connection, step.merged)
+        elif isinstance(step, writing.Evict):
             evicted = evict_over_cap(connection, scope_key, step.cap)
         else:
             curation_log.append(connection, step.entries, log_cutoff)
@@ -159,14 +164,25 @@ def foreign_vectors(connection: sqlite3.Connection, model: str) -> int:
     return int(row[0])
 
 
-def supersede(connection: sqlite3.Connection, record_id: str) -> int:
-    """An active record retired by its correction: out of the indexes; how many (0 or 1)."""
+def supersede(connection: sqlite3.Connection, record_id: str, *, pending: bool = False) -> int:
+    """A record retired by its new version: an active one out of the indexes; a pending one (an
+    edit's) never entered them, so it is only stamped; how many (0 or 1)."""
     flipped = connection.execute(
-        "UPDATE records SET status = 'superseded' WHERE id = ? AND status = 'active' RETURNING seq",
-        (record_id,),
+        "UPDATE records SET status = 'superseded' WHERE id = ? AND status = ? RETURNING seq",
+        (record_id, "pending" if pending else "active"),
     ).fetchall()
-    delete_fts(connection, [int(row[0]) for row in flipped])
-    return len(flipped)
+    seqs = [int(row[0]) for row in flipped]
+    (stamp if pending else delete_fts)(connection, seqs)
+    return len(seqs)
+
+
+def absorb(connection: sqlite3.Connection, merged: MemoryRecord) -> None:
+    """A merge's survivor with its duplicates' uses (`merged_survivor`), stamped."""
+    kept = connection.execute(
+        "UPDATE records SET use_count = ?, last_used_at = ?, observed_at = ? WHERE id = ? RETURNING seq",
+        (merged.use_count, merged.last_used_at, merged.observed_at, merged.id),
+    ).fetchall()
+    stamp(connection, [int(row[0]) for row in kept])
 
 
 def fold(connection: sqlite3.Connection, record: MemoryRecord, folded: MemoryRecord) -> None:

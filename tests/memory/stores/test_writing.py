@@ -1,5 +1,5 @@
-"""The one write algorithm (memory/stores/writing.py): the steps a batch or an approval is planned into,
-in the order every backend applies them."""
+"""The one write algorithm (memory/stores/writing.py): the steps a batch, an approval, an edit or a
+merge is planned into, in the order every backend applies them."""
 
 from __future__ import annotations
 
@@ -7,9 +7,10 @@ from dataclasses import replace
 
 import pytest
 
-from memory.rules.curation import ChainWalk, write_pool
+from memory.rules.curation import ChainWalk, edit_candidate, write_pool
 from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.writing import (
+    Absorb,
     Activate,
     BatchPlan,
     Erase,
@@ -18,9 +19,12 @@ from memory.stores.writing import (
     Insert,
     Log,
     Supersede,
+    Withdraw,
     plan_approval,
+    plan_edit,
+    plan_merge,
 )
-from memory.types import MemoryCandidate, MemoryRecord, RecordStatus, WriteResult
+from memory.types import CurationEntry, MemoryCandidate, MemoryRecord, RecordStatus, WriteResult
 from tests.memory.records import fact, record
 
 SCOPE = "org:acme"
@@ -95,6 +99,70 @@ def test_an_approval_activates_then_evicts_then_logs() -> None:
     activate = change.steps[1]
     assert isinstance(activate, Activate) and activate.record.status == "active"
     assert change.superseded == target.id and not change.folded
+
+
+def test_an_edit_supersedes_the_active_version_then_inserts_the_new_one_then_logs() -> None:
+    old = replace(row(1, "deploys run weekly"), origin="public", origin_conversation="slack:C1", use_count=3)
+    candidate = edit_candidate(old, "deploys run nightly", ("dm", "slack:D1"))
+    change = plan_edit(old, 2, candidate, NOW, "user:slack:U1")
+    assert kinds(change.steps) == ["Supersede", "Insert", "Log"]
+    assert change.steps[0] == Supersede(old.id)
+    insert = change.steps[1]
+    assert isinstance(insert, Insert) and (insert.seq, insert.vector) == (2, 0)
+    new = insert.record
+    assert new == change.record and change.superseded == old.id
+    assert (new.id, new.status, new.supersedes, new.use_count) == (f"mem:{SCOPE}:2", "active", old.id, 3)
+    # Typed in a DM: the new words are never shown wider than there.
+    assert (new.origin, new.origin_conversation) == ("dm", "slack:D1")
+    assert change.steps[2] == Log((CurationEntry(old.id, SCOPE, "edited", "user:slack:U1", NOW, new.id),))
+    assert change.erased == 0 and change.merged == 0
+
+
+def test_an_edit_of_a_pending_record_withdraws_and_erases_it_before_the_new_version_waits() -> None:
+    old = replace(
+        row(1, "deploys freeze on frydays", "pending"), origin="private", origin_conversation="slack:C1"
+    )
+    candidate = edit_candidate(old, "deploys freeze on fridays", ("public", "slack:C9"))
+    change = plan_edit(old, 4, candidate, NOW, "user:slack:U1")
+    assert kinds(change.steps) == ["Withdraw", "Erase", "Insert", "Log"]
+    assert change.steps[:2] == (Withdraw(old.id), Erase((old.id,), "edited"))
+    insert = change.steps[2]
+    assert isinstance(insert, Insert) and insert.vector is None  # a pending row has no vector yet
+    assert (insert.record.status, insert.record.supersedes) == ("pending", old.id)
+    # Typed somewhere wider: the record keeps its narrower origin.
+    assert (insert.record.origin, insert.record.origin_conversation) == ("private", "slack:C1")
+    assert change.erased == 1
+
+
+def test_a_merge_absorbs_the_uses_then_erases_every_version_of_each_duplicate_then_logs_in_order() -> None:
+    survivor = replace(row(1, "deploys freeze on fridays"), use_count=2, last_used_at=NOW - 50)
+    older = row(2, "zebra wording of the freeze", "superseded")
+    edited = replace(row(3, "fridays: deploy freeze", supersedes=older.id), use_count=1, last_used_at=NOW)
+    other = replace(row(4, "no deploys on fridays"), use_count=4, observed_at=NOW - 10)
+    chains = []
+    for duplicate in (other, edited):
+        chain = ChainWalk(duplicate)
+        chain.add([survivor, older, edited, other])
+        chains.append(chain)
+    change = plan_merge(survivor, [other, edited], chains, NOW, "user:slack:U1")
+    assert kinds(change.steps) == ["Absorb", "Erase", "Log"]
+    absorb = change.steps[0]
+    assert isinstance(absorb, Absorb) and absorb.survivor == survivor and absorb.merged == change.record
+    merged = change.record
+    assert (merged.id, merged.use_count, merged.last_used_at, merged.observed_at) == (
+        survivor.id,
+        7,
+        NOW,
+        NOW - 10,
+    )
+    assert change.steps[1] == Erase(tuple(sorted([older.id, edited.id, other.id])), "merged")
+    log = change.steps[2]
+    assert isinstance(log, Log)
+    assert [(e.record_id, e.action, e.related_id) for e in log.entries] == [
+        (other.id, "merged", survivor.id),
+        (edited.id, "merged", survivor.id),
+    ]
+    assert change.merged == 2 and change.superseded is None
 
 
 @pytest.mark.parametrize("call", ["pending", "curation_log", "history", "active_records"])
