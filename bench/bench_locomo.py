@@ -14,9 +14,11 @@ latency, the question's embedding is.
 Protocol (../shared/bench/locomo/README.md): one scope per conversation; each observation (or turn)
 becomes a record whose evidence is its dia_ids; each QA item with evidence is a query against its own
 conversation; a hit is a returned record whose evidence meets the QA's. Recall@5/10 and MRR, overall
-and per category. The clock is fixed, so recency is equal for every record and usage bumps from earlier
-queries cannot reorder later ones: the figures measure the relevance gate, the keyword score and (for
-SQLite's `spec` ranking) the bm25 candidate prefilter; v2 scores every record of the scope.
+and per category, beside the ceiling (the share of questions some record of the index could hit: an
+observation does not cover every evidence turn). The clock is fixed, so recency is equal for every
+record and usage bumps from earlier queries cannot reorder later ones: the figures measure the
+relevance gate, the keyword score and (for SQLite's `spec` ranking) the bm25 candidate prefilter; v2
+scores every record of the scope.
 """
 
 from __future__ import annotations
@@ -61,9 +63,11 @@ class Tally:
     hit5: int = 0
     hit10: int = 0
     reciprocal: float = 0.0
+    reachable: int = 0  # questions some record of the index could hit (the ceiling)
 
-    def add(self, rank: int | None) -> None:
+    def add(self, rank: int | None, reachable: bool = True) -> None:
         self.queries += 1
+        self.reachable += reachable
         if rank is not None:
             self.hit5 += rank <= 5
             self.hit10 += rank <= 10
@@ -71,7 +75,7 @@ class Tally:
 
     def row(self, name: str) -> str:
         n = max(self.queries, 1)
-        rates = (self.hit5 / n, self.hit10 / n, self.reciprocal / n)
+        rates = (self.hit5 / n, self.hit10 / n, self.reciprocal / n, self.reachable / n)
         return f"| {name} | {self.queries} | " + " | ".join(f"{rate:.3f}" for rate in rates) + " |"
 
 
@@ -88,6 +92,7 @@ class Results:
             total.hit5 += t.hit5
             total.hit10 += t.hit10
             total.reciprocal += t.reciprocal
+            total.reachable += t.reachable
         return total
 
 
@@ -162,7 +167,8 @@ async def evaluate(
             found = await store.retrieve(scope, qa["question"], 10)
             results.read_seconds.append(time.perf_counter() - started)
             rank = next((i for i, r in enumerate(found, 1) if evidence_by_id[r.id] & wanted), None)
-            results.by_category[qa["category"]].add(rank)
+            reachable = any(evidence & wanted for evidence in evidence_by_id.values())
+            results.by_category[qa["category"]].add(rank, reachable)
     return results
 
 
@@ -182,7 +188,12 @@ def expected_ids(scope: str, records: list[Record]) -> dict[str, frozenset[str]]
 
 
 def table(title: str, results: Results) -> str:
-    lines = [f"**{title}**", "", "| subset | n | R@5 | R@10 | MRR |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        f"**{title}**",
+        "",
+        "| subset | n | R@5 | R@10 | MRR | ceiling |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
     for c, name in CATEGORIES.items():
         lines.append(results.by_category[c].row(f"cat {c} {name}"))
     lines.append(results.overall([1, 2, 3, 4]).row("overall cat 1–4"))

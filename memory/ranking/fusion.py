@@ -93,9 +93,11 @@ DEFAULT_SEMANTIC_THRESHOLD = 0.7
 # Below this squared length (float32 products leave ~1e-7 of noise) a centered vector is the centroid
 # itself: no closer to the query than the scope's average record is.
 _CENTERED_EPSILON = 1e-6
-# What a record observed inside the query's time window adds to its score (as much as recency can), and
-# how fast that falls off outside: over the window's own width, at least a day and at most a week.
-TIME_WEIGHT = 0.3
+# What a record observed inside the query's time window adds to its score (a third of what recency can:
+# a named time reorders records the question matches about equally; weighing as much as recency, it
+# lifted records of the window that match the question worse above the one it asks about), and how fast
+# that falls off outside: over the window's own width, at least a day and at most a week.
+TIME_WEIGHT = 0.1
 _TIME_SCALE_SECONDS = (86_400.0, 7 * 86_400.0)
 
 

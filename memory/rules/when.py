@@ -48,21 +48,24 @@ _UNITS = {"day": "day", "days": "day", "week": "week", "weeks": "week", "month":
           "months": "month", "year": "year", "years": "year"}  # fmt: skip
 
 _MONTH = "|".join(sorted(_MONTH_NUMBER, key=len, reverse=True))
-# "may" is a verb more often than a month: only "in May" and "May 2026" read it as one.
+# "may" is a verb more often than a month: only "in May", "May 2026" and a date with its year read it as one.
 _DAY_MONTH = "|".join(sorted((m for m in _MONTH_NUMBER if m != "may"), key=len, reverse=True))
 _WEEKDAY = "|".join(_WEEKDAYS)
 _COUNT = r"\d{1,3}|" + "|".join(sorted(_NUMBERS, key=len, reverse=True))
 _UNIT = "|".join(_UNITS)
 _YEAR = r"(?:19|20)\d{2}"
 _ORDINAL = r"(?:st|nd|rd|th)?"
+# "May" with its day and year ("May 23, 2023", "1 May, 2022") is a date: the verb takes no year.
+_MAY_DAY_YEAR = rf"may(?=\.?\s+\d{{1,2}}{_ORDINAL},?\s+{_YEAR}\b)"
+_MAY_YEAR = rf"may(?=,?\s+{_YEAR}\b)"
 # "since March", "before 2025": right after an opening word a month or year needs no "in".
 _AFTER_OPENING = r"(?:(?<=since\s)|(?<=after\s)|(?<=before\s)|(?<=until\s))"
 # A point or span of the calendar, each alternative its own named groups.
 _SPAN = "|".join(
     (
         r"(?P<iso>\d{4}-\d{2}-\d{2})",
-        rf"(?P<md_month>{_DAY_MONTH})\.?\s+(?P<md_day>\d{{1,2}}){_ORDINAL}(?:,?\s+(?P<md_year>{_YEAR}))?",
-        rf"(?P<dm_day>\d{{1,2}}){_ORDINAL}\s+(?:of\s+)?(?P<dm_month>{_DAY_MONTH})(?:,?\s+(?P<dm_year>{_YEAR}))?",
+        rf"(?P<md_month>{_DAY_MONTH}|{_MAY_DAY_YEAR})\.?\s+(?P<md_day>\d{{1,2}}){_ORDINAL}(?:,?\s+(?P<md_year>{_YEAR}))?",
+        rf"(?P<dm_day>\d{{1,2}}){_ORDINAL}\s+(?:of\s+)?(?P<dm_month>{_DAY_MONTH}|{_MAY_YEAR})(?:,?\s+(?P<dm_year>{_YEAR}))?",
         rf"(?P<ago_count>{_COUNT})\s+(?P<ago_unit>{_UNIT})\s+ago",
         rf"(?P<rel>last|this|past|previous)\s+(?P<rel_unit>week|month|year|weekend|{_WEEKDAY})",
         r"(?P<day_word>today|tonight|this\s+morning|this\s+afternoon|the\s+day\s+before\s+yesterday|yesterday)",

@@ -154,11 +154,33 @@ def test_a_time_phrase_never_admits_a_record_the_query_does_not_match() -> None:
 
 
 def test_a_stale_exact_match_still_beats_a_loose_one_in_the_window() -> None:
-    # The bias weighs as much as recency can: it reorders near-equals, not a match against a miss.
+    # The bias weighs a third of what recency can: it reorders near-equals, not a match against a miss.
     exact = record("staging cluster owner", id="mem:org:acme:1", observed_at=NOW - 90 * DAY)
     loose = record("staging notes", id="mem:org:acme:2", observed_at=NOW - DAY)
     found = rank([exact, loose], "staging cluster owner yesterday", 5, NOW, DEFAULT_RANKING)
     assert [r.record.id for r in found] == ["mem:org:acme:1", "mem:org:acme:2"]
+
+
+def test_the_record_the_question_asks_about_beats_one_that_only_shares_its_time() -> None:
+    # The rebooted cluster was noted yesterday, but the question asks who owns it: the time phrase may
+    # reorder near-equals, not lift a record that matches the question clearly worse.
+    records = [
+        record("Dana owns the staging cluster", id="mem:org:acme:1", observed_at=NOW - 90 * DAY),
+        record("the staging cluster was rebooted", id="mem:org:acme:2", observed_at=NOW - DAY),
+        record("lunch menu", id="mem:org:acme:3", observed_at=NOW - 50 * DAY),
+        record("deploy notes", id="mem:org:acme:4", observed_at=NOW - 50 * DAY),
+    ]
+    query = "who owns the staging cluster, as of yesterday"
+    stats = term_stats(records, stats_stems(DEFAULT_RANKING, query, records))
+    ranked = rank(records, query, 5, NOW, DEFAULT_RANKING, stats=stats)
+    assert [r.record.id for r in ranked] == ["mem:org:acme:1", "mem:org:acme:2"]
+    index = ScopeIndex()
+    for seq, item in enumerate(records, start=1):
+        index.add(seq, item, record_stems(item), None)
+    stems = query_stems(query)
+    window = time_window(query, NOW)
+    chosen = index.select(stems, frozenset(longest_terms(stems)), None, NOW, DEFAULT_RANKING, 5, None, window)
+    assert [c.record.id for c in chosen] == ["mem:org:acme:1", "mem:org:acme:2"]
 
 
 def test_closeness_is_one_inside_and_falls_off_over_the_windows_width_clamped() -> None:

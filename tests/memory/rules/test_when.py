@@ -51,6 +51,9 @@ def days(first: str, last: str) -> TimeWindow:
         ("the 5th of March", days("2026-03-05", "2026-03-05")),
         ("Dec 25 party", days("2025-12-25", "2025-12-25")),  # this year's is still to come
         ("on 2026-10-01", days("2026-10-01", "2026-10-01")),
+        ("what did she watch on 1 May, 2022?", days("2022-05-01", "2022-05-01")),  # "May" with its year
+        ("who came to dinner on May 3, 2023?", days("2023-05-03", "2023-05-03")),
+        ("the 25th of May 2025", days("2025-05-25", "2025-05-25")),
         ("last Tuesday", days("2026-11-24", "2026-11-24")),
         ("last Wednesday", days("2026-11-25", "2026-11-25")),
         ("last Monday", days("2026-11-30", "2026-11-30")),
@@ -91,6 +94,7 @@ def test_a_time_phrase_names_its_window_relative_to_now(query: str, window: Time
     [
         "how do we deploy?",
         "we may 5 times retry",  # "may" the verb is no month
+        "the 3 may 2 or 4",  # nor with a number on each side but no year
         "the Monday standup",  # a weekday alone names a habit, not a day
         "port 2025 is open",  # a bare number is no year
         "the lastweek branch",  # whole words only
