@@ -3,6 +3,14 @@
 Tests never share tables: each gets its own schema (reached through `search_path` in the DSN), dropped
 afterwards, so parallel runs and other helpers on the same server never collide. An unreachable server
 FAILS the test with a line saying how to start it — PostgreSQL tests are never skipped.
+
+Each pytest-xdist worker works in a database of its own (`worker_database`), made when it starts and
+dropped when it ends. The store takes its schema lock and its scopes' locks per database, so workers in one
+database would queue behind each other's schema changes (a new schema's 32 partitions take a second or
+two); and a new database's catalogue holds none of the dead rows that earlier runs leave behind on a
+server without autovacuum, which slow every later schema change. The tests' sessions commit without
+waiting for the disk (`synchronous_commit=off`): nothing here survives a server crash on purpose, and
+the many small commits otherwise wait on a flush each.
 """
 
 from __future__ import annotations
@@ -19,13 +27,32 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memory.stores.postgres.sql import _COLUMNS, _RECORDS
 
-BASE_DSN = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+CONFIGURED_DSN = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 PG_HOST = "127.0.0.1"
 PG_PORT = 5432
+SESSION_OPTIONS = "-csynchronous_commit=off"
+# Set by pytest-xdist in its workers (before any test module is imported): the worker and the run.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8]
+_CONFIGURED_DB = str(conninfo_to_dict(CONFIGURED_DSN).get("dbname") or "test")
+# Another run's worker database: named `<database>_w_<worker>_<run>`.
+_WORKER_PREFIX = f"{_CONFIGURED_DB}_w_"
+WORKER_DB = f"{_WORKER_PREFIX}{_WORKER}_{_RUN}" if _WORKER and _RUN else None
+
+
+def with_options(dsn: str, *options: str) -> str:
+    """The DSN with these server options added to its own."""
+    own = str(conninfo_to_dict(dsn).get("options") or "")
+    return make_conninfo(dsn, options=" ".join(filter(None, (own, *options))))
+
+
+BASE_DSN = with_options(
+    make_conninfo(CONFIGURED_DSN, dbname=WORKER_DB) if WORKER_DB else CONFIGURED_DSN, SESSION_OPTIONS
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +72,44 @@ def admin_connect() -> psycopg.Connection[tuple[object, ...]]:
 
 
 def schema_dsn(schema: str, base: str = BASE_DSN, **params: str | int) -> str:
-    return make_conninfo(base, options=f"-csearch_path={schema}", **params)
+    return with_options(make_conninfo(base, **params), f"-csearch_path={schema}")
+
+
+@contextlib.contextmanager
+def worker_database() -> Iterator[None]:
+    """This xdist worker's own database for the session (nothing outside a worker): made afresh, kept
+    open by one idle connection (so another run's clean-up leaves it alone), dropped at the end. Any
+    database an earlier, killed run left (no one connected) goes first. Never fails: a server that
+    cannot be reached fails the PostgreSQL tests themselves, with their own line."""
+    if WORKER_DB is None:
+        yield
+        return
+    lease: psycopg.Connection[tuple[object, ...]] | None = None
+    try:
+        with psycopg.connect(CONFIGURED_DSN, autocommit=True, connect_timeout=5) as conn:
+            _drop_abandoned(conn)
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(WORKER_DB)))
+        lease = psycopg.connect(BASE_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.Error:
+        pass
+    try:
+        yield
+    finally:
+        if lease is not None:
+            lease.close()
+            with contextlib.suppress(psycopg.Error), psycopg.connect(CONFIGURED_DSN, autocommit=True) as conn:
+                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(WORKER_DB)))
+
+
+def _drop_abandoned(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    abandoned = conn.execute(
+        "SELECT datname FROM pg_database AS d WHERE starts_with(datname, %s)"
+        " AND NOT EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.datid = d.oid)",
+        (_WORKER_PREFIX,),
+    ).fetchall()
+    for (name,) in abandoned:
+        with contextlib.suppress(psycopg.Error):  # someone connected meanwhile: not abandoned
+            conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(str(name))))
 
 
 @contextlib.contextmanager
