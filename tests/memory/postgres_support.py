@@ -77,12 +77,15 @@ def schema_dsn(schema: str, base: str = BASE_DSN, **params: str | int) -> str:
 
 @contextlib.contextmanager
 def worker_database() -> Iterator[None]:
-    """This xdist worker's own database for the session (nothing outside a worker): made afresh, kept
-    open by one idle connection (so another run's clean-up leaves it alone), dropped at the end. Any
-    database an earlier, killed run left (no one connected) goes first. Never fails: a server that
-    cannot be reached fails the PostgreSQL tests themselves, with their own line."""
+    """This xdist worker's own database for the session: made afresh, kept open by one idle connection
+    (so another run's clean-up leaves it alone), dropped at the end; any database an earlier, killed run
+    left (no one connected) goes first. Outside a worker, the configured database, left with no schema
+    of ours. Never fails: an unreachable server fails the PostgreSQL tests themselves, with their line."""
     if WORKER_DB is None:
-        yield
+        try:
+            yield
+        finally:
+            _drop_emptied()
         return
     lease: psycopg.Connection[tuple[object, ...]] | None = None
     try:
@@ -97,8 +100,20 @@ def worker_database() -> Iterator[None]:
     finally:
         if lease is not None:
             lease.close()
+            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(WORKER_DB))
             with contextlib.suppress(psycopg.Error), psycopg.connect(CONFIGURED_DSN, autocommit=True) as conn:
-                conn.execute(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(WORKER_DB)))
+                conn.execute(drop)
+
+
+def _drop_emptied() -> None:
+    """The schemas `store_schema` kept for another test, at the session's end (outside a worker database,
+    which goes whole)."""
+    if not _EMPTIED:
+        return
+    with contextlib.suppress(psycopg.Error), psycopg.connect(BASE_DSN, autocommit=True) as conn:
+        while _EMPTIED:
+            name, _ = _EMPTIED.pop()
+            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 def _drop_abandoned(conn: psycopg.Connection[tuple[object, ...]]) -> None:
@@ -122,6 +137,83 @@ def temp_schema(prefix: str = "sbtest") -> Iterator[TempSchema]:
     finally:
         with admin_connect() as conn:
             conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+# The schemas this process has emptied for `store_schema`, each with how often it has served; and the
+# catalogue of the first one a store made, which any other must match to be used again.
+_EMPTIED: list[tuple[str, int]] = []
+_STORE_CATALOGUE: list[str] = []
+# Emptying leaves dead rows (no vacuum): a schema serves this many tests, then is dropped.
+_MOST_USES = 20
+
+# What a store made in a schema: its relations, columns, constraints, functions and triggers, each with
+# its definition, without the schema's own name.
+_CATALOGUE = """
+    SELECT md5(string_agg(replace(item, %(schema)s || '.', ''), ' | ' ORDER BY item)) FROM (
+        SELECT c.relname || ' ' || c.relkind::text || ' ' || COALESCE(pg_get_indexdef(c.oid), '') AS item
+        FROM pg_class AS c WHERE c.relnamespace = %(schema)s::regnamespace
+        UNION ALL
+        SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+            || ' ' || a.attnotnull::text || ' ' || COALESCE(pg_get_expr(d.adbin, d.adrelid), '')
+        FROM pg_attribute AS a JOIN pg_class AS c ON c.oid = a.attrelid
+        LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE c.relnamespace = %(schema)s::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+        UNION ALL
+        SELECT conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+        WHERE connamespace = %(schema)s::regnamespace
+        UNION ALL
+        SELECT proname || ' ' || md5(prosrc) FROM pg_proc WHERE pronamespace = %(schema)s::regnamespace
+        UNION ALL
+        SELECT t.tgname || ' ' || t.tgfoid::regprocedure::text FROM pg_trigger AS t
+        JOIN pg_class AS c ON c.oid = t.tgrelid WHERE c.relnamespace = %(schema)s::regnamespace
+    ) AS made
+"""
+_TABLES = """
+    SELECT relname, relkind FROM pg_class WHERE relnamespace = %(schema)s::regnamespace
+    AND relkind IN ('r', 'p', 'S') AND NOT relispartition
+"""
+
+
+@contextlib.contextmanager
+def store_schema() -> Iterator[TempSchema]:
+    """A schema for a store that must start empty, where nothing but the store touches the tables: the
+    first time a new one, like `temp_schema`; later one an earlier test's store made, its rows deleted
+    and its sequences restarted. An open on it then only reads the catalogue, where a new schema's
+    32 partitions cost the server a second or so. Given back only while its catalogue is exactly what a
+    store made (else dropped), so a test that changed the schema never hands the change on."""
+    name, uses = _EMPTIED.pop() if _EMPTIED else (f"sbtest_{uuid.uuid4().hex[:12]}", 0)
+    if not uses:
+        with admin_connect() as conn:
+            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    try:
+        yield TempSchema(name, schema_dsn(name))
+    finally:
+        with admin_connect() as conn:
+            if uses + 1 < _MOST_USES and _as_a_store_made_it(conn, name):
+                _empty(conn, name)
+                _EMPTIED.append((name, uses + 1))
+            else:
+                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+def _as_a_store_made_it(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> bool:
+    tables = conn.execute(_TABLES, {"schema": schema}).fetchall()
+    if not any(name == "memory_records" for name, _ in tables):
+        return False  # no store opened on it
+    found = str(one_value(conn, _CATALOGUE, {"schema": schema}))
+    if not _STORE_CATALOGUE:
+        _STORE_CATALOGUE.append(found)
+    return found == _STORE_CATALOGUE[0]
+
+
+def _empty(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
+    with conn.transaction():
+        for name, kind in conn.execute(_TABLES, {"schema": schema}).fetchall():
+            relation = sql.Identifier(schema, str(name))
+            if kind == "S":
+                conn.execute(sql.SQL("ALTER SEQUENCE {} RESTART").format(relation))
+            else:
+                conn.execute(sql.SQL("DELETE FROM {}").format(relation))
 
 
 def unreachable_dsn(password: str = "sekret") -> str:
@@ -285,7 +377,9 @@ def relations_holding(schema: str, word: str) -> set[str]:
     }
 
 
-def one_value(conn: psycopg.Connection[tuple[object, ...]], query: str) -> object:
-    row = conn.execute(query.encode()).fetchone()
+def one_value(
+    conn: psycopg.Connection[tuple[object, ...]], query: str, params: dict[str, str] | None = None
+) -> object:
+    row = conn.execute(query.encode(), params).fetchone()
     assert row is not None
     return row[0]
