@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -91,7 +92,7 @@ def worker_database() -> Iterator[None]:
     try:
         with psycopg.connect(CONFIGURED_DSN, autocommit=True, connect_timeout=5) as conn:
             _drop_abandoned(conn)
-            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(WORKER_DB)))
+            _create(conn, WORKER_DB)
         lease = psycopg.connect(BASE_DSN, autocommit=True, connect_timeout=5)
     except psycopg.Error:
         pass
@@ -105,6 +106,19 @@ def worker_database() -> Iterator[None]:
                 conn.execute(drop)
 
 
+def _create(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+    """CREATE DATABASE, which PostgreSQL refuses while anyone else is connected to its template (another
+    run's clean-up, a person's psql): tried again for a few seconds."""
+    for attempt in range(20):
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            return
+        except psycopg.errors.ObjectInUse:
+            if attempt == 19:
+                raise
+            time.sleep(0.25)
+
+
 def _drop_emptied() -> None:
     """The schemas `store_schema` kept for another test, at the session's end (outside a worker database,
     which goes whole)."""
@@ -112,8 +126,7 @@ def _drop_emptied() -> None:
         return
     with contextlib.suppress(psycopg.Error), psycopg.connect(BASE_DSN, autocommit=True) as conn:
         while _EMPTIED:
-            name, _ = _EMPTIED.pop()
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+            _drop_schema(conn, _EMPTIED.pop()[0])
 
 
 def _drop_abandoned(conn: psycopg.Connection[tuple[object, ...]]) -> None:
@@ -129,14 +142,23 @@ def _drop_abandoned(conn: psycopg.Connection[tuple[object, ...]]) -> None:
 
 @contextlib.contextmanager
 def temp_schema(prefix: str = "sbtest") -> Iterator[TempSchema]:
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    with admin_connect() as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    name = _new_schema(prefix)
     try:
         yield TempSchema(name, schema_dsn(name))
     finally:
         with admin_connect() as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+            _drop_schema(conn, name)
+
+
+def _new_schema(prefix: str) -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with admin_connect() as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    return name
+
+
+def _drop_schema(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
 
 
 # The schemas this process has emptied for `store_schema`, each with how often it has served; and the
@@ -181,10 +203,7 @@ def store_schema() -> Iterator[TempSchema]:
     and its sequences restarted. An open on it then only reads the catalogue, where a new schema's
     32 partitions cost the server a second or so. Given back only while its catalogue is exactly what a
     store made (else dropped), so a test that changed the schema never hands the change on."""
-    name, uses = _EMPTIED.pop() if _EMPTIED else (f"sbtest_{uuid.uuid4().hex[:12]}", 0)
-    if not uses:
-        with admin_connect() as conn:
-            conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    name, uses = _EMPTIED.pop() if _EMPTIED else (_new_schema("sbtest"), 0)
     try:
         yield TempSchema(name, schema_dsn(name))
     finally:
@@ -193,7 +212,7 @@ def store_schema() -> Iterator[TempSchema]:
                 _empty(conn, name)
                 _EMPTIED.append((name, uses + 1))
             else:
-                conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+                _drop_schema(conn, name)
 
 
 def _as_a_store_made_it(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> bool:
