@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -44,6 +45,18 @@ def is_developer_setting(name: str) -> bool:
     if upper.startswith(TEST_PREFIX):
         return False
     return upper in DEVELOPER_NAMES or upper.startswith(DEVELOPER_PREFIXES)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def postgres_worker_database() -> Iterator[None]:
+    """Where the selected tests use the PostgreSQL test server, each xdist worker works in a database
+    of its own (tests/memory/postgres_support.py); a selection without them never connects."""
+    support = sys.modules.get("tests.memory.postgres_support")
+    if support is None:
+        yield
+        return
+    with support.worker_database():
+        yield
 
 
 @pytest.fixture(autouse=True)

@@ -3,6 +3,14 @@
 Tests never share tables: each gets its own schema (reached through `search_path` in the DSN), dropped
 afterwards, so parallel runs and other helpers on the same server never collide. An unreachable server
 FAILS the test with a line saying how to start it — PostgreSQL tests are never skipped.
+
+Each pytest-xdist worker works in a database of its own (`worker_database`), made when it starts and
+dropped when it ends. The store takes its schema lock and its scopes' locks per database, so workers in one
+database would queue behind each other's schema changes (a new schema's 32 partitions take a second or
+two); and a new database's catalogue holds none of the dead rows that earlier runs leave behind on a
+server without autovacuum, which slow every later schema change. The tests' sessions commit without
+waiting for the disk (`synchronous_commit=off`): nothing here survives a server crash on purpose, and
+the many small commits otherwise wait on a flush each.
 """
 
 from __future__ import annotations
@@ -10,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import time
 import uuid
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,13 +28,32 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import sql
-from psycopg.conninfo import make_conninfo
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memory.stores.postgres.sql import _COLUMNS, _RECORDS
 
-BASE_DSN = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
+CONFIGURED_DSN = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 PG_HOST = "127.0.0.1"
 PG_PORT = 5432
+SESSION_OPTIONS = "-csynchronous_commit=off"
+# Set by pytest-xdist in its workers (before any test module is imported): the worker and the run.
+_WORKER = os.environ.get("PYTEST_XDIST_WORKER", "")
+_RUN = os.environ.get("PYTEST_XDIST_TESTRUNUID", "")[:8]
+_CONFIGURED_DB = str(conninfo_to_dict(CONFIGURED_DSN).get("dbname") or "test")
+# Another run's worker database: named `<database>_w_<worker>_<run>`.
+_WORKER_PREFIX = f"{_CONFIGURED_DB}_w_"
+WORKER_DB = f"{_WORKER_PREFIX}{_WORKER}_{_RUN}" if _WORKER and _RUN else None
+
+
+def with_options(dsn: str, *options: str) -> str:
+    """The DSN with these server options added to its own."""
+    own = str(conninfo_to_dict(dsn).get("options") or "")
+    return make_conninfo(dsn, options=" ".join(filter(None, (own, *options))))
+
+
+BASE_DSN = with_options(
+    make_conninfo(CONFIGURED_DSN, dbname=WORKER_DB) if WORKER_DB else CONFIGURED_DSN, SESSION_OPTIONS
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,19 +73,168 @@ def admin_connect() -> psycopg.Connection[tuple[object, ...]]:
 
 
 def schema_dsn(schema: str, base: str = BASE_DSN, **params: str | int) -> str:
-    return make_conninfo(base, options=f"-csearch_path={schema}", **params)
+    return with_options(make_conninfo(base, **params), f"-csearch_path={schema}")
+
+
+@contextlib.contextmanager
+def worker_database() -> Iterator[None]:
+    """This xdist worker's own database for the session: made afresh, kept open by one idle connection
+    (so another run's clean-up leaves it alone), dropped at the end; any database an earlier, killed run
+    left (no one connected) goes first. Outside a worker, the configured database, left with no schema
+    of ours. Never fails: an unreachable server fails the PostgreSQL tests themselves, with their line."""
+    if WORKER_DB is None:
+        try:
+            yield
+        finally:
+            _drop_emptied()
+        return
+    lease: psycopg.Connection[tuple[object, ...]] | None = None
+    try:
+        with psycopg.connect(CONFIGURED_DSN, autocommit=True, connect_timeout=5) as conn:
+            _drop_abandoned(conn)
+            _create(conn, WORKER_DB)
+        lease = psycopg.connect(BASE_DSN, autocommit=True, connect_timeout=5)
+    except psycopg.Error:
+        pass
+    try:
+        yield
+    finally:
+        if lease is not None:
+            lease.close()
+            drop = sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(WORKER_DB))
+            with contextlib.suppress(psycopg.Error), psycopg.connect(CONFIGURED_DSN, autocommit=True) as conn:
+                conn.execute(drop)
+
+
+def _create(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+    """CREATE DATABASE, which PostgreSQL refuses while anyone else is connected to its template (another
+    run's clean-up, a person's psql): tried again for a few seconds."""
+    for attempt in range(20):
+        try:
+            conn.execute(sql.SQL("CREATE DATABASE {}").format(sql.Identifier(name)))
+            return
+        except psycopg.errors.ObjectInUse:
+            if attempt == 19:
+                raise
+            time.sleep(0.25)
+
+
+def _drop_emptied() -> None:
+    """The schemas `store_schema` kept for another test, at the session's end (outside a worker database,
+    which goes whole)."""
+    if not _EMPTIED:
+        return
+    with contextlib.suppress(psycopg.Error), psycopg.connect(BASE_DSN, autocommit=True) as conn:
+        while _EMPTIED:
+            _drop_schema(conn, _EMPTIED.pop()[0])
+
+
+def _drop_abandoned(conn: psycopg.Connection[tuple[object, ...]]) -> None:
+    abandoned = conn.execute(
+        "SELECT datname FROM pg_database AS d WHERE starts_with(datname, %s)"
+        " AND NOT EXISTS (SELECT 1 FROM pg_stat_activity AS a WHERE a.datid = d.oid)",
+        (_WORKER_PREFIX,),
+    ).fetchall()
+    for (name,) in abandoned:
+        with contextlib.suppress(psycopg.Error):  # someone connected meanwhile: not abandoned
+            conn.execute(sql.SQL("DROP DATABASE {}").format(sql.Identifier(str(name))))
 
 
 @contextlib.contextmanager
 def temp_schema(prefix: str = "sbtest") -> Iterator[TempSchema]:
-    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
-    with admin_connect() as conn:
-        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    name = _new_schema(prefix)
     try:
         yield TempSchema(name, schema_dsn(name))
     finally:
         with admin_connect() as conn:
-            conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+            _drop_schema(conn, name)
+
+
+def _new_schema(prefix: str) -> str:
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
+    with admin_connect() as conn:
+        conn.execute(sql.SQL("CREATE SCHEMA {}").format(sql.Identifier(name)))
+    return name
+
+
+def _drop_schema(conn: psycopg.Connection[tuple[object, ...]], name: str) -> None:
+    conn.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(sql.Identifier(name)))
+
+
+# The schemas this process has emptied for `store_schema`, each with how often it has served; and the
+# catalogue of the first one a store made, which any other must match to be used again.
+_EMPTIED: list[tuple[str, int]] = []
+_STORE_CATALOGUE: list[str] = []
+# Emptying leaves dead rows (no vacuum): a schema serves this many tests, then is dropped.
+_MOST_USES = 20
+
+# What a store made in a schema: its relations, columns, constraints, functions and triggers, each with
+# its definition, without the schema's own name.
+_CATALOGUE = """
+    SELECT md5(string_agg(replace(item, %(schema)s || '.', ''), ' | ' ORDER BY item)) FROM (
+        SELECT c.relname || ' ' || c.relkind::text || ' ' || COALESCE(pg_get_indexdef(c.oid), '') AS item
+        FROM pg_class AS c WHERE c.relnamespace = %(schema)s::regnamespace
+        UNION ALL
+        SELECT c.relname || '.' || a.attname || ' ' || format_type(a.atttypid, a.atttypmod)
+            || ' ' || a.attnotnull::text || ' ' || COALESCE(pg_get_expr(d.adbin, d.adrelid), '')
+        FROM pg_attribute AS a JOIN pg_class AS c ON c.oid = a.attrelid
+        LEFT JOIN pg_attrdef AS d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+        WHERE c.relnamespace = %(schema)s::regnamespace AND a.attnum > 0 AND NOT a.attisdropped
+        UNION ALL
+        SELECT conname || ' ' || pg_get_constraintdef(oid) FROM pg_constraint
+        WHERE connamespace = %(schema)s::regnamespace
+        UNION ALL
+        SELECT proname || ' ' || md5(prosrc) FROM pg_proc WHERE pronamespace = %(schema)s::regnamespace
+        UNION ALL
+        SELECT t.tgname || ' ' || t.tgfoid::regprocedure::text FROM pg_trigger AS t
+        JOIN pg_class AS c ON c.oid = t.tgrelid WHERE c.relnamespace = %(schema)s::regnamespace
+    ) AS made
+"""
+_TABLES = """
+    SELECT relname, relkind FROM pg_class WHERE relnamespace = %(schema)s::regnamespace
+    AND relkind IN ('r', 'p', 'S') AND NOT relispartition
+"""
+
+
+@contextlib.contextmanager
+def store_schema() -> Iterator[TempSchema]:
+    """A schema for a store that must start empty, where nothing but the store touches the tables: the
+    first time a new one, like `temp_schema`; later one an earlier test's store made, its rows deleted
+    and its sequences restarted. An open on it then only reads the catalogue, where a new schema's
+    32 partitions cost the server a second or so. Given back only while its catalogue is exactly what a
+    store made (else dropped), so a test that changed the schema never hands the change on."""
+    name, uses = _EMPTIED.pop() if _EMPTIED else (_new_schema("sbtest"), 0)
+    try:
+        yield TempSchema(name, schema_dsn(name))
+    finally:
+        with admin_connect() as conn:
+            if uses + 1 < _MOST_USES and _as_a_store_made_it(conn, name):
+                _empty(conn, name)
+                _EMPTIED.append((name, uses + 1))
+            else:
+                _drop_schema(conn, name)
+
+
+def _as_a_store_made_it(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> bool:
+    tables = conn.execute(_TABLES, {"schema": schema}).fetchall()
+    if not any(name == "memory_records" for name, _ in tables):
+        return False  # no store opened on it
+    found = str(one_value(conn, _CATALOGUE, {"schema": schema}))
+    if not _STORE_CATALOGUE:
+        _STORE_CATALOGUE.append(found)
+    return found == _STORE_CATALOGUE[0]
+
+
+def _empty(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
+    with conn.transaction():
+        # No trigger fires: a deleted record would leave its tombstone, and the next store's ids go on.
+        conn.execute("SET LOCAL session_replication_role = replica")
+        for name, kind in conn.execute(_TABLES, {"schema": schema}).fetchall():
+            relation = sql.Identifier(schema, str(name))
+            if kind == "S":
+                conn.execute(sql.SQL("ALTER SEQUENCE {} RESTART").format(relation))
+            else:
+                conn.execute(sql.SQL("DELETE FROM {}").format(relation))
 
 
 def unreachable_dsn(password: str = "sekret") -> str:
@@ -221,7 +398,9 @@ def relations_holding(schema: str, word: str) -> set[str]:
     }
 
 
-def one_value(conn: psycopg.Connection[tuple[object, ...]], query: str) -> object:
-    row = conn.execute(query.encode()).fetchone()
+def one_value(
+    conn: psycopg.Connection[tuple[object, ...]], query: str, params: dict[str, str] | None = None
+) -> object:
+    row = conn.execute(query.encode(), params).fetchone()
     assert row is not None
     return row[0]

@@ -1,6 +1,7 @@
 """PostgresMemoryStore runs the one store contract suite (tests/memory/store_contract.py) too.
 
-Each store the factory makes gets its own fresh schema on the real server, so every store starts
+Each store the factory makes gets a schema of its own on the real server, with no rows
+(`store_schema`: one an earlier test's store made and emptied, where it can), so every store starts
 empty; the store opens itself on first use. An unreachable server fails these tests, never skips them.
 """
 
@@ -18,7 +19,7 @@ from memory.rules.retention import NO_RETENTION, Retention
 from memory.stores.contract import MemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP
-from tests.memory.postgres_support import temp_schema, unique_application_name
+from tests.memory.postgres_support import store_schema, unique_application_name
 from tests.memory.store_contract import StoreContract, StoreFactory
 
 
@@ -35,7 +36,7 @@ async def make_store() -> AsyncIterator[StoreFactory]:
             embedder: Embedder | None = None,
             retention: Retention = NO_RETENTION,
         ) -> MemoryStore:
-            schema = schemas.enter_context(temp_schema())
+            schema = schemas.enter_context(store_schema())
             store = PostgresMemoryStore(
                 schema.dsn,
                 cap=cap,

@@ -29,6 +29,12 @@ class Clock:
 
 
 @pytest.fixture
+def schema(emptied_schema: TempSchema) -> TempSchema:
+    """These tests open stores on the schema and touch only their rows: an emptied one will do."""
+    return emptied_schema
+
+
+@pytest.fixture
 def clock() -> Clock:
     return Clock()
 

@@ -37,6 +37,12 @@ Clock = FakeClock
 
 
 @pytest.fixture
+def schema(emptied_schema: TempSchema) -> TempSchema:
+    """These tests open stores on the schema and touch only their rows: an emptied one will do."""
+    return emptied_schema
+
+
+@pytest.fixture
 def clock() -> Clock:
     return Clock(NOW)
 
