@@ -213,6 +213,11 @@ class MemoryStoreError(RuntimeError):
         self.status = status
 
 
+class MemoryUnavailable(MemoryStoreError):
+    """The store could not be reached (a server down or lost): a retrieve, advisory, then reads as
+    nothing with a warning, while every other operation still fails (memory/stores/front_reads.py)."""
+
+
 # How soon after an erasure a store whose files keep erased bytes (PostgreSQL) rewrites them, when
 # nothing is configured (memory.compact_after_seconds; config/settings.py states the same default).
 DEFAULT_COMPACT_AFTER_SECONDS = 300.0

@@ -45,7 +45,7 @@ def run_actor(source_run_id: str | None) -> str:
 
 
 def log_limit(limit: int) -> int:
-    """A curation log's or a pending list's page: at most MAX_LIMIT, never negative."""
+    """A page of records or log entries, as every store reads one: at most MAX_LIMIT, never negative."""
     return max(0, min(limit, MAX_LIMIT))
 
 

@@ -12,7 +12,8 @@ sniffing its type.
 - `EventClaims`: "act on this key once" across every process sharing the store.
 - `ScopeMaintenance`: listing the scopes a store holds, and giving older records their vectors.
 - `CompactingStore`: rewriting a store's files so no erased byte stays in them.
-- `StoreBackend`: what a backend does under the store front (memory/stores/front.py).
+- `StoreBackend`: what a backend does under the store front (memory/stores/front.py), its reading
+  and erasing half `ReadBackend` (memory/stores/front_reads.py).
 
 Lives under `memory.stores` (not beside the values in `memory.types`): nothing below the stores needs a
 store, and everything above them may import this module.
@@ -24,6 +25,8 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Protocol, runtime_checkable
 
+from memory.ranking.embedder import Embedder
+from memory.rules.person import PersonRename
 from memory.stores.writing import Approval
 from memory.types import (
     MACHINE_LABEL,
@@ -254,7 +257,88 @@ class ScopeMaintenance(Protocol):
         ...
 
 
-class StoreBackend(Protocol):
+class ReadBackend(Protocol):
+    """The reading and erasing half of a backend, under memory/stores/front_reads.py: arguments
+    already checked, limits clamped, cutoffs computed, events logged by the front; a storage failure
+    raised as a `MemoryStoreError`, a storage out of reach as a `MemoryUnavailable`."""
+
+    async def rank(
+        self, scope_key: str, query: str, terms: Sequence[str], limit: int
+    ) -> builtins.list[Ranked]:
+        """The scope's best unexpired active records for the query (`terms`: its prefilter terms,
+        never empty), at most `limit`, best first, as their usage bump leaves them."""
+        ...
+
+    async def rank_many(
+        self, scope_keys: Sequence[str], query: str, terms: Sequence[str], limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        """Each distinct scope ranked as `rank` ranks it, in one hop with the query embedded once;
+        scopes with nothing left out."""
+        ...
+
+    async def list_records(
+        self, scope_key: str, limit: int, query: str | None, cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
+        """Active records created at `cutoff` or later, newest first, at most `limit`, whole-token
+        filtered by `query` when there is one; no usage bump."""
+        ...
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        """The scope's records with these (distinct) ids that are neither erased nor pending, in id order."""
+        ...
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        """The active record of this scope and every version of its chain erased (reason `forgotten`);
+        False when it was not active."""
+        ...
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        """Every not-yet-erased record of the scope erased; how many."""
+        ...
+
+    async def erase_expired(self) -> int:
+        """Every scope's records past that scope's retention erased; how many."""
+        ...
+
+    async def link_sources(self, link: SourceLink) -> None:
+        """The run's (message, scope) pairs stored; `link` has at least one of each, keys checked."""
+        ...
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        """The records of every run linked to one of these (distinct) messages erased; how many."""
+        ...
+
+    async def pseudonymize(self, rename: PersonRename) -> int:
+        """Every curation log and read-audit entry naming the person renamed; how many entries."""
+        ...
+
+    async def record_read(self, entry: ReadAudit, cutoff: float) -> None:
+        """The read appended, audit rows older than `cutoff` dropped."""
+        ...
+
+    async def read_audit(self, query: AuditQuery, cutoff: float) -> builtins.list[ReadAudit]:
+        """Audited reads matching the query at `cutoff` or later, newest first, at most `query.limit`."""
+        ...
+
+    async def claim(self, key: str, ttl_seconds: float) -> bool:
+        """True for the first claim of the (checked) key until `ttl_seconds` have passed."""
+        ...
+
+    async def scope_keys(self) -> builtins.list[str]:
+        """Every scope holding a record not yet erased."""
+        ...
+
+    async def reindex_batch(self, scope_key: str, embedder: Embedder, batch: int) -> tuple[int, int]:
+        """Vectors of `embedder` for up to `batch` of the scope's active records that lack one, in one
+        transaction: how many were made and how many still lack one."""
+        ...
+
+    async def foreign_vectors(self, model: str) -> int:
+        """Active records, every scope, whose vector another model than `model` made."""
+        ...
+
+
+class StoreBackend(ReadBackend, Protocol):
     """What a backend does under the store front (memory/stores/front.py): each call one transaction
     holding the scope's lock (or one read), its arguments already checked, its curation entries
     appended in that transaction; a storage failure raised as a `MemoryStoreError`."""

@@ -1,9 +1,10 @@
-"""The store front: the write and the `CuratingStore` half written once over a backend.
+"""The store front: the whole store contract written once over a backend.
 
 Every write and curating call is checked here (scope key, actor, cap, log limit, the candidates
 validated and redacted off the loop), logged here as one structlog event with ids and counts (never
 text), and handed to the backend as one transaction or one read (`StoreBackend` in
-memory/stores/contract.py); every batch is planned by memory/stores/writing.py inside it.
+memory/stores/contract.py); every batch is planned by memory/stores/writing.py inside it. The reads,
+erasures, ledger, claims and maintenance are the other half (`ReadFront`, memory/stores/front_reads.py).
 A backend keeps only storage: SQL, its threads or its pool, and turning its driver's failure into a
 `MemoryStoreError`.
 """
@@ -12,15 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Mapping, Sequence
-from typing import ClassVar
+from collections.abc import Sequence
 
 import structlog
 
 from memory.rules.curation import SYSTEM_ACTOR, log_limit, validate_actor, validate_entry
-from memory.rules.engine import parse_record_id, prepare_batch, validate_cap
+from memory.rules.engine import prepare_batch, validate_cap
 from memory.rules.scope import validate_scope_key
-from memory.stores.contract import StoreBackend
+from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance, StoreBackend
+from memory.stores.front_reads import ReadFront
+from memory.stores.front_reads import own_id as _own
 from memory.stores.sql_common import log_evictions
 from memory.stores.writing import NO_CAP
 from memory.types import (
@@ -36,13 +38,34 @@ from memory.types import (
 log = structlog.get_logger("memory")
 
 
-class StoreFront:
+class StoreFront(ReadFront):
     """Mixed into a durable store: `_backend` is the storage it runs the calls on, `_cap`
     the store's per-scope cap, `_log_fields` what every event adds (e.g. which store)."""
 
     _cap: int | None
     _backend: StoreBackend
-    _log_fields: ClassVar[Mapping[str, str]] = {}
+
+    # What every fronted store answers unless it says otherwise: it curates, shares its claims with
+    # every process over the same storage, holds its scopes here, keeps no erased byte in its files
+    # (its erasures rewrite them), and has nothing to verify at start or to release at the end.
+
+    def curation(self) -> CuratedStore | None:
+        return self
+
+    def claims(self) -> EventClaims | None:
+        return self
+
+    def maintenance(self) -> ScopeMaintenance | None:
+        return self
+
+    def compaction(self) -> CompactingStore | None:
+        return None
+
+    async def open(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None
 
     def _batch_cap(self, cap: int | None) -> int:
         """The call's cap, else the store's; a store built without one never evicts."""
@@ -50,15 +73,20 @@ class StoreFront:
             return validate_cap(cap)
         return NO_CAP if self._cap is None else self._cap
 
+    async def _prepared(
+        self, scope_key: str, candidates: Sequence[MemoryCandidate], cap: int | None
+    ) -> tuple[builtins.list[MemoryCandidate], int]:
+        """The batch validated and redacted (CPU work on untrusted text, off the loop), and its cap."""
+        validate_scope_key(scope_key)
+        batch_cap = self._batch_cap(cap)
+        return await asyncio.to_thread(prepare_batch, candidates), batch_cap
+
     async def write(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
     ) -> WriteResult:
         """One batch in one transaction; `cap` overrides the store's cap for it (the memory
         service's per-request cap)."""
-        validate_scope_key(scope_key)
-        batch_cap = self._batch_cap(cap)
-        # Validation and redaction: CPU work on untrusted text, off the loop.
-        batch = await asyncio.to_thread(prepare_batch, candidates)
+        batch, batch_cap = await self._prepared(scope_key, candidates, cap)
         if not batch:
             return WriteResult()
         result = await self._backend.write(scope_key, batch, batch_cap)
@@ -68,10 +96,7 @@ class StoreFront:
     async def write_pending(
         self, scope_key: str, candidates: Sequence[MemoryCandidate], *, cap: int | None = None
     ) -> WriteResult:
-        validate_scope_key(scope_key)
-        batch_cap = self._batch_cap(cap)
-        # Validation and redaction: CPU work on untrusted text, off the loop.
-        batch = await asyncio.to_thread(prepare_batch, candidates)
+        batch, batch_cap = await self._prepared(scope_key, candidates, cap)
         if not batch:
             return WriteResult()
         result = await self._backend.write_pending(scope_key, batch, batch_cap)
@@ -173,9 +198,3 @@ class StoreFront:
                 "memory.merge", **self._log_fields, scope_key=scope_key, survivor=survivor_id, merged=merged
             )
         return merged
-
-
-def _own(scope_key: str, record_id: str) -> bool:
-    """Only an id of this scope can name one of its records (any other is answered as not found)."""
-    parsed = parse_record_id(record_id) if isinstance(record_id, str) else None
-    return parsed is not None and parsed[0] == scope_key

@@ -12,11 +12,12 @@ Every test goes through the protocol only (retrieve, write, list, forget): what 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Protocol, cast
 
 import pytest
+from structlog.testing import capture_logs
 
 from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import SPEC, Feedback, Ranking, rank, stats_stems
@@ -26,6 +27,7 @@ from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InProcessMemoryStore
 from memory.types import (
     DEFAULT_SCOPE_CAP,
+    MAX_LIMIT,
     MAX_TEXT_CHARS,
     AuditQuery,
     MemoryCandidate,
@@ -1044,5 +1046,65 @@ class DatesContract:
         assert ids(await store.retrieve(ORG, "what happened yesterday", 5)) == []
 
 
-class StoreContract(CoreContract, ProvenanceContract, DatesContract):
+class FrontContract:
+    """What the store front (memory/stores/front.py) does the same way over every backend: the
+    arguments it refuses, the limits it keeps and the events it logs."""
+
+    @pytest.mark.parametrize("bad", ["", "org:acme corp", "org:acme\x00"])
+    async def test_a_malformed_scope_key_is_refused_by_every_read_and_erasure(
+        self, make_store: StoreFactory, bad: str
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("deploy on fridays")])
+        calls: list[Callable[[], Awaitable[object]]] = [
+            lambda: store.retrieve(bad, "deploy", 5),
+            lambda: store.retrieve_many([ORG, bad], "deploy", 5),
+            lambda: store.list(bad, 5),
+            lambda: store.fetch(bad, [rid(ORG, 1)]),
+            lambda: store.forget(bad, rid(ORG, 1)),
+            lambda: store.erase_scope(bad, "user_request"),
+            lambda: store.link_sources(SourceLink(run_id="run-1", scope_keys=(bad,), messages=("m",))),
+        ]
+        for call in calls:
+            with pytest.raises(ValueError, match="scope key"):
+                await call()
+        assert ids(await store.list(ORG, 5)) == [rid(ORG, 1)]  # nothing was touched
+
+    async def test_reads_return_at_most_max_limit_records(self, make_store: StoreFactory) -> None:
+        store = make_store()
+        await store.write(ORG, [fact(f"deploy note {n} kept") for n in range(MAX_LIMIT + 5)])
+        assert len(await store.list(ORG, 1000)) == MAX_LIMIT
+        assert len(await store.list(ORG, 1000, "deploy")) == MAX_LIMIT
+        assert len(await store.retrieve(ORG, "deploy note", 1000)) == MAX_LIMIT
+        assert await store.list(ORG, -1) == []
+
+    async def test_every_erasure_logs_one_store_event_with_ids_and_counts(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        message = "slack:C1:1700000000.000100"
+        await store.link_sources(SourceLink(run_id="run-1", scope_keys=(ORG,), messages=(message,)))
+        await store.write(ORG, [fact("deploy on fridays"), fact("the cafe menu"), fact("billing is monthly")])
+        await store.write(ORG, [fact("standup at ten", run="run-2")])
+        with capture_logs() as logs:
+            assert await store.forget(ORG, rid(ORG, 1))
+            assert not await store.forget(ORG, rid(OTHER, 1))  # another scope's id: nothing here
+            assert await store.erase_sources([message, message], "source_deleted") == 2
+            assert await store.erase_scope(ORG, "user_request") == 1
+        named = ("memory.store.forget", "memory.store.sources_erased", "memory.store.erased")
+        events = [
+            (e["event"], {k: v for k, v in e.items() if k not in ("event", "log_level", "store")})
+            for e in logs
+            if e["event"] in named
+        ]
+        assert events == [
+            ("memory.store.forget", {"scope_key": ORG, "id": rid(ORG, 1), "forgotten": True}),
+            ("memory.store.forget", {"scope_key": ORG, "id": rid(OTHER, 1), "forgotten": False}),
+            ("memory.store.sources_erased", {"messages": 1, "reason": "source_deleted", "erased": 2}),
+            ("memory.store.erased", {"scope_key": ORG, "reason": "user_request", "erased": 1}),
+        ]
+        assert not [e for e in logs if e["event"] == "memory.forget"]  # the command's audit event, not ours
+
+
+class StoreContract(CoreContract, ProvenanceContract, DatesContract, FrontContract):
     """Mix into a `Test…` class that provides `make_store` (a StoreFactory): every behaviour."""

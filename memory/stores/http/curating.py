@@ -18,7 +18,7 @@ import structlog
 from memory.rules.curation import log_limit, validate_actor, validate_entry
 from memory.rules.engine import prepare_batch
 from memory.rules.redact import redact_secrets
-from memory.stores.http.replies import CallFailed, count_of, records_of, write_result
+from memory.stores.http.replies import CallFailed, count_of, entries_of, records_of, well_formed, write_result
 from memory.types import (
     MACHINE_LABEL,
     CurationEntry,
@@ -130,18 +130,8 @@ class CurationClient:
         if not limit:
             return []
         body: dict[str, object] = {"scopeKey": scope_key, "id": record_id, "limit": limit}
-        reply = await self._checked("/curation/log", body)
-        raw = reply.get("entries")
-        if not isinstance(raw, builtins.list):
-            raise MemoryStoreError("memory service /curation/log: reply has no entries array", status=200)
-        entries: builtins.list[CurationEntry] = []
-        for item in raw:
-            try:
-                entry = entry_from_wire(item)
-            except WireError:
-                continue
-            if entry.scope_key == scope_key:
-                entries.append(entry)
+        raw = entries_of(await self._checked("/curation/log", body), "/curation/log")
+        entries = well_formed(raw, entry_from_wire, lambda entry: entry.scope_key == scope_key)
         if dropped := len(raw) - len(entries):
             log.warning("memory.curation_log_dropped_entries", scope_key=scope_key, dropped=dropped)
         return entries

@@ -7,11 +7,13 @@ person asked), never a guess; a malformed record is dropped on its own and count
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from memory.types import MemoryRecord, MemoryStoreError, Ranked, WriteResult
 from memory.wire import WireError, ranked_from_wire, record_from_wire
+
+T = TypeVar("T")
 
 
 class CallFailed(Exception):
@@ -62,15 +64,31 @@ def records_of(reply: dict[str, Any], scope_key: str) -> tuple[builtins.list[Mem
     raw = reply.get("records")
     if not isinstance(raw, builtins.list):
         raise CallFailed(200, "reply has no records array")
-    records: builtins.list[MemoryRecord] = []
+    records = well_formed(raw, record_from_wire, lambda record: record.scope_key == scope_key)
+    return records, len(raw) - len(records)
+
+
+def entries_of(reply: dict[str, Any], route: str) -> builtins.list[Any]:
+    """A reply's `entries` array (a log's or the audit's), still on the wire."""
+    raw = reply.get("entries")
+    if not isinstance(raw, builtins.list):
+        raise MemoryStoreError(f"memory service {route}: reply has no entries array", status=200)
+    return raw
+
+
+def well_formed(
+    raw: builtins.list[Any], parse: Callable[[Any], T], keep: Callable[[T], bool] = lambda _: True
+) -> builtins.list[T]:
+    """The items `parse` reads and `keep` keeps, in order; a malformed item is dropped on its own."""
+    found: builtins.list[T] = []
     for item in raw:
         try:
-            record = record_from_wire(item)
+            value = parse(item)
         except WireError:
             continue
-        if record.scope_key == scope_key:
-            records.append(record)
-    return records, len(raw) - len(records)
+        if keep(value):
+            found.append(value)
+    return found
 
 
 def write_result(reply: dict[str, Any], route: str) -> WriteResult:

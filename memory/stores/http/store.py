@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import builtins
-from collections.abc import Sequence
-from typing import Any
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 import httpx
 import structlog
@@ -20,7 +21,15 @@ from memory.rules.claims import validate_claim
 from memory.rules.engine import prepare_batch
 from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.http.curating import CurationClient
-from memory.stores.http.replies import CallFailed, count_of, ranked_scopes, records_of, write_result
+from memory.stores.http.replies import (
+    CallFailed,
+    count_of,
+    entries_of,
+    ranked_scopes,
+    records_of,
+    well_formed,
+    write_result,
+)
 from memory.types import (
     AuditQuery,
     EraseReason,
@@ -33,7 +42,6 @@ from memory.types import (
     WriteResult,
 )
 from memory.wire import (
-    WireError,
     audit_from_wire,
     audit_query_to_wire,
     audit_to_wire,
@@ -44,6 +52,8 @@ from memory.wire import (
 from ops.tracing import client_span
 
 log = structlog.get_logger("memory.http_store")
+
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT = 5.0
 # The scope `open` asks about: a fetch of no ids is authenticated and answered without touching a store.
@@ -104,17 +114,10 @@ class HttpMemoryStore(CurationClient):
         return self
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
-        try:
-            reply = await self._call("/retrieve", {"scopeKey": scope_key, "query": query, "limit": limit})
-            records, dropped = records_of(reply, scope_key)
-        except CallFailed as failure:
-            log.warning(
-                "memory.retrieve_degraded", scope_key=scope_key, status=failure.status, reason=failure.reason
-            )
-            return []
-        if dropped:
-            log.warning("memory.retrieve_dropped_records", scope_key=scope_key, dropped=dropped)
-        return records
+        """Advisory: any failure reads as nothing, with a warning."""
+        body = {"scopeKey": scope_key, "query": query, "limit": limit}
+        read = functools.partial(records_of, scope_key=scope_key)
+        return await self._advisory("/retrieve", body, read, [], scope_key=scope_key)
 
     async def retrieve_many(
         self, scope_keys: Sequence[str], query: str, limit: int
@@ -123,16 +126,27 @@ class HttpMemoryStore(CurationClient):
         keys = builtins.list(dict.fromkeys(scope_keys))
         if not keys:
             return {}
+        body = {"scopeKeys": keys, "query": query, "limit": limit}
+        read = functools.partial(ranked_scopes, scope_keys=keys)
+        return await self._advisory("/retrieve_many", body, read, {}, scope_keys=keys)
+
+    async def _advisory(
+        self,
+        route: str,
+        body: dict[str, object],
+        read: Callable[[dict[str, Any]], tuple[T, int]],
+        nothing: T,
+        **scopes: object,
+    ) -> T:
+        """A read's reply as `read` takes it; a failed call or reply is `nothing`, with a warning, and a
+        record dropped from the reply is counted in another."""
         try:
-            reply = await self._call("/retrieve_many", {"scopeKeys": keys, "query": query, "limit": limit})
-            found, dropped = ranked_scopes(reply, keys)
+            found, dropped = read(await self._call(route, body))
         except CallFailed as failure:
-            log.warning(
-                "memory.retrieve_degraded", scope_keys=keys, status=failure.status, reason=failure.reason
-            )
-            return {}
+            log.warning("memory.retrieve_degraded", **scopes, status=failure.status, reason=failure.reason)
+            return nothing
         if dropped:
-            log.warning("memory.retrieve_dropped_records", scope_keys=keys, dropped=dropped)
+            log.warning("memory.retrieve_dropped_records", **scopes, dropped=dropped)
         return found
 
     async def write(
@@ -200,16 +214,7 @@ class HttpMemoryStore(CurationClient):
 
     async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
         reply = await self._checked("/audit/query", audit_query_to_wire(query))
-        raw = reply.get("entries")
-        if not isinstance(raw, builtins.list):
-            raise MemoryStoreError("memory service /audit/query: reply has no entries array", status=200)
-        entries: builtins.list[ReadAudit] = []
-        for item in raw:
-            try:
-                entries.append(audit_from_wire(item))
-            except WireError:
-                continue
-        return entries
+        return well_formed(entries_of(reply, "/audit/query"), audit_from_wire)
 
     def claims(self) -> EventClaims | None:
         return self

@@ -6,8 +6,8 @@ its locks), `sql` and `rows` (the statements, the row form), `writes` (a planned
 reindex), `review` (the pending queue), `versions` (chains, histories, forget, edits, merges),
 `curation_log`, `retrieve` and `reads`, `erasure`, `ledger` (run sources, read audit), `claims`,
 and `index` (this replica's scope indexes, following the change feed in `changes`); `store` also
-keeps the curation storage under memory/stores/front.py. Backend-only: `terms` (document frequencies),
-`held_bumps`. Every write is planned by memory/stores/writing.py. It may import `memory.types`,
+keeps the storage under the store front (memory/stores/front.py). Backend-only: `terms` (document
+frequencies), `held_bumps`. Every write is planned by memory/stores/writing.py. It may import `memory.types`,
 `memory.rules`, `memory.ranking` and `memory.stores`' shared modules, never the service, the read
 path or the write path; its modules import each other without a circle.
 """

@@ -17,9 +17,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from memory.stores.postgres.rows import Connection
 from memory.stores.postgres.schema import apply_schema, configure
-from memory.types import (
-    MemoryStoreError,
-)
+from memory.types import MemoryStoreError, MemoryUnavailable
 
 log = structlog.get_logger("memory")
 
@@ -233,8 +231,8 @@ class ServerPool:
         finally:
             self._purge = None
 
-    def _unusable(self, what: str, error: psycopg.Error) -> MemoryStoreError:
-        return MemoryStoreError(f"{what} PostgreSQL at {self.where} ({DSN_SETTING}): {first_line(error)}")
+    def _unusable(self, what: str, error: psycopg.Error) -> MemoryUnavailable:
+        return MemoryUnavailable(f"{what} PostgreSQL at {self.where} ({DSN_SETTING}): {first_line(error)}")
 
 
 def quiet_and_idle(conn: Connection) -> bool:

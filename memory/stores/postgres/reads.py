@@ -12,7 +12,13 @@ from memory.rules.engine import (
     matches_filter,
 )
 from memory.stores.postgres.rows import NO_CUTOFF, Connection, fetch_rows, match_query
-from memory.stores.postgres.sql import _FOREIGN_VECTORS, _SELECT_BY_IDS, _SELECT_LIST, _SELECT_LIST_MATCHING
+from memory.stores.postgres.sql import (
+    _FOREIGN_VECTORS,
+    _SCOPES,
+    _SELECT_BY_IDS,
+    _SELECT_LIST,
+    _SELECT_LIST_MATCHING,
+)
 from memory.types import (
     MemoryRecord,
 )
@@ -63,3 +69,10 @@ async def count_foreign_vectors(pool: AsyncConnectionPool[Connection], embedder_
         cursor = await conn.execute(_FOREIGN_VECTORS, (embedder_name,))
         row = await cursor.fetchone()
     return 0 if row is None else int(row[0])
+
+
+async def scope_keys(pool: AsyncConnectionPool[Connection]) -> builtins.list[str]:
+    """Every scope holding a record not yet erased."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_SCOPES)
+        return [str(row[0]) for row in await cursor.fetchall()]

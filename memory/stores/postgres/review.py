@@ -29,17 +29,14 @@ from memory.stores.postgres.sql import (
     _LOCK_SCOPE,
     _RECORDS,
     _SELECT_ONE_ACTIVE,
+    newest_first,
 )
 from memory.stores.postgres.versions import walk
 from memory.stores.postgres.writes import Applied, apply_steps, write_pool
 from memory.stores.writing import Approval, approval_pool_candidate, plan_approval
 from memory.types import CurationEntry, MemoryRecord
 
-_SELECT_PENDING: Final = f"""
-    SELECT {_COLUMNS} FROM {_RECORDS}
-    WHERE scope_key = %s AND status = 'pending' AND created_at >= %s
-    ORDER BY seq DESC LIMIT %s
-"""
+_SELECT_PENDING: Final = newest_first("pending")
 
 
 _SELECT_ONE_PENDING: Final = f"""

@@ -81,11 +81,18 @@ _COUNT_UNVECTORED: Final = f"SELECT COUNT(*) FROM memory_records WHERE {_UNVECTO
 
 _UNCOUNT_TERMS: Final = "UPDATE memory_term_df SET df = df - %s WHERE scope_key = %s AND term = ANY(%s)"
 
-_SELECT_LIST: Final = f"""
+
+def newest_first(status: str) -> str:
+    """A scope's unexpired records in one status (a literal: each status has its own partial index),
+    newest first: (scope_key, cutoff, limit)."""
+    return f"""
     SELECT {_COLUMNS} FROM {_RECORDS}
-    WHERE scope_key = %s AND status = 'active' AND created_at >= %s
+    WHERE scope_key = %s AND status = '{status}' AND created_at >= %s
     ORDER BY seq DESC LIMIT %s
 """
+
+
+_SELECT_LIST: Final = newest_first("active")
 
 _SELECT_LIST_MATCHING: Final = f"""
     SELECT {_COLUMNS} FROM {_RECORDS}

@@ -24,14 +24,11 @@ from psycopg import AsyncConnection
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
-from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms
-from memory.ranking.vectors import REINDEX_BATCH, Progress
-from memory.rules.claims import validate_claim
+from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking
 from memory.rules.engine import validate_cap
 from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
-from memory.rules.scope import validate_scope_key
-from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.contract import CompactingStore
 from memory.stores.front import StoreFront
 from memory.stores.postgres import curation_log, ledger, reads, review, versions, writes
 from memory.stores.postgres.claims import ClaimTable
@@ -41,13 +38,11 @@ from memory.stores.postgres.compaction import (
     Compactor,
     compact_now,
 )
-from memory.stores.postgres.connections import DSN_SETTING, ServerPool, error_kind, failure, first_line
+from memory.stores.postgres.connections import DSN_SETTING, ServerPool, failure, first_line
 from memory.stores.postgres.erasure import ScrubList, erase, expiry_filters
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import NO_CUTOFF, Connection, match_query, own_seq, tsquery_of
-from memory.stores.postgres.sql import _SCOPES
 from memory.stores.postgres.versions import forget_chain
-from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.stores.usage_bumps import FlushTimers
 from memory.stores.writing import Approval
 from memory.types import (
@@ -58,7 +53,7 @@ from memory.types import (
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
-    MemoryStoreError,
+    MemoryUnavailable,
     OriginLabel,
     ReadAudit,
     RecordVersion,
@@ -190,9 +185,6 @@ class PostgresMemoryStore(SettledPool, StoreFront):
         """
         await self._pool.open()
 
-    def curation(self) -> CuratedStore | None:
-        return self
-
     def _opened(self) -> None:
         self._compactor.start()
         log.info("memory.store.opened", store="postgres", where=self._pool.where, cap=self._cap)
@@ -207,168 +199,6 @@ class PostgresMemoryStore(SettledPool, StoreFront):
     async def _write_bumps(self, scope_key: str) -> None:
         await self._retriever.write_bumps(self._pool, [scope_key])
 
-    async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
-        """The scope caught up and ranked whole (the spec ranking: its FTS prefilter by rank), its usage
-        bump held back and written within FLUSH_SECONDS; `[]` if the server is lost."""
-        validate_scope_key(scope_key)
-        found = await self._retrieve_scopes([scope_key], query, limit, scope_key=scope_key)
-        return [item.record for item in found.get(scope_key, [])]
-
-    async def retrieve_many(
-        self, scope_keys: Sequence[str], query: str, limit: int
-    ) -> dict[str, builtins.list[Ranked]]:
-        """Several scopes on one connection, each ranked as its own retrieve ranks it, the query embedded
-        once, and every scope's usage bump written later in ONE transaction. `{}` when the server is lost
-        (advisory)."""
-        keys = distinct_scopes(scope_keys)
-        return await self._retrieve_scopes(keys, query, limit, scope_keys=keys)
-
-    async def _retrieve_scopes(
-        self, keys: Sequence[str], query: str, limit: int, **logged: object
-    ) -> dict[str, builtins.list[Ranked]]:
-        terms = prefilter_terms(self._ranking, query)
-        tsquery = tsquery_of(terms)
-        if tsquery is None or limit <= 0 or not keys:
-            return {}
-        try:
-            pool = await self._pool.ready()
-            return await self._retriever.retrieve_scopes(pool, keys, query, terms, tsquery, limit)
-        except (psycopg.Error, MemoryStoreError) as error:
-            log.warning(
-                "memory.retrieve_failed",
-                store="postgres",
-                **logged,
-                error=error_kind(error),
-                message=f"PostgreSQL memory unavailable, continuing without memory: {first_line(error)}",
-            )
-            return {}
-        finally:  # bumps held back (even by a read that failed later): written within FLUSH_SECONDS
-            for key in keys:
-                self._flushes.soon(key, self._retriever.indexes.bumps.has_pending(key))
-
-    async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
-        """Active records newest first, optionally through the same FTS prefilter; no usage bump."""
-        validate_scope_key(scope_key)
-        cutoff = self._retention.cutoff(scope_key, self._clock())
-        statement = reads.list_statement(scope_key, limit, query, cutoff)
-        if statement is None:
-            return []
-        pool = await self._settled()
-        try:
-            return await reads.list_records(pool, statement, query)
-        except psycopg.Error as error:
-            raise failure("list", scope_key, error) from error
-
-    def maintenance(self) -> ScopeMaintenance | None:
-        return self
-
-    async def scope_keys(self) -> builtins.list[str]:
-        """Every scope holding a record not yet erased (for `switchboard memory reindex` and the
-        start-up migration of DMs' old channel scopes)."""
-        pool = await self._pool.ready()
-        async with pool.connection() as conn:
-            cursor = await conn.execute(_SCOPES)
-            return [str(row[0]) for row in await cursor.fetchall()]
-
-    async def reindex(
-        self, scope_key: str, *, batch: int = REINDEX_BATCH, progress: Progress | None = None
-    ) -> int:
-        """Vectors for the scope's active records that have none of this embedder's, a batch per
-        transaction: safe to interrupt and to run again. Returns how many were made."""
-        validate_scope_key(scope_key)
-        if self._embedder is None:
-            return 0
-        pool = await self._pool.ready()
-        return await writes.reindex(pool, self._embedder, scope_key, batch, progress)
-
-    async def foreign_vectors(self) -> int:
-        """Active records whose vector another embedder made, over every scope (start-up)."""
-        if self._embedder is None:
-            return 0
-        return await reads.count_foreign_vectors(await self._pool.ready(), self._embedder.name)
-
-    async def forget(self, scope_key: str, record_id: str) -> bool:
-        """Erase one active record of this scope and every version in its chain (its text, reason
-        `forgotten`); a foreign or unknown id forgets nothing."""
-        validate_scope_key(scope_key)
-        seq = own_seq(scope_key, record_id)
-        if seq is None:
-            return False  # not an id minted in this scope: no row of this scope can hold it
-        pool = await self._settled()
-        try:
-            forgotten = await forget_chain(pool, self._scrub, scope_key, seq, record_id, self._clock())
-        except psycopg.Error as error:
-            raise failure("forget", scope_key, error) from error
-        log.info("memory.forget", store="postgres", scope_key=scope_key, id=record_id, forgotten=forgotten)
-        return forgotten
-
-    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
-        validate_scope_key(scope_key)
-        erased = await self._erase("erase", "scope_key = %s", (scope_key,), reason)
-        log.info("memory.store.erased", store="postgres", scope_key=scope_key, reason=reason, erased=erased)
-        return erased
-
-    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
-        try:
-            renamed = await ledger.rename_person(await self._settled(), PersonRename(person_key, pseudonym))
-        except psycopg.Error as error:
-            raise failure("pseudonymize_person", "-", error) from error
-        log.info("memory.store.pseudonymized", store="postgres", renamed=renamed)
-        return renamed
-
-    async def erase_expired(self) -> int:
-        """Every scope: the configured ttl for all but the scopes with their own, then each of those."""
-        filters = expiry_filters(self._retention, self._clock()) if self._retention.expires else []
-        total = sum([await self._erase("erase", where, params, "expired") for where, params in filters])
-        if total:
-            log.info("memory.store.expired", store="postgres", erased=total)
-        return total
-
-    async def link_sources(self, link: SourceLink) -> None:
-        if not linkable(link):
-            return
-        now = self._clock()
-        pool = await self._pool.ready()
-        try:
-            await ledger.link_sources(pool, link, now)
-        except psycopg.Error as error:
-            raise failure("link_sources", "-", error) from error
-
-    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
-        wanted = builtins.list(dict.fromkeys(messages))
-        if not wanted:
-            return 0
-        erased = await self._erase("erase", ledger.SOURCES_WHERE, (wanted,), reason)
-        log.info("memory.store.sources_erased", store="postgres", messages=len(wanted), erased=erased)
-        return erased
-
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        validate_scope_key(scope_key)
-        ids = fetch_ids(record_ids)
-        if not ids:
-            return []
-        pool = await self._settled()
-        try:
-            return await reads.fetch_records(pool, scope_key, ids)
-        except psycopg.Error as error:
-            raise failure("fetch", scope_key, error) from error
-
-    async def record_read(self, entry: ReadAudit) -> None:
-        cutoff = self._retention.audit_cutoff(self._clock())
-        pool = await self._pool.ready()
-        try:
-            await ledger.record_read(pool, entry, cutoff)
-        except psycopg.Error as error:
-            raise failure("record_read", "-", error) from error
-
-    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
-        cutoff = self._retention.audit_cutoff(self._clock())
-        pool = await self._pool.ready()
-        try:
-            return await ledger.read_audit(pool, query, cutoff)
-        except psycopg.Error as error:
-            raise failure("read_audit", "-", error) from error
-
     def compaction(self) -> CompactingStore | None:
         return self
 
@@ -380,60 +210,163 @@ class PostgresMemoryStore(SettledPool, StoreFront):
         except psycopg.Error as error:
             raise failure("compact", "-", error) from error
 
-    def claims(self) -> EventClaims | None:
-        return self
 
-    async def claim_event(self, key: str, ttl_seconds: float) -> bool:
-        """Once per key across every replica on this database (memory/rules/claims.py)."""
-        key, ttl = validate_claim(key, ttl_seconds)
-        pool = await self._pool.ready()
-        try:
-            return await self._claims.claim(pool, key, ttl, self._clock())
-        except psycopg.Error as error:
-            raise failure("claim_event", "-", error) from error
+class PostgresReads:
+    """The reads and erasures of one `PostgresMemoryStore` (`ReadBackend`), on its pool."""
 
-    async def _erase(self, action: str, where: str, params: Sequence[object], reason: EraseReason) -> int:
-        """One UPDATE in place over the not-yet-erased rows matching `where`: text, norm, keywords,
-        tokens and any later content column (a vector) scrubbed; an active row becomes `forgotten`."""
-        pool = await self._settled()
-        try:
-            return await erase(pool, self._scrub, where, params, reason, self._clock)
-        except psycopg.Error as error:
-            raise failure(action, "-", error) from error
+    _store: PostgresMemoryStore
 
-
-class PostgresBackend:
-    """The writes and curation calls of one `PostgresMemoryStore` (`StoreBackend`), on its pool."""
-
-    def __init__(self, store: PostgresMemoryStore) -> None:
-        self._store = store
-
-    async def _guarded(self, action: str, scope_key: str, work: Callable[[Pool], Awaitable[T]]) -> T:
-        """`work` on the settled pool; a lost server or a failed statement one clear error."""
-        pool = await self._store._settled()
+    async def _guarded(
+        self, action: str, scope_key: str, work: Callable[[Pool], Awaitable[T]], *, settled: bool = True
+    ) -> T:
+        """`work` on the pool (settled: this replica's held usage bumps written first, what every
+        operation on records wants); a lost server or a failed statement one clear error."""
+        store = self._store
+        pool = await (store._settled() if settled else store._pool.ready())
         try:
             return await work(pool)
         except psycopg.Error as error:
             raise failure(action, scope_key, error) from error
 
-    async def write(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
-        """One transaction per batch under the scope's advisory lock: plan, apply, evict — or nothing."""
-        s = self._store
+    async def rank(
+        self, scope_key: str, query: str, terms: Sequence[str], limit: int
+    ) -> builtins.list[Ranked]:
+        """The scope caught up and ranked whole (the spec ranking: its FTS prefilter by rank)."""
+        return (await self.rank_many([scope_key], query, terms, limit)).get(scope_key, [])
+
+    async def rank_many(
+        self, scope_keys: Sequence[str], query: str, terms: Sequence[str], limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        """On one connection; every scope's usage bump held back and written within FLUSH_SECONDS in
+        ONE transaction (even a read that failed later held some)."""
+        store, tsquery = self._store, tsquery_of(terms)
+        if tsquery is None:
+            return {}
+        try:
+            pool = await store._pool.ready()
+            return await store._retriever.retrieve_scopes(pool, scope_keys, query, terms, tsquery, limit)
+        except psycopg.OperationalError as error:
+            raise MemoryUnavailable(f"PostgreSQL memory unavailable: {first_line(error)}") from error
+        except psycopg.Error as error:
+            raise failure("retrieve", ",".join(scope_keys), error) from error
+        finally:
+            for key in scope_keys:
+                store._flushes.soon(key, store._retriever.indexes.bumps.has_pending(key))
+
+    async def list_records(
+        self, scope_key: str, limit: int, query: str | None, cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
+        """Through the same FTS prefilter as a retrieve when there is a query."""
+        statement = reads.list_statement(scope_key, limit, query, cutoff)
+        if statement is None:
+            return []
+        return await self._guarded("list", scope_key, lambda pool: reads.list_records(pool, statement, query))
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
         return await self._guarded(
-            "write",
-            scope_key,
-            lambda pool: writes.write_batch(
-                pool, scope_key, batch, cap, s._embedder, s._clock, s._retention, s._scrub
-            ),
+            "fetch", scope_key, lambda pool: reads.fetch_records(pool, scope_key, record_ids)
         )
 
-    async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        """The record's text and every version of its chain's, in one transaction."""
+        s, seq = self._store, _seq(scope_key, record_id)
+        return await self._guarded(
+            "forget",
+            scope_key,
+            lambda pool: forget_chain(pool, s._scrub, scope_key, seq, record_id, s._clock()),
+        )
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        return await self._erase("scope_key = %s", (scope_key,), reason)
+
+    async def erase_expired(self) -> int:
+        """The configured ttl for all but the scopes with their own, then each of those."""
+        filters = expiry_filters(self._store._retention, self._store._clock())
+        return sum([await self._erase(where, params, "expired") for where, params in filters])
+
+    async def link_sources(self, link: SourceLink) -> None:
+        now = self._store._clock()
+        await self._guarded(
+            "link_sources", "-", lambda pool: ledger.link_sources(pool, link, now), settled=False
+        )
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        return await self._erase(ledger.SOURCES_WHERE, (messages,), reason)
+
+    async def pseudonymize(self, rename: PersonRename) -> int:
+        return await self._guarded(
+            "pseudonymize_person", "-", lambda pool: ledger.rename_person(pool, rename)
+        )
+
+    async def record_read(self, entry: ReadAudit, cutoff: float) -> None:
+        await self._guarded(
+            "record_read", "-", lambda pool: ledger.record_read(pool, entry, cutoff), settled=False
+        )
+
+    async def read_audit(self, query: AuditQuery, cutoff: float) -> builtins.list[ReadAudit]:
+        return await self._guarded(
+            "read_audit", "-", lambda pool: ledger.read_audit(pool, query, cutoff), settled=False
+        )
+
+    async def claim(self, key: str, ttl_seconds: float) -> bool:
+        """Once per key across every replica on this database."""
         s = self._store
         return await self._guarded(
-            "write_pending",
+            "claim_event",
+            "-",
+            lambda pool: s._claims.claim(pool, key, ttl_seconds, s._clock()),
+            settled=False,
+        )
+
+    async def scope_keys(self) -> builtins.list[str]:
+        return await self._guarded("scope_keys", "-", reads.scope_keys, settled=False)
+
+    async def reindex_batch(self, scope_key: str, embedder: Embedder, batch: int) -> tuple[int, int]:
+        return await self._guarded(
+            "reindex",
+            scope_key,
+            lambda pool: writes.reindex_batch(pool, embedder, scope_key, batch),
+            settled=False,
+        )
+
+    async def foreign_vectors(self, model: str) -> int:
+        return await self._guarded(
+            "foreign_vectors", "-", lambda pool: reads.count_foreign_vectors(pool, model), settled=False
+        )
+
+    async def _erase(self, where: str, params: Sequence[object], reason: EraseReason) -> int:
+        """One UPDATE in place over the not-yet-erased rows matching `where`: text, norm, keywords,
+        tokens and any later content column (a vector) scrubbed; an active row becomes `forgotten`."""
+        s = self._store
+        return await self._guarded(
+            "erase", "-", lambda pool: erase(pool, s._scrub, where, params, reason, s._clock)
+        )
+
+
+class PostgresBackend(PostgresReads):
+    """The writes and curation calls of one `PostgresMemoryStore` (`StoreBackend`), on its pool."""
+
+    def __init__(self, store: PostgresMemoryStore) -> None:
+        self._store = store
+
+    async def write(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        """One transaction per batch under the scope's advisory lock: plan, apply, evict — or nothing."""
+        return await self._write("write", scope_key, batch, cap, pending=False)
+
+    async def write_pending(self, scope_key: str, batch: Sequence[MemoryCandidate], cap: int) -> WriteResult:
+        return await self._write("write_pending", scope_key, batch, cap, pending=True)
+
+    async def _write(
+        self, action: str, scope_key: str, batch: Sequence[MemoryCandidate], cap: int, *, pending: bool
+    ) -> WriteResult:
+        """A pending record gets its vector when it is approved, not before."""
+        s = self._store
+        embedder = None if pending else s._embedder
+        return await self._guarded(
+            action,
             scope_key,
             lambda pool: writes.write_batch(
-                pool, scope_key, batch, cap, None, s._clock, s._retention, s._scrub, pending=True
+                pool, scope_key, batch, cap, embedder, s._clock, s._retention, s._scrub, pending=pending
             ),
         )
 

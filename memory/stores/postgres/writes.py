@@ -13,7 +13,7 @@ from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder, Matrix
 from memory.ranking.lexical import record_stems
-from memory.ranking.vectors import Progress, to_blob
+from memory.ranking.vectors import to_blob
 from memory.rules.restate import meaning_key
 from memory.rules.retention import Retention
 from memory.rules.scorer import record_tokens
@@ -220,29 +220,18 @@ async def apply_steps(conn: Connection, scope_key: str, steps: Sequence[writing.
     return evicted
 
 
-async def reindex(
-    pool: AsyncConnectionPool[Connection],
-    embedder: Embedder,
-    scope_key: str,
-    batch: int,
-    progress: Progress | None,
-) -> int:
-    """Vectors for the scope's active records that have none of this embedder's, a batch per
-    transaction: safe to interrupt and to run again. Returns how many were made."""
-    done = 0
-    while True:
-        async with pool.connection() as conn:
-            cursor = await conn.execute(_UNVECTORED, (scope_key, embedder.name, batch))
-            rows = await cursor.fetchall()
-            if rows:
-                vectors = await asyncio.to_thread(embedder.embed, [str(text) for _, text in rows])
-                async with conn.transaction():
-                    for (seq, _), vector in zip(rows, vectors, strict=True):
-                        await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
-            cursor = await conn.execute(_COUNT_UNVECTORED, (scope_key, embedder.name))
-            left = int(one(await cursor.fetchone()))
-        done += len(rows)
-        if progress is not None:
-            progress(scope_key, done, done + left)
-        if not rows or left == 0:
-            return done
+async def reindex_batch(
+    pool: AsyncConnectionPool[Connection], embedder: Embedder, scope_key: str, batch: int
+) -> tuple[int, int]:
+    """Vectors for up to `batch` of the scope's active records that have none of this embedder's, in
+    one transaction; how many were made and how many still lack one."""
+    async with pool.connection() as conn:
+        cursor = await conn.execute(_UNVECTORED, (scope_key, embedder.name, batch))
+        rows = await cursor.fetchall()
+        if rows:
+            vectors = await asyncio.to_thread(embedder.embed, [str(text) for _, text in rows])
+            async with conn.transaction():
+                for (seq, _), vector in zip(rows, vectors, strict=True):
+                    await conn.execute(_SET_VECTOR, (to_blob(vector), embedder.name, scope_key, seq))
+        cursor = await conn.execute(_COUNT_UNVECTORED, (scope_key, embedder.name))
+        return len(rows), int(one(await cursor.fetchone()))

@@ -6,7 +6,7 @@ The same module names as every backend folder, for the same concerns: `store` (t
 planned batch applied, and reindex), `review` (the pending queue), `versions` (chains, histories,
 forget, edits, merges), `curation_log`, `retrieve` and `reads`, `erasure`, `ledger` (run sources,
 read audit), `claims` and `index` (what this process holds of a scope between operations);
-`store` also keeps the curation storage under memory/stores/front.py. Every write is planned by
+`store` also keeps the storage under the store front (memory/stores/front.py). Every write is planned by
 memory/stores/writing.py. It may import `memory.types`, `memory.rules`, `memory.ranking` and
 `memory.stores`' shared modules, never the service, the read path or the write path; its modules
 import each other without a circle.

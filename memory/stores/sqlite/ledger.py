@@ -15,7 +15,7 @@ from memory.rules.person import PersonRename
 from memory.stores.sql_common import AuditKey, audit_key, source_rows
 from memory.stores.sqlite.erasure import scrub_files
 from memory.stores.sqlite.schema import open_database
-from memory.stores.sqlite.sql import BUSY_TIMEOUT_SECONDS, chunks, enable_wal, placeholders, transaction
+from memory.stores.sqlite.sql import chunks, configure, placeholders, transaction
 from memory.types import (
     AuditQuery,
     ReadAudit,
@@ -65,11 +65,8 @@ _AUDIT_WHERE: dict[AuditKey, str] = {
 
 
 def _prepare_ledger(connection: sqlite3.Connection) -> None:
-    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-    connection.execute("PRAGMA secure_delete = ON")
+    configure(connection)
     connection.execute("PRAGMA foreign_keys = ON")
-    enable_wal(connection)
-    connection.execute("PRAGMA synchronous = NORMAL")
     with transaction(connection):
         for statement in _LEDGER_SCHEMA:
             connection.execute(statement)

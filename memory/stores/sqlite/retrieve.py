@@ -36,6 +36,18 @@ DECODED_ROWS = 4096  # rows kept decoded for the spec ranking's retrieves (the o
 
 
 @dataclass(frozen=True, slots=True)
+class ScopeRead:
+    """One scope's retrieve: what it asks and how far back it may see (`cutoff`, the retention's)."""
+
+    scope_key: str
+    query: str
+    terms: Sequence[str]
+    limit: int
+    cutoff: float | None
+    query_vector: Matrix | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Unvectored:
     """A read that met candidates without a vector of this embedder: their seqs and texts."""
 
@@ -79,21 +91,13 @@ class Retriever:
         embedder = self._embedder
         if embedder is not None and self._ranking.stemmed and query_vector is None:
             query_vector = embedder.embed_query(query)
-        rank_scope = functools.partial(
-            self._ranked,
-            scope_key=scope_key,
-            query=query,
-            terms=terms,
-            limit=limit,
-            query_vector=query_vector,
-            cutoff=cutoff,
-        )
+        asked = ScopeRead(scope_key, query, terms, limit, cutoff, query_vector)
         nothing = cast("builtins.list[Ranked] | Unvectored", [])  # no database: nothing to rank
-        found = self._connections.run(scope_key, rank_scope, nothing, False, False)
+        found = self._connections.run(scope_key, lambda c: self._ranked(c, asked), nothing, False, False)
         if isinstance(found, Unvectored) and embedder is not None:
             fresh = builtins.list(zip(found.seqs, embedder.embed(builtins.list(found.texts)), strict=True))
             found = self._connections.run(
-                scope_key, functools.partial(rank_scope, fresh=fresh), nothing, False, False
+                scope_key, lambda c: self._ranked(c, asked, fresh), nothing, False, False
             )
         return [] if isinstance(found, Unvectored) else found  # a call with `fresh` never answers Unvectored
 
@@ -119,12 +123,7 @@ class Retriever:
     def _ranked(
         self,
         connection: sqlite3.Connection,
-        scope_key: str,
-        query: str,
-        terms: Sequence[str],
-        limit: int,
-        query_vector: Matrix | None = None,
-        cutoff: float | None = None,
+        asked: ScopeRead,
         fresh: Sequence[tuple[int, Matrix]] | None = None,
     ) -> builtins.list[Ranked] | Unvectored:
         """The scope's best records for the query, their bumps held back; the caller holds the lock.
@@ -136,17 +135,18 @@ class Retriever:
         ranks — as `rank` would score them once they all have vectors — and never answers `Unvectored`.
         """
         if not self._ranking.stemmed:
-            return self._retrieve_spec(connection, scope_key, query, terms, limit, cutoff)
-        embedder = self._embedder
+            return self._retrieve_spec(connection, asked)
+        embedder, query_vector = self._embedder, asked.query_vector
         if embedder is not None and query_vector is None:
-            query_vector = embedder.embed_query(query)
+            query_vector = embedder.embed_query(asked.query)
+        scope_key, limit, cutoff = asked.scope_key, asked.limit, asked.cutoff
         if fresh and embedder is not None:
             store_vectors(connection, fresh, embedder.name)
         index = self._scopes.synced_index(connection, scope_key)
-        stems = query_stems(query)
-        wanted = frozenset(terms)
+        stems = query_stems(asked.query)
+        wanted = frozenset(asked.terms)
         now = self._clock()
-        window = time_window(query, now)
+        window = time_window(asked.query, now)
         chosen = index.select(stems, wanted, query_vector, now, self._ranking, limit, cutoff, window)
         if fresh is None and embedder is not None and any(c.cosine is None for c in chosen):
             wide = index.select(
@@ -159,17 +159,10 @@ class Retriever:
             index.set_record(c.seq, item.record)
         return results
 
-    def _retrieve_spec(
-        self,
-        connection: sqlite3.Connection,
-        scope_key: str,
-        query: str,
-        terms: Sequence[str],
-        limit: int,
-        cutoff: float | None,
-    ) -> builtins.list[Ranked]:
+    def _retrieve_spec(self, connection: sqlite3.Connection, asked: ScopeRead) -> builtins.list[Ranked]:
         """The seed's read (`memory.ranking = "spec"`): the FTS5 bm25 prefilter, then the spec scorer."""
-        match = fts_match_terms(terms)
+        scope_key, limit = asked.scope_key, asked.limit
+        match = fts_match_terms(asked.terms)
         if match is None:
             return []
         with snapshot(connection):  # a read: no write lock, the usage bump is written later
@@ -185,8 +178,8 @@ class Retriever:
         now = self._clock()
         records = [self._decode(tuple(row[1:])) for row in rows]
         records = self._scopes.overlay(scope_key, records)  # what an immediate bump would have left
-        records = unexpired(records, cutoff)  # expired: never returned, erased on the next write
-        return self._used(connection, scope_key, rank(records, query, limit, now, self._ranking), now)
+        records = unexpired(records, asked.cutoff)  # expired: never returned, erased on the next write
+        return self._used(connection, scope_key, rank(records, asked.query, limit, now, self._ranking), now)
 
     def _used(
         self, connection: sqlite3.Connection, scope_key: str, ranked: Sequence[Ranked], now: float

@@ -23,7 +23,7 @@ from memory.rules.visibility import legacy_origin
 from memory.stores.sqlite.sql import (
     BUSY_TIMEOUT_SECONDS,
     DOCUMENTS,
-    enable_wal,
+    configure,
     fts_keywords,
     fts_text,
     load_keywords,
@@ -147,12 +147,7 @@ def scope_keys_in(data_dir: Path) -> builtins.list[str]:
 
 def prepare_scope(connection: sqlite3.Connection, scope_key: str) -> None:
     """WAL, the schema (idempotent), the scope identity check, and FTS reconciliation."""
-    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
-    # Freed cells and pages are zeroed, so an erased record leaves nothing in the file (per connection).
-    connection.execute("PRAGMA secure_delete = ON")
-    enable_wal(connection)
-    # WAL + NORMAL: a commit survives a process crash (SIGKILL); only an OS crash may lose the last ones.
-    connection.execute("PRAGMA synchronous = NORMAL")
+    configure(connection)
     with transaction(connection):
         for statement in _SCHEMA:
             connection.execute(statement)
@@ -266,37 +261,25 @@ def _migrate_norm(connection: sqlite3.Connection, scope_key: str) -> None:
 
 def _reconcile_fts(connection: sqlite3.Connection, scope_key: str) -> None:
     """Make the FTS table hold exactly the active rows: drop dead entries, restore missing ones."""
-    dead = connection.execute(
-        "DELETE FROM records_fts WHERE rowid NOT IN (SELECT seq FROM records WHERE status = 'active')"
-    ).rowcount
-    missing = connection.execute(
-        "SELECT seq, text, keywords FROM records WHERE status = 'active' "
-        "AND seq NOT IN (SELECT rowid FROM records_fts)"
-    ).fetchall()
-    for seq, text, keywords in missing:
-        connection.execute(
-            "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
-            (int(seq), fts_text(str(text)), fts_keywords(load_keywords(str(keywords)))),
-        )
+    dead, missing = _reconcile(
+        connection,
+        "records_fts",
+        "INSERT INTO records_fts (rowid, text, keywords) VALUES (?, ?, ?)",
+        lambda text, keywords: (fts_text(text), fts_keywords(keywords)),
+    )
     if dead > 0 or missing:
-        log.info("memory.store.reconciled", scope_key=scope_key, removed=max(dead, 0), restored=len(missing))
+        log.info("memory.store.reconciled", scope_key=scope_key, removed=max(dead, 0), restored=missing)
 
 
 def _reconcile_stems(connection: sqlite3.Connection, scope_key: str) -> None:
     """The stem index holds exactly the active rows, and term_df counts it; a database from before
     ranking v2 gets both here, on its first open."""
-    dead = connection.execute(
-        "DELETE FROM records_stems WHERE rowid NOT IN (SELECT seq FROM records WHERE status = 'active')"
-    ).rowcount
-    missing = connection.execute(
-        "SELECT seq, text, keywords FROM records WHERE status = 'active' "
-        "AND seq NOT IN (SELECT rowid FROM records_stems)"
-    ).fetchall()
-    for seq, text, keywords in missing:
-        connection.execute(
-            "INSERT INTO records_stems (rowid, stems) VALUES (?, ?)",
-            (int(seq), stems_text(str(text), load_keywords(str(keywords)))),
-        )
+    dead, missing = _reconcile(
+        connection,
+        "records_stems",
+        "INSERT INTO records_stems (rowid, stems) VALUES (?, ?)",
+        lambda text, keywords: (stems_text(text, keywords),),
+    )
     counted = connection.execute("SELECT df FROM term_df WHERE term = ?", (DOCUMENTS,)).fetchone()
     active = int(connection.execute("SELECT COUNT(*) FROM records_stems").fetchone()[0])
     if dead > 0 or missing or counted is None or int(counted[0]) != active:
@@ -305,7 +288,27 @@ def _reconcile_stems(connection: sqlite3.Connection, scope_key: str) -> None:
         connection.execute("INSERT INTO term_df (term, df) SELECT term, doc FROM records_stems_vocab")
         connection.execute("INSERT INTO term_df (term, df) VALUES (?, ?)", (DOCUMENTS, active))
     if dead > 0 or missing:
-        log.info("memory.store.stems_reconciled", scope_key=scope_key, removed=dead, restored=len(missing))
+        log.info("memory.store.stems_reconciled", scope_key=scope_key, removed=dead, restored=missing)
+
+
+def _reconcile(
+    connection: sqlite3.Connection,
+    table: str,
+    insert: str,
+    columns: Callable[[str, tuple[str, ...]], tuple[str, ...]],
+) -> tuple[int, int]:
+    """An index table keyed by seq made to hold exactly the active rows: its dead entries dropped, the
+    missing ones restored with `columns` of their text and keywords; how many of each."""
+    dead = connection.execute(
+        f"DELETE FROM {table} WHERE rowid NOT IN (SELECT seq FROM records WHERE status = 'active')"
+    ).rowcount
+    missing = connection.execute(
+        "SELECT seq, text, keywords FROM records WHERE status = 'active' "
+        f"AND seq NOT IN (SELECT rowid FROM {table})"
+    ).fetchall()
+    for seq, text, keywords in missing:
+        connection.execute(insert, (int(seq), *columns(str(text), load_keywords(str(keywords)))))
+    return dead, len(missing)
 
 
 def open_database(path: Path, prepare: Callable[[sqlite3.Connection], None]) -> sqlite3.Connection:

@@ -86,6 +86,16 @@ def transaction(connection: sqlite3.Connection) -> Iterator[None]:
     connection.execute("COMMIT")
 
 
+def configure(connection: sqlite3.Connection) -> None:
+    """What every connection of ours sets before its schema: the busy wait, zeroed free pages, WAL."""
+    connection.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_SECONDS * 1000)}")
+    # Freed cells and pages are zeroed, so an erased record leaves nothing in the file (per connection).
+    connection.execute("PRAGMA secure_delete = ON")
+    enable_wal(connection)
+    # WAL + NORMAL: a commit survives a process crash (SIGKILL); only an OS crash may lose the last ones.
+    connection.execute("PRAGMA synchronous = NORMAL")
+
+
 def enable_wal(connection: sqlite3.Connection) -> None:
     """Switch to WAL (persistent in the file). The switch does not wait on SQLite's busy handler, so
     a database another connection is creating right now is retried until the busy timeout."""

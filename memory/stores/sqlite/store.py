@@ -28,17 +28,13 @@ from typing import TypeVar
 import structlog
 
 from memory.ranking.embedder import Embedder
-from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, prefilter_terms
-from memory.ranking.vectors import REINDEX_BATCH, Progress
-from memory.rules.claims import validate_claim
+from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking
 from memory.rules.curation import edit_candidate
-from memory.rules.engine import parse_record_id, validate_cap
+from memory.rules.engine import validate_cap
 from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
-from memory.rules.scope import validate_scope_key
-from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
+from memory.stores.contract import CompactingStore
 from memory.stores.front import StoreFront
-from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.stores.sqlite import claims, curation_log, erasure, ledger, reads, review, versions
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
 from memory.stores.sqlite.erasure import scrub_files
@@ -51,7 +47,6 @@ from memory.stores.usage_bumps import FlushTimers
 from memory.stores.writing import Approval
 from memory.types import (
     DEFAULT_SCOPE_CAP,
-    MAX_LIMIT,
     AuditQuery,
     CurationEntry,
     EraseReason,
@@ -140,175 +135,6 @@ class SqliteMemoryStore(StoreFront):
         """How many scope databases are open right now (at most `max_open` once the pool is idle)."""
         return self._connections.open_count()
 
-    # -- the MemoryStore protocol -------------------------------------------------------------------
-
-    async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
-        """At most MAX_LIMIT records, like the memory service. A read: its usage bumps are written in
-        batches (memory.stores.usage_bumps.py) and laid over later reads until then."""
-        validate_scope_key(scope_key)
-        limit = min(limit, MAX_LIMIT)
-        terms = prefilter_terms(self._ranking, query)
-        if limit <= 0 or not terms:
-            return []
-        cutoff = self._retention.cutoff(scope_key, self._clock())
-        read = functools.partial(self._retriever.read, scope_key, query, terms, limit, None, cutoff)
-        ranked = await self._on_pool(read, f"sqlite memory store failed for scope {scope_key}")
-        self._flushes.soon(scope_key, self._scopes.has_bumps(scope_key))
-        return [item.record for item in ranked]
-
-    async def retrieve_many(
-        self, scope_keys: Sequence[str], query: str, limit: int
-    ) -> dict[str, builtins.list[Ranked]]:
-        """Several scopes in ONE hop to the store's thread, each under its own lock in turn and ranked as
-        its own retrieve ranks it; the query is embedded once; bumps are batched as `retrieve` batches."""
-        keys = distinct_scopes(scope_keys)
-        limit = min(limit, MAX_LIMIT)
-        terms = prefilter_terms(self._ranking, query)
-        if limit <= 0 or not terms or not keys:
-            return {}
-        job = functools.partial(self._retriever.read_each, keys, query, terms, limit)
-        found = await self._on_pool(job, f"sqlite memory store failed for scopes {', '.join(keys)}")
-        for key in found:
-            self._flushes.soon(key, self._scopes.has_bumps(key))
-        return found
-
-    async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
-        """Newest first, at most MAX_LIMIT; a query filters through the FTS prefilter and the
-        whole-token gate before the limit. Never bumps usage."""
-        validate_scope_key(scope_key)
-        limit = min(limit, MAX_LIMIT)
-        if limit <= 0 or (query is not None and fts_match_query(query) is None):
-            return []
-        cutoff = self._retention.cutoff(scope_key, self._clock())
-        return await self._run(scope_key, lambda c: reads.list_records(c, limit, query, cutoff), [])
-
-    async def forget(self, scope_key: str, record_id: str) -> bool:
-        validate_scope_key(scope_key)
-        parsed = parse_record_id(record_id) if isinstance(record_id, str) else None
-        if parsed is None or parsed[0] != scope_key:
-            return False  # not an id of this scope: its database cannot hold it
-        now = self._clock()
-        forgotten = await self._run(scope_key, lambda c: versions.forget(c, record_id, now), False)
-        log.info("memory.store.forget", scope_key=scope_key, id=record_id, forgotten=forgotten)
-        return forgotten
-
-    def maintenance(self) -> ScopeMaintenance | None:
-        return self
-
-    async def scope_keys(self) -> builtins.list[str]:
-        """Every scope that has a database under the data directory (for `switchboard memory reindex`)."""
-        return await self._on_pool(functools.partial(scope_keys_in, self._data_dir), "sqlite memory store")
-
-    async def reindex(
-        self, scope_key: str, *, batch: int = REINDEX_BATCH, progress: Progress | None = None
-    ) -> int:
-        """Vectors for the scope's active records that have none of this embedder's, a batch per
-        transaction: safe to interrupt and to run again (it resumes where it stopped). Returns how many."""
-        validate_scope_key(scope_key)
-        embedder = self._embedder
-        if embedder is None:
-            return 0
-        done = 0
-        while True:
-            made, left = await self._run(scope_key, lambda c: reindex_batch(c, embedder, batch), (0, 0))
-            done += made
-            if progress is not None:
-                progress(scope_key, done, done + left)
-            if made == 0 or left == 0:
-                return done
-
-    async def foreign_vectors(self) -> int:
-        """Active records whose vector another embedder made, over every scope database (start-up)."""
-        embedder = self._embedder
-        if embedder is None:
-            return 0
-        total = 0
-        for scope_key in await self.scope_keys():
-            total += await self._run(scope_key, lambda c: foreign_vectors(c, embedder.name), 0)
-        return total
-
-    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
-        validate_scope_key(scope_key)
-        now = self._clock()
-        erased = await self._run(scope_key, lambda c: erasure.erase(c, "1 = 1", (), reason, now), 0)
-        log.info("memory.store.erased", scope_key=scope_key, reason=reason, erased=erased)
-        return erased
-
-    async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
-        """Every scope's curation log, then the ledger's read audit (memory/rules/person.py)."""
-        rename = PersonRename(person_key, pseudonym)
-        rename_actor = functools.partial(
-            curation_log.rename_actor, person_key=person_key, pseudonym_key=rename.pseudonym_key
-        )
-        renamed = 0
-        for scope_key in await self.scope_keys():
-            renamed += await self._run(scope_key, rename_actor, 0)
-        if await self._ledger_exists():
-            renamed += await self._run_ledger(lambda c: ledger.rename_person(c, rename))
-        log.info("memory.store.pseudonymized", renamed=renamed)
-        return renamed
-
-    async def erase_expired(self) -> int:
-        """Every scope database in the directory, one at a time (start-up; no sweeper runs later)."""
-        if not self._retention.expires:
-            return 0
-        total = 0
-        for scope_key in await self.scope_keys():
-            cutoff = self._retention.cutoff(scope_key, self._clock())
-            if cutoff is None:
-                continue
-            now = self._clock()
-            erase = functools.partial(erasure.erase_expired, cutoff=cutoff, now=now)
-            total += await self._run(scope_key, erase, 0)
-        if total:
-            log.info("memory.store.expired", erased=total)
-        return total
-
-    async def link_sources(self, link: SourceLink) -> None:
-        if not linkable(link):
-            return
-        await self._run_ledger(lambda c: ledger.link_sources(c, link, self._clock()))
-
-    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
-        wanted = builtins.list(dict.fromkeys(messages))
-        if not wanted or not await self._ledger_exists():
-            return 0
-        runs = await self._run_ledger(lambda c: ledger.linked_runs(c, wanted))
-        total = 0
-        for scope_key, run_ids in runs.items():
-            where = f"source_run_id IN ({placeholders(len(run_ids))})"
-            now = self._clock()
-            erase = functools.partial(erasure.erase, where=where, params=run_ids, reason=reason, now=now)
-            total += await self._run(scope_key, erase, 0)
-        log.info("memory.store.sources_erased", messages=len(wanted), reason=reason, erased=total)
-        return total
-
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        validate_scope_key(scope_key)
-        ids = fetch_ids(record_ids)
-        if not ids:
-            return []
-        return await self._run(scope_key, lambda c: reads.fetch_records(c, ids), [])
-
-    async def record_read(self, entry: ReadAudit) -> None:
-        cutoff = self._retention.audit_cutoff(self._clock())
-        await self._run_ledger(lambda c: ledger.record_read(c, entry, cutoff))
-
-    async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
-        if not await self._ledger_exists():
-            return []
-        cutoff = self._retention.audit_cutoff(self._clock())
-        return await self._run_ledger(lambda c: ledger.read_audit(c, query, cutoff))
-
-    def claims(self) -> EventClaims | None:
-        return self
-
-    async def claim_event(self, key: str, ttl_seconds: float) -> bool:
-        """Once per key across every process over this data directory (memory/rules/claims.py)."""
-        key, ttl = validate_claim(key, ttl_seconds)
-        now = self._clock()
-        return await self._run_ledger(lambda c: claims.claim(c, key, ttl, now))
-
     def compaction(self) -> CompactingStore | None:
         """None: every erasure rewrites the scope's file and checkpoints its WAL already."""
         return None
@@ -325,9 +151,6 @@ class SqliteMemoryStore(StoreFront):
     async def open(self) -> None:
         """Nothing to verify: build_memory_store already proved the directory writable."""
         return None
-
-    def curation(self) -> CuratedStore | None:
-        return self
 
     # -- on the store's pool -------------------------------------------------------------------------
 
@@ -373,7 +196,125 @@ class SqliteMemoryStore(StoreFront):
         self._ledger.close()
 
 
-class SqliteBackend:
+class SqliteReads:
+    """The reads and erasures of one `SqliteMemoryStore` (`ReadBackend`), on its runners. A read
+    never creates a scope's database: a scope without one has nothing."""
+
+    _store: SqliteMemoryStore
+
+    async def rank(
+        self, scope_key: str, query: str, terms: Sequence[str], limit: int
+    ) -> builtins.list[Ranked]:
+        """Its usage bumps written in batches (memory/stores/usage_bumps.py), laid over later reads."""
+        store = self._store
+        cutoff = store._retention.cutoff(scope_key, store._clock())
+        read = functools.partial(store._retriever.read, scope_key, query, terms, limit, None, cutoff)
+        ranked = await store._on_pool(read, f"sqlite memory store failed for scope {scope_key}")
+        store._flushes.soon(scope_key, store._scopes.has_bumps(scope_key))
+        return ranked
+
+    async def rank_many(
+        self, scope_keys: Sequence[str], query: str, terms: Sequence[str], limit: int
+    ) -> dict[str, builtins.list[Ranked]]:
+        """ONE hop to the store's thread, each scope under its own lock in turn. Each scope is its own
+        file, so one that fails is left out with a warning and costs that scope only."""
+        store = self._store
+        job = functools.partial(store._retriever.read_each, scope_keys, query, terms, limit)
+        found = await store._on_pool(job, f"sqlite memory store failed for scopes {', '.join(scope_keys)}")
+        for key in found:
+            store._flushes.soon(key, store._scopes.has_bumps(key))
+        return found
+
+    async def list_records(
+        self, scope_key: str, limit: int, query: str | None, cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
+        """A query filters through the FTS prefilter and the whole-token gate before the limit."""
+        if query is not None and fts_match_query(query) is None:
+            return []
+        return await self._store._run(scope_key, lambda c: reads.list_records(c, limit, query, cutoff), [])
+
+    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+        return await self._store._run(scope_key, lambda c: reads.fetch_records(c, record_ids), [])
+
+    async def forget(self, scope_key: str, record_id: str) -> bool:
+        now = self._store._clock()
+        return await self._store._run(scope_key, lambda c: versions.forget(c, record_id, now), False)
+
+    async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        now = self._store._clock()
+        return await self._store._run(scope_key, lambda c: erasure.erase(c, "1 = 1", (), reason, now), 0)
+
+    async def erase_expired(self) -> int:
+        """Every scope database in the directory, one at a time."""
+        store, total = self._store, 0
+        for scope_key in await self.scope_keys():
+            cutoff = store._retention.cutoff(scope_key, store._clock())
+            if cutoff is not None:
+                erase = functools.partial(erasure.erase_expired, cutoff=cutoff, now=store._clock())
+                total += await store._run(scope_key, erase, 0)
+        return total
+
+    async def link_sources(self, link: SourceLink) -> None:
+        await self._store._run_ledger(lambda c: ledger.link_sources(c, link, self._store._clock()))
+
+    async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
+        store = self._store
+        if not await store._ledger_exists():
+            return 0
+        total = 0
+        for scope_key, run_ids in (
+            await store._run_ledger(lambda c: ledger.linked_runs(c, messages))
+        ).items():
+            where = f"source_run_id IN ({placeholders(len(run_ids))})"
+            erase = functools.partial(
+                erasure.erase, where=where, params=run_ids, reason=reason, now=store._clock()
+            )
+            total += await store._run(scope_key, erase, 0)
+        return total
+
+    async def pseudonymize(self, rename: PersonRename) -> int:
+        """Every scope's curation log, then the ledger's read audit (memory/rules/person.py)."""
+        store = self._store
+        rename_actor = functools.partial(
+            curation_log.rename_actor, person_key=rename.person_key, pseudonym_key=rename.pseudonym_key
+        )
+        renamed = 0
+        for scope_key in await self.scope_keys():
+            renamed += await store._run(scope_key, rename_actor, 0)
+        if await store._ledger_exists():
+            renamed += await store._run_ledger(lambda c: ledger.rename_person(c, rename))
+        return renamed
+
+    async def record_read(self, entry: ReadAudit, cutoff: float) -> None:
+        await self._store._run_ledger(lambda c: ledger.record_read(c, entry, cutoff))
+
+    async def read_audit(self, query: AuditQuery, cutoff: float) -> builtins.list[ReadAudit]:
+        if not await self._store._ledger_exists():
+            return []
+        return await self._store._run_ledger(lambda c: ledger.read_audit(c, query, cutoff))
+
+    async def claim(self, key: str, ttl_seconds: float) -> bool:
+        """Once per key across every process over this data directory (the ledger's table)."""
+        now = self._store._clock()
+        return await self._store._run_ledger(lambda c: claims.claim(c, key, ttl_seconds, now))
+
+    async def scope_keys(self) -> builtins.list[str]:
+        """Every scope that has a database under the data directory."""
+        store = self._store
+        return await store._on_pool(functools.partial(scope_keys_in, store._data_dir), "sqlite memory store")
+
+    async def reindex_batch(self, scope_key: str, embedder: Embedder, batch: int) -> tuple[int, int]:
+        return await self._store._run(scope_key, lambda c: reindex_batch(c, embedder, batch), (0, 0))
+
+    async def foreign_vectors(self, model: str) -> int:
+        """Over every scope database (start-up)."""
+        total = 0
+        for scope_key in await self.scope_keys():
+            total += await self._store._run(scope_key, lambda c: foreign_vectors(c, model), 0)
+        return total
+
+
+class SqliteBackend(SqliteReads):
     """The writes and curation calls of one `SqliteMemoryStore` (`StoreBackend`), on its runners."""
 
     def __init__(self, store: SqliteMemoryStore) -> None:

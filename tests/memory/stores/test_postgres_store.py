@@ -1045,3 +1045,16 @@ async def test_a_table_from_before_origins_migrates_in_place_with_conservative_l
         assert {r.origin for r in await again.list("user:slack:U0A", 5)} == {"public"}
     finally:
         await again.aclose()
+
+
+async def test_only_a_server_out_of_reach_makes_a_retrieve_advisory(schema: TempSchema, clock: Clock) -> None:
+    """A closed store is a fault, not an outage: its retrieve raises like every other call (the lost
+    server's degraded retrieve is pinned above)."""
+    store = await PostgresMemoryStore.connect(schema.dsn, clock=clock)
+    await store.write(SCOPE, [fact("deploy on tuesdays")])
+    await store.aclose()
+    with capture_logs() as logs, pytest.raises(MemoryStoreError, match="closed"):
+        await store.retrieve(SCOPE, "deploy", 8)
+    with pytest.raises(MemoryStoreError, match="closed"):
+        await store.retrieve_many([SCOPE], "deploy", 8)
+    assert not [e for e in logs if e["event"] == "memory.retrieve_failed"]
