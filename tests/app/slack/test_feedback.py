@@ -111,7 +111,7 @@ async def test_a_stream_broken_midway_keeps_the_buttons_in_the_message_that_comp
         await bot.settle()
 
     [update] = slack_api.calls_to("chat.update")
-    blocks = update.args.get("blocks")
-    blocks = json.loads(blocks) if isinstance(blocks, str) else blocks
+    sent = update.args.get("blocks")
+    blocks: list[dict[str, Any]] = json.loads(sent) if isinstance(sent, str) else sent or []
     assert _feedback_elements(blocks)[0]["negative_button"]["value"].startswith("negative:run_")
     assert blocks[0]["text"]["text"].startswith("step 0: ")
