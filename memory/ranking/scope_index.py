@@ -7,6 +7,12 @@ applies to the candidates other stores prefilter) — the IDF-weighted match fro
 plain and centered cosines from one matrix product (the centroid is a running sum of the scope's
 vectors), the recency from the last use — and returns the best, in rank order.
 
+In a large scope the vector pass dominates, so a read first bounds every record's cosine from the
+vectors projected on a few principal directions (memory/ranking/projection.py): the score is monotone
+in the cosine, so the records whose highest possible score stays under what a handful of records
+surely reach can never place. Only the others are scored, with their full vectors and the same
+arithmetic, so the records chosen and their order are the full scan's.
+
 Rows are slots in insertion order; a removed record leaves a dead slot until the next compaction, so
 adding and removing a record costs O(its stems), not O(the scope).
 """
@@ -62,8 +68,9 @@ class Candidate:
     cosine: float | None
 
 
-class ScopeIndex:
-    """The active records of one scope: posting lists per stem, a vector matrix, usage times."""
+class _Slots:
+    """A scope index's storage: the active records in slots, their posting lists, vectors and usage
+    times; adding and removing a record costs O(its stems), not O(the scope)."""
 
     def __init__(self, project_from: int = _PROJECT_FROM) -> None:
         """`project_from`: the vectors from which a read shortlists by the projected rows first."""
@@ -176,6 +183,88 @@ class ScopeIndex:
     def term_stats(self, stems: Collection[str]) -> TermStats:
         """The scope's document frequencies for `stems`, counted over the active records."""
         return TermStats(len(self._slot), {stem: self._frequencies.get(stem, 0) for stem in stems})
+
+    def _projection_of(self) -> Projection | None:
+        """The projected rows, (re)made once the scope holds twice the vectors its basis was made from."""
+        if self._vectors < self._project_from or self._matrix is None:
+            return None
+        if self._projected_from == 0 or self._vectors > 2 * self._projected_from:
+            present = self._live & self._has_vector
+            self._projection = Projection.of(self._matrix, present, len(self._seqs))
+            self._projected_from = self._vectors
+        return self._projection
+
+    def _centering_of(self, size: int) -> Centering | None:
+        """The centroid of the live vectors and what each slot needs of it (one matrix product per
+        change of the scope's vectors, not per query)."""
+        if self._vector_sum is None or self._vectors == 0 or self._matrix is None:
+            return None
+        centering = self._centering
+        if centering is None or len(centering.offsets) != size:
+            centroid = self._vector_sum / self._vectors
+            offsets = row_products(self._matrix[:size], centroid.astype(np.float32))
+            centering = self._centering = Centering.of(centroid, offsets, self._norms[:size])
+        return centering
+
+    def _put_vector(self, slot: int, vector: Matrix | None) -> bool:
+        if vector is None or vector.ndim != 1 or vector.shape[0] == 0:
+            return False
+        if self._matrix is None:
+            self._matrix = np.zeros((len(self._seqs), vector.shape[0]), dtype=np.float32)
+        if self._matrix.shape[1] != vector.shape[0]:
+            return False
+        self._matrix[slot] = vector
+        stored = self._matrix[slot].astype(np.float64)
+        self._norms[slot] = float(stored @ stored)
+        if self._vector_sum is None:
+            self._vector_sum = np.zeros(vector.shape[0], dtype=np.float64)
+        self._vector_sum += stored
+        self._vectors += 1
+        self._centering = None
+        return True
+
+    def _posting_array(self, stem: str) -> npt.NDArray[np.intp] | None:
+        slots = self._posting_arrays.get(stem)
+        if slots is None:
+            listed = self._postings.get(stem)
+            if not listed:
+                return None
+            slots = np.fromiter(listed, dtype=np.intp, count=len(listed))
+            self._posting_arrays[stem] = slots
+        return slots
+
+    def _grow(self) -> None:
+        capacity = 2 * len(self._seqs)
+        self._seqs = _resized(self._seqs, capacity)
+        self._live = _resized(self._live, capacity)
+        self._created = _resized(self._created, capacity)
+        self._seen = _resized(self._seen, capacity)
+        self._observed = _resized(self._observed, capacity)
+        self._norms = _resized(self._norms, capacity)
+        self._has_vector = _resized(self._has_vector, capacity)
+        self._open = _resized(self._open, capacity)
+        if self._matrix is not None:
+            self._matrix = _resized(self._matrix, capacity)
+        if self._projection is not None:
+            self._projection.grow(capacity)
+
+    def _compact(self) -> None:
+        """Rebuild from the live slots only, in the same order."""
+        live = [slot for slot in range(self._size) if self._live[slot]]
+        vectors = self._matrix
+        entries = []
+        for slot in live:
+            record = self._records[slot]
+            assert record is not None
+            vector = vectors[slot] if vectors is not None and self._has_vector[slot] else None
+            entries.append((int(self._seqs[slot]), record, self._stems[slot], vector))
+        self._clear()
+        for seq, record, stems, vector in entries:
+            self.add(seq, record, stems, vector)
+
+
+class ScopeIndex(_Slots):
+    """The active records of one scope: posting lists per stem, a vector matrix, usage times."""
 
     def select(
         self,
@@ -327,16 +416,6 @@ class ScopeIndex:
             return None
         return _Shortlist(rows, high, centered, seen, timed)
 
-    def _projection_of(self) -> Projection | None:
-        """The projected rows, (re)made once the scope holds twice the vectors its basis was made from."""
-        if self._vectors < self._project_from or self._matrix is None:
-            return None
-        if self._projected_from == 0 or self._vectors > 2 * self._projected_from:
-            present = self._live & self._has_vector
-            self._projection = Projection.of(self._matrix, present, len(self._seqs))
-            self._projected_from = self._vectors
-        return self._projection
-
     def _closeness(
         self, size: int, query_vector: Matrix, rows: npt.NDArray[np.intp] | None = None
     ) -> tuple[Floats, Floats | None]:
@@ -374,76 +453,6 @@ class ScopeIndex:
                 found[slots] += weight
         found /= total
         return found
-
-    def _centering_of(self, size: int) -> Centering | None:
-        """The centroid of the live vectors and what each slot needs of it (one matrix product per
-        change of the scope's vectors, not per query)."""
-        if self._vector_sum is None or self._vectors == 0 or self._matrix is None:
-            return None
-        centering = self._centering
-        if centering is None or len(centering.offsets) != size:
-            centroid = self._vector_sum / self._vectors
-            offsets = row_products(self._matrix[:size], centroid.astype(np.float32))
-            centering = self._centering = Centering.of(centroid, offsets, self._norms[:size])
-        return centering
-
-    # -- storage -------------------------------------------------------------------------------------
-
-    def _put_vector(self, slot: int, vector: Matrix | None) -> bool:
-        if vector is None or vector.ndim != 1 or vector.shape[0] == 0:
-            return False
-        if self._matrix is None:
-            self._matrix = np.zeros((len(self._seqs), vector.shape[0]), dtype=np.float32)
-        if self._matrix.shape[1] != vector.shape[0]:
-            return False
-        self._matrix[slot] = vector
-        stored = self._matrix[slot].astype(np.float64)
-        self._norms[slot] = float(stored @ stored)
-        if self._vector_sum is None:
-            self._vector_sum = np.zeros(vector.shape[0], dtype=np.float64)
-        self._vector_sum += stored
-        self._vectors += 1
-        self._centering = None
-        return True
-
-    def _posting_array(self, stem: str) -> npt.NDArray[np.intp] | None:
-        slots = self._posting_arrays.get(stem)
-        if slots is None:
-            listed = self._postings.get(stem)
-            if not listed:
-                return None
-            slots = np.fromiter(listed, dtype=np.intp, count=len(listed))
-            self._posting_arrays[stem] = slots
-        return slots
-
-    def _grow(self) -> None:
-        capacity = 2 * len(self._seqs)
-        self._seqs = _resized(self._seqs, capacity)
-        self._live = _resized(self._live, capacity)
-        self._created = _resized(self._created, capacity)
-        self._seen = _resized(self._seen, capacity)
-        self._observed = _resized(self._observed, capacity)
-        self._norms = _resized(self._norms, capacity)
-        self._has_vector = _resized(self._has_vector, capacity)
-        self._open = _resized(self._open, capacity)
-        if self._matrix is not None:
-            self._matrix = _resized(self._matrix, capacity)
-        if self._projection is not None:
-            self._projection.grow(capacity)
-
-    def _compact(self) -> None:
-        """Rebuild from the live slots only, in the same order."""
-        live = [slot for slot in range(self._size) if self._live[slot]]
-        vectors = self._matrix
-        entries = []
-        for slot in live:
-            record = self._records[slot]
-            assert record is not None
-            vector = vectors[slot] if vectors is not None and self._has_vector[slot] else None
-            entries.append((int(self._seqs[slot]), record, self._stems[slot], vector))
-        self._clear()
-        for seq, record, stems, vector in entries:
-            self.add(seq, record, stems, vector)
 
 
 @dataclass(frozen=True, slots=True)
