@@ -129,14 +129,19 @@ def test_the_shortlist_is_a_small_part_of_a_scope_on_a_few_topics() -> None:
     assert 8 <= len(shortlist.rows) < size // 4
 
 
-def test_a_removed_record_leaves_no_copy_of_its_vector_in_the_index() -> None:
-    rng = np.random.default_rng(8)
-    vectors = clustered(rng, 40, 0.5)
+def projected(seed: int, count: int) -> tuple[ScopeIndex, np.ndarray]:
+    """A scope of `count` records on a few topics, read once: its rows are projected."""
+    vectors = clustered(np.random.default_rng(seed), count, 0.5)
     index = ScopeIndex(project_from=1)
-    for seq in range(1, 41):
+    for seq in range(1, count + 1):
         item = record(seq, f"deploy item{seq}")
         index.add(seq, item, record_stems(item), vectors[seq - 1])
-    index.select(query_stems("deploy"), {"deploy"}, vectors[0], NOW, Ranking(), 5)  # projects the rows
+    index.select(query_stems("deploy"), {"deploy"}, vectors[0], NOW, Ranking(), 5)
+    return index, vectors
+
+
+def test_a_removed_record_leaves_no_copy_of_its_vector_in_the_index() -> None:
+    index, vectors = projected(8, 40)
     held = index._projection
     assert held is not None
     slot = index._slot[12]
@@ -151,13 +156,8 @@ def test_a_removed_record_leaves_no_copy_of_its_vector_in_the_index() -> None:
 
 
 def test_a_compaction_drops_the_projection_of_the_removed_records() -> None:
-    rng = np.random.default_rng(9)
-    vectors = clustered(rng, 600, 0.5)
-    index = ScopeIndex(project_from=1)
-    for seq in range(1, 601):
-        item = record(seq, f"deploy item{seq}")
-        index.add(seq, item, record_stems(item), vectors[seq - 1])
-    index.select(query_stems("deploy"), {"deploy"}, vectors[0], NOW, Ranking(), 5)
+    index, vectors = projected(9, 600)
+    assert index._projection is not None
     for seq in range(1, 301):  # enough dead slots to rebuild from the live ones only
         index.remove(seq)
 
