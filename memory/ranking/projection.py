@@ -26,7 +26,11 @@ SHARE = 4
 # orders of magnitude below this, which only widens each interval.
 SLACK = 1e-4
 # Vectors the basis is computed from: its directions need a fair sample, not every row.
-_SAMPLE = 2048
+_SAMPLE = 1024
+# Rounds of subspace iteration from the heaviest coordinates: enough to catch most of the spread.
+_ITERATIONS = 4
+# Rows projected at a time when the basis is made: a bounded float64 temporary.
+_CHUNK = 1024
 
 
 class Projection:
@@ -39,27 +43,36 @@ class Projection:
 
     @classmethod
     def of(cls, matrix: Vectors, present: npt.NDArray[np.bool_], capacity: int) -> Projection | None:
-        """A basis from the `present` rows of `matrix` (the principal directions of an even sample of
-        them), every present row projected on it; None when the vectors are too short to be worth it."""
+        """A basis from the `present` rows of `matrix` (near the principal directions of an even
+        sample of them), every present row projected on it; None when there is nothing to project.
+
+        Made with numpy's own loops (`einsum`, one thread), never BLAS or LAPACK: their worker threads
+        on a busy host turned this one-off into seconds under the scope's lock."""
         width = matrix.shape[1] // SHARE
         slots = np.flatnonzero(present)
         if width == 0 or slots.size == 0:
             return None
-        sample = matrix[slots[:: max(1, slots.size // _SAMPLE)]].astype(np.float64)
-        _, directions = np.linalg.eigh(sample.T @ sample)  # ascending: the last columns carry the most
-        projection = cls(np.ascontiguousarray(directions[:, ::-1][:, :width]), capacity)
-        wide = matrix[slots].astype(np.float64)
-        projected = wide @ projection._basis
-        projection._rows[slots] = projected
-        outside = np.einsum("ij,ij->i", wide, wide) - np.einsum("ij,ij->i", projected, projected)
-        projection._residuals[slots] = np.sqrt(np.maximum(outside, 0.0))
+        sample = matrix[slots[:: max(1, slots.size // _SAMPLE)]]
+        wide = sample.astype(np.float64)
+        covariance = np.einsum("ki,kj->ij", wide, wide)
+        basis = _orthonormal(covariance[:, np.argsort(-np.diag(covariance))[:width]])
+        for _ in range(_ITERATIONS):  # subspace iteration: towards the directions that carry the most
+            basis = _orthonormal(np.einsum("ij,jk->ik", covariance, basis))
+        projection = cls(basis, capacity)
+        for start in range(0, slots.size, _CHUNK):
+            projection._put(slots[start : start + _CHUNK], matrix[slots[start : start + _CHUNK]])
         return projection
 
     def put(self, slot: int, vector: Vectors) -> None:
-        wide = vector.astype(np.float64)
-        projected = wide @ self._basis
-        self._rows[slot] = projected
-        self._residuals[slot] = _outside(float(wide @ wide), projected)
+        self._put(np.array([slot]), vector.reshape(1, -1))
+
+    def _put(self, slots: npt.NDArray[np.intp], vectors: Vectors) -> None:
+        wide = vectors.astype(np.float64)
+        projected = np.einsum("ij,jk->ik", wide, self._basis)
+        self._rows[slots] = projected
+        lengths = np.einsum("ij,ij->i", wide, wide)
+        outside = lengths - np.einsum("ij,ij->i", projected, projected)
+        self._residuals[slots] = np.sqrt(np.maximum(outside, 0.0))
 
     def drop(self, slot: int) -> None:
         """A removed record leaves no trace of its vector here either."""
@@ -76,13 +89,26 @@ class Projection:
     def cosines(self, size: int, query: Vectors) -> tuple[Floats, Floats]:
         """Per slot, the cosine read off the small rows and how far the exact one can be from it."""
         wide = query.astype(np.float64)
-        projected = wide @ self._basis
+        projected = np.einsum("j,jk->k", wide, self._basis)
         approximate = row_products(self._rows[:size], projected.astype(np.float32))
-        spread = self._residuals[:size] * _outside(float(wide @ wide), projected)
+        outside = float(np.sqrt(max(float(wide @ wide) - float(projected @ projected), 0.0)))
+        spread = self._residuals[:size] * outside
         spread += SLACK
         return approximate, spread
 
 
-def _outside(squared_length: float, projected: Floats) -> float:
-    """The length of the part of a vector the basis misses (never below 0, whatever the rounding)."""
-    return float(np.sqrt(max(squared_length - float(projected @ projected), 0.0)))
+def _orthonormal(columns: Floats) -> Floats:
+    """Orthonormal columns spanning `columns`' (Gram–Schmidt, each column twice over, so the basis is
+    orthonormal to rounding); a column already in the span of those before it is left out."""
+    basis = np.zeros_like(columns)
+    kept = 0
+    for column in columns.T:
+        vector = column.copy()
+        for _ in range(2):
+            held = basis[:, :kept]
+            vector -= np.einsum("ij,j->i", held, np.einsum("ij,i->j", held, vector))
+        length = float(np.sqrt(vector @ vector))
+        if length > 1e-9 * float(np.sqrt(column @ column)):
+            basis[:, kept] = vector / length
+            kept += 1
+    return np.ascontiguousarray(basis[:, :kept])
