@@ -10,6 +10,8 @@ import threading
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from memory.ranking.embedder import Matrix
 from memory.stores.sqlite.store import SqliteMemoryStore
 from tests.memory.embedders import ConceptEmbedder
@@ -133,5 +135,24 @@ async def test_an_erasure_leaves_no_text_in_the_scope_index(tmp_path: Path) -> N
 
         held = [store._indexes[ORG].index.record(seq) for seq in store._indexes[ORG].index.seqs()]
         assert held == []
+    finally:
+        await store.aclose()
+
+
+async def test_a_forgotten_record_leaves_no_copy_of_its_vector_in_the_scope_index(tmp_path: Path) -> None:
+    embedder = ConceptEmbedder()
+    store = SqliteMemoryStore(tmp_path / "memory", clock=FakeClock(), embedder=embedder)
+    try:
+        await store.write(ORG, [fact("the vault code is 4711"), fact("deploy on fridays")])
+        assert ids(await store.retrieve(ORG, "vault", 5)) == [rid(ORG, 1)]
+        vector = embedder.embed(["the vault code is 4711"])[0]
+        matrix = store._indexes[ORG].index._matrix
+        assert matrix is not None and np.any(np.all(matrix == vector, axis=1))
+
+        assert await store.forget(ORG, rid(ORG, 1))
+        assert ids(await store.retrieve(ORG, "deploy", 5)) == [rid(ORG, 2)]  # the index caught up
+
+        matrix = store._indexes[ORG].index._matrix
+        assert matrix is not None and not np.any(np.all(matrix == vector, axis=1))
     finally:
         await store.aclose()
