@@ -75,7 +75,7 @@ else
   .venv/bin/python -m pytest -p no:xdist -m serial "$@" || status=$?
   [ "$status" -ne 5 ] || status=0  # 5: the arguments selected none of them
   end "$status"
-  begin "pytest, the rest" "$(nproc) cores; 5 to 7 minutes on 2 idle cores, far longer on a busy machine"
+  begin "pytest, the rest" "$(nproc) cores; about 6 minutes on 2 idle cores, far longer on a busy machine"
   status=0
   .venv/bin/python -m pytest -n auto -m "not serial" -o console_output_style=count --durations=15 "$@" \
     || status=$?
