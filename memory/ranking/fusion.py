@@ -388,9 +388,15 @@ def score_with_feedback(
     weights = feedback_weights(top, query, stats, feedback)
     if not weights:
         return first
-    beta = feedback.weight
-    blended = (1.0 - beta) * lexical + beta * match(weights)
+    blended = blend_feedback(lexical, match(weights), feedback.weight)
     return score_arrays(blended, matched, cosine, seen, now, ranking, centered, gate=lexical, timed=timed)
+
+
+def blend_feedback(lexical: Floats, feedback_match: Floats, weight: float) -> Floats:
+    """The lexical match the second pass scores: the question's, with `weight` of the feedback
+    query's (the scope index's shortlist bounds the same blend, so it lives once here)."""
+    blended: Floats = (1.0 - weight) * lexical + weight * feedback_match
+    return blended
 
 
 def rank(

@@ -33,6 +33,7 @@ from memory.ranking.fusion import (
     Ranking,
     Scored,
     Timed,
+    blend_feedback,
     centered_cosines,
     row_products,
     score_arrays,
@@ -483,8 +484,7 @@ class _Shortlist:
     def missed(self, read: _Read, feedback_match: Floats, scored: Scored, count: int) -> npt.NDArray[np.intp]:
         """Slots off the list that the feedback query could still lift into the top `count`: the
         list was cut by first-pass scores, and the feedback pass rescores every record."""
-        beta = read.ranking.feedback.weight
-        blended = (1.0 - beta) * read.lexical + beta * feedback_match  # as `score_with_feedback` blends
+        blended = blend_feedback(read.lexical, feedback_match, read.ranking.feedback.weight)
         upper = score_arrays(
             blended,
             read.matched,
