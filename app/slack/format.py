@@ -17,6 +17,9 @@ STREAM_TEXT_LIMIT = 11_000
 _FENCE = re.compile(r"^\s*(```|~~~)")
 # Slack's own angle-bracket tokens the model may legitimately write: mentions, channels, links.
 _SLACK_TOKEN = re.compile(r"<(?:[@#!][^<>\s]+|(?:https?|mailto):[^<>\s]+)>")
+# The tokens that notify a whole channel or a user group: text a model wrote (or read, in a file or
+# a web page) never pings everyone, so these lose their brackets and the @ keeps its name apart.
+_BROADCAST = re.compile(r"<!(channel|here|everyone|subteam\^[^<>\s|]*)(?:\|([^<>]*))?>", re.IGNORECASE)
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _LINK = re.compile(r"\[([^\]]+)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -39,6 +42,17 @@ _SLOT = "\ue001"
 def escape_mrkdwn(text: str) -> str:
     """Slack's three control characters in message text."""
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def defuse_broadcasts(text: str) -> str:
+    """`<!channel>`, `<!here>`, `<!everyone>` and a user group's `<!subteam^…>` as inert text: `@`,
+    an invisible word joiner (so Slack reads no mention), then the name."""
+
+    def inert(match: re.Match[str]) -> str:
+        label = match.group(2) or match.group(1).split("^")[0]
+        return "@\u2060" + label.lstrip("@")
+
+    return _BROADCAST.sub(inert, text)
 
 
 def markdown_to_mrkdwn(markdown: str) -> str:

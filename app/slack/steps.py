@@ -19,6 +19,7 @@ from typing import Any
 
 import structlog
 
+from app.slack.format import defuse_broadcasts
 from app.steps import Step, StepSource
 from commands.provenance import Permalinks, source_link
 
@@ -133,9 +134,9 @@ class StepStream:
         sources = await self._sources(step.sources, elements)
         return chunks.TaskUpdateChunk(
             id=step.id,
-            title=step.title,
+            title=defuse_broadcasts(step.title),
             status=step.status,
-            output=step.output,
+            output=defuse_broadcasts(step.output) if step.output else step.output,
             sources=sources or None,
         )
 

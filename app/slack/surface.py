@@ -14,7 +14,13 @@ from slack_sdk.errors import SlackApiError, SlackClientError
 from slack_sdk.web.async_client import AsyncWebClient
 
 from app.slack.feedback import feedback_block
-from app.slack.format import POST_TEXT_LIMIT, STREAM_TEXT_LIMIT, markdown_to_mrkdwn, split_message
+from app.slack.format import (
+    POST_TEXT_LIMIT,
+    STREAM_TEXT_LIMIT,
+    defuse_broadcasts,
+    markdown_to_mrkdwn,
+    split_message,
+)
 from app.slack.provenance import citation_block
 from app.slack.steps import StepStream
 from app.steps import Step
@@ -167,6 +173,7 @@ class SlackThreadSurface:
         if not text.strip():
             log.info("slack.reply_empty", channel=self.channel, thread_ts=self.thread_ts)
             return
+        text = defuse_broadcasts(text)
         opened = await self._steps.take()  # the stream the steps started: the answer goes under them
         if self._options.stream and not self._state.stream_refused:
             parts = split_message(text, STREAM_TEXT_LIMIT)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from app.slack.format import markdown_to_mrkdwn, split_message
+from app.slack.format import defuse_broadcasts, markdown_to_mrkdwn, split_message
 
 
 @pytest.mark.parametrize(
@@ -33,6 +33,26 @@ from app.slack.format import markdown_to_mrkdwn, split_message
 )
 def test_markdown_becomes_slack_mrkdwn(markdown: str, mrkdwn: str) -> None:
     assert markdown_to_mrkdwn(markdown) == mrkdwn
+
+
+@pytest.mark.parametrize(
+    ("text", "shown"),
+    [
+        ("deploy now <!channel>", "deploy now @\u2060channel"),
+        ("<!here|here> look", "@\u2060here look"),
+        ("<!everyone>", "@\u2060everyone"),
+        ("<!CHANNEL>", "@\u2060CHANNEL"),
+        ("ask <!subteam^S0614TZR7|@oncall>", "ask @\u2060oncall"),
+        ("ask <!subteam^S0614TZR7>", "ask @\u2060subteam"),
+    ],
+)
+def test_a_broadcast_mention_becomes_inert_text(text: str, shown: str) -> None:
+    assert defuse_broadcasts(text) == shown
+
+
+def test_a_person_a_channel_a_link_and_a_date_are_left_as_they_are() -> None:
+    text = "ask <@U123> in <#C1|general>, see <https://x.dev|docs> by <!date^1392734382^{date}|Feb 18>"
+    assert defuse_broadcasts(text) == text
 
 
 def test_code_keeps_its_content_and_loses_only_the_language_tag() -> None:

@@ -193,6 +193,21 @@ async def test_a_tool_call_is_a_task_going_from_in_progress_to_complete(
     assert chunk_types(message)[-1] == "markdown_text" and message.text == "Blue-green: src/deploy.py."
 
 
+async def test_a_tool_argument_or_an_answer_that_says_channel_notifies_nobody(
+    coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
+) -> None:
+    add_widgets(github_api)
+    fake_anthropic.script(
+        tool_reply("read_file", {"path": "<!channel> src/deploy.py"}), "Done <!here>, see <@U1>."
+    )
+    await ask(coding, slack_api, "C0REPO", "code how do deploys work? --repo acme/widgets")
+
+    message = answer_message(slack_api, "C0REPO")
+    titles = {update["title"] for update in message.task_updates("tool-1")}
+    assert titles == {"read_file @\u2060channel src/deploy.py"}
+    assert message.text == "Done @\u2060here, see <@U1>."
+
+
 async def test_a_failing_tool_call_ends_its_task_in_error_with_a_short_output(
     coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
 ) -> None:
