@@ -32,6 +32,9 @@ _BARE = re.compile(rf"^(?:(?:user:)?slack:)?({_SLACK_ID})$")
 _TEAMED = re.compile(rf"^(?:user:)?slack:({_TEAM_ID}):({_SLACK_ID})$")
 _TERMINAL = re.compile(r"^(?:user:)?cli:local$")
 _CALLER_TEAM = re.compile(rf"^slack:({_TEAM_ID}):{_SLACK_ID}$")
+# A thread only its person writes in: their direct messages with the bot (a Slack `D…` channel) and
+# the terminal's threads (named by whoever typed them). Its key names them, so it goes with them.
+_OWN_THREAD = re.compile(rf"^(?:cli:|slack:(?:{_TEAM_ID}:)?D[A-Z0-9]+:)")
 
 FORMS = "`U0123`, `<@U0123>`, `slack:U0123`, `user:slack:U0123`, `slack:T0123:U0123` or `cli:local`"
 
@@ -118,14 +121,23 @@ class PersonRename:
             return self.pseudonym_record_prefix + record_id[len(self.record_prefix) :]
         return record_id
 
+    def thread(self, thread_key: str, asker: str | None) -> str:
+        """A thread the person asked in that was theirs alone (a DM, a terminal thread) becomes the
+        pseudonym; any other thread (a channel's, seen by others too) keeps its key."""
+        if asker == self.user_id and _OWN_THREAD.match(thread_key):
+            return self.pseudonym
+        return thread_key
+
     def entry(self, item: CurationEntry) -> CurationEntry:
         """A curation entry with its actor renamed (its record and scope are the scope's own)."""
         return replace(item, actor=self.key(item.actor))
 
     def read(self, item: ReadAudit) -> ReadAudit:
-        """A read-audit entry with its asker, the scopes it read and its records' ids renamed."""
+        """A read-audit entry with its asker, its own thread, the scopes it read and its records' ids
+        renamed."""
         return replace(
             item,
+            thread_key=self.thread(item.thread_key, item.asker),
             asker=self.user(item.asker),
             scope_keys=tuple(self.key(key) for key in item.scope_keys),
             records=tuple((self.record(record_id), rank) for record_id, rank in item.records),

@@ -85,6 +85,40 @@ class PersonErasureContract:
             assert entry.actor == f"user:{pseudonym}"
         assert await store.pseudonymize_person(BOB, draw_pseudonym()) == 0  # nobody left to rename
 
+    async def test_the_threads_that_were_the_persons_alone_take_the_pseudonym_and_a_channels_stays(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        assert isinstance(store, PseudonymizingStore)
+        threads = {
+            "dm": "slack:T1:D0BOB:1700000000.000100",
+            "channel": "slack:T1:C1:1700000000.000200",
+        }
+        for run, thread in threads.items():
+            await store.record_read(ReadAudit(run, thread, BOB_ID, (ORG,), (), START))
+        await store.record_read(
+            ReadAudit("terminal", "cli:bob-salary-review", "cli:local", (ORG,), (), START)
+        )
+        await store.record_read(
+            ReadAudit("alice", "slack:T1:D0ALICE:1700000000.000300", "slack:T1:UALICE", (ORG,), (), START)
+        )
+        bob, terminal = draw_pseudonym(), draw_pseudonym()
+
+        await store.pseudonymize_person(BOB, bob)
+        await store.pseudonymize_person("user:cli:local", terminal)
+
+        shown = {
+            run: entry.thread_key
+            for run in ("dm", "channel", "terminal", "alice")
+            for entry in await store.read_audit(AuditQuery(run_id=run))
+        }
+        assert shown == {
+            "dm": bob,
+            "channel": threads["channel"],
+            "terminal": terminal,
+            "alice": "slack:T1:D0ALICE:1700000000.000300",
+        }
+
     async def test_a_key_that_is_no_persons_or_a_bad_pseudonym_is_refused(
         self, make_store: StoreFactory
     ) -> None:

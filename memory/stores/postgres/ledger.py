@@ -98,8 +98,9 @@ _RENAME_READS = """
 
 
 async def rename_person(pool: AsyncConnectionPool[Connection], rename: PersonRename) -> int:
-    """In one transaction: the person's curation entries and read-audit entries take the pseudonym,
-    their scope's source links go (they found only records now erased); how many entries changed."""
+    """In one transaction: the person's curation entries and read-audit entries (with the threads
+    that were theirs alone) take the pseudonym, their scope's source links go (they found only
+    records now erased); how many entries changed."""
     params = {
         "user": rename.user_id,
         "pseudonym": rename.pseudonym,
@@ -112,6 +113,18 @@ async def rename_person(pool: AsyncConnectionPool[Connection], rename: PersonRen
         entries = await conn.execute(
             "UPDATE memory_curation_log SET actor = %(pseudonym_key)s WHERE actor = %(key)s", params
         )
+        asked = await conn.execute(
+            "SELECT audit_id, thread_key FROM memory_read_audit WHERE asker = %(user)s", params
+        )
+        own_threads = [
+            (renamed, audit_id)
+            for audit_id, thread_key in await asked.fetchall()
+            if (renamed := rename.thread(str(thread_key), rename.user_id)) != thread_key
+        ]
+        async with conn.cursor() as cursor:
+            await cursor.executemany(
+                "UPDATE memory_read_audit SET thread_key = %s WHERE audit_id = %s", own_threads
+            )
         reads = await conn.execute(_RENAME_READS, params)
         await conn.execute("DELETE FROM memory_run_sources WHERE scope_key = %(key)s", params)
         return max(entries.rowcount, 0) + max(reads.rowcount, 0)

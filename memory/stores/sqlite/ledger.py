@@ -141,7 +141,7 @@ def read_audit(connection: sqlite3.Connection, query: AuditQuery, cutoff: float)
     return entries
 
 
-_ASKED_BY = "SELECT audit_id FROM read_audit WHERE asker = ?"
+_ASKED_BY = "SELECT audit_id, thread_key FROM read_audit WHERE asker = ?"
 _READ_SCOPE = "SELECT audit_id, scope_keys FROM read_audit WHERE instr(scope_keys, ?) > 0"
 _READ_RECORD = "SELECT audit_id FROM read_audit_records WHERE substr(record_id, 1, ?) = ?"
 _RENAME_RECORDS = (
@@ -150,11 +150,21 @@ _RENAME_RECORDS = (
 
 
 def rename_person(connection: sqlite3.Connection, rename: PersonRename) -> int:
-    """The person's read-audit entries take the pseudonym (asker, scopes read, their records' ids) and
+    """The person's read-audit entries take the pseudonym (asker, the threads that were theirs alone,
+    scopes read, their records' ids) and
     their scope's source links go (they found only records now erased); how many entries changed."""
     prefix = rename.record_prefix
     with transaction(connection):
-        touched = {int(row[0]) for row in connection.execute(_ASKED_BY, (rename.user_id,))}
+        asked = connection.execute(_ASKED_BY, (rename.user_id,)).fetchall()
+        touched = {int(audit_id) for audit_id, _ in asked}
+        connection.executemany(
+            "UPDATE read_audit SET thread_key = ? WHERE audit_id = ?",
+            [
+                (renamed, audit_id)
+                for audit_id, thread_key in asked
+                if (renamed := rename.thread(str(thread_key), rename.user_id)) != thread_key
+            ],
+        )
         connection.execute(
             "UPDATE read_audit SET asker = ? WHERE asker = ?", (rename.pseudonym, rename.user_id)
         )

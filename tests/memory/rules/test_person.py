@@ -118,3 +118,22 @@ def test_a_rename_touches_only_the_persons_mentions_and_keeps_the_shape() -> Non
         (("mem:org:acme:1", 1), (f"mem:user:{pseudonym}:2", 2)),
         7.0,
     )
+
+
+@pytest.mark.parametrize(
+    ("thread", "asker", "theirs_alone"),
+    [
+        ("slack:D0BOB:1700000000.000100", "slack:UBOB", True),
+        ("cli:salary-review", "slack:UBOB", True),
+        ("slack:C1:1700000000.000100", "slack:UBOB", False),
+        ("slack:G0TEAM:1700000000.000100", "slack:UBOB", False),
+        ("slack:D0ALICE:1700000000.000100", "slack:UALICE", False),
+        ("slack:T1:D0BOB:1700000000.000100", "slack:UBOB", True),
+    ],
+)
+def test_only_a_thread_the_person_had_alone_takes_the_pseudonym(
+    thread: str, asker: str, theirs_alone: bool
+) -> None:
+    pseudonym = draw_pseudonym()
+    rename = PersonRename("user:slack:UBOB", pseudonym)
+    assert rename.thread(thread, asker) == (pseudonym if theirs_alone else thread)
