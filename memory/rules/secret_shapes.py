@@ -142,6 +142,13 @@ _SHAPES: tuple[_Shape, ...] = (
         bounded=False,
         keep=True,
     ),
+    # Zapier's catch hooks (whoever has the URL starts the Zap): keep the host and the account's id.
+    _shape(
+        r"(?i)(?P<keep>hooks\.zapier\.com/hooks/(?:catch|standard)/[0-9]{3,}/)[A-Za-z0-9]{4,}",
+        "hooks.zapier.com",
+        bounded=False,
+        keep=True,
+    ),
     # A URL whose user is a random key and has no password (a Sentry DSN): keep scheme and host.
     _shape(
         r"(?P<keep>://)(?P<value>[A-Za-z0-9_-]{16,})@",

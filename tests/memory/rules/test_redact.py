@@ -145,6 +145,13 @@ def test_redacts_each_secret_kind_in_running_text(kind: str) -> None:
     assert out == f"set it to {REDACTED} and restart"
 
 
+def test_a_zapier_catch_hook_keeps_its_host_and_account_and_loses_its_hook_id() -> None:
+    text = "the form posts to https://hooks.zapier.com/hooks/catch/4815162/o2xk9qa/ on submit"
+    assert redact_secrets(text) == (
+        f"the form posts to https://hooks.zapier.com/hooks/catch/4815162/{REDACTED}/ on submit"
+    )
+
+
 def test_redacts_an_assignment_value_but_keeps_the_name_and_the_quotes() -> None:
     assert redact_secrets('DB_PASSWORD=hunter2 and "password": "x y"') == (
         f'DB_PASSWORD={REDACTED} and "password": "{REDACTED}"'

@@ -25,11 +25,11 @@ Mapbox secret tokens (sk.eyJ…), Dropbox short-lived tokens (sl.), Splunk HEC (
 Figma (figd_), Frame.io (fio-u-), Shippo (shippo_live_), LaunchDarkly (sdk-, api-), Honeycomb (hcaik_),
 Confluent Cloud API secrets, WireGuard private keys, Ethereum private keys, Bitcoin WIF keys,
 MongoDB/Redis/JDBC/ADO.NET connection strings, 1Password service accounts (ops_eyJ…), Cloudflare API
-tokens, LangSmith (lsv2_pt_, lsv2_sk_), Brevo (xkeysib-), and, next to the public look-alikes of
-`lookalike_corpus`, the secrets that share their encodings: a Bitcoin WIF key with its base58check
-checksum, a BIP-32 extended private key (xprv), a Nostr NIP-19 `nsec` (bech32); and the shapes the
-outside corpus found: escaped JSON keys, keys split over two lines, by an
-HTML entity or a zero-width character, and percent-encoded.
+tokens, LangSmith (lsv2_pt_, lsv2_sk_), Brevo (xkeysib-), Zapier catch hooks (hooks.zapier.com),
+and, next to the public look-alikes of `lookalike_corpus`, the secrets that share their encodings: a
+Bitcoin WIF key with its base58check checksum, a BIP-32 extended private key (xprv), a Nostr NIP-19
+`nsec` (bech32); and the shapes the outside corpus found: escaped JSON keys, keys split over two
+lines, by an HTML entity or a zero-width character, and percent-encoded.
 """
 
 from __future__ import annotations
@@ -495,6 +495,8 @@ def _encoded_like_public_ids() -> list[VendorCase]:
     nsec = bech32("nsec", convertbits(key, 5))
     langsmith = "lsv2_pt_" + r(HEX, 32) + "_" + r(HEX, 10)
     brevo = "xkeysib-" + r(HEX, 64) + "-" + r(B62, 16)
+    zap_hook = r(LOWER_ALNUM, 7)
+    zap = f"{r(string.digits, 8)}/{zap_hook}"
     return [
         _c("bitcoin", "WIF private key with a valid checksum", f"sweep {wif} into the new wallet", wif),
         _c("bitcoin", "BIP-32 extended private key", f"the wallet's xprv is {xprv}", xprv),
@@ -502,6 +504,16 @@ def _encoded_like_public_ids() -> list[VendorCase]:
         _c("langsmith", "personal access token", f"export LANGSMITH_API_KEY={langsmith}", langsmith),
         _c("langsmith", "token in running text", f"tracing works with {langsmith} now", langsmith),
         _c("brevo", "API v3 key", f"the brevo key {brevo} sends the receipts", brevo),
+        # Zapier's "Webhooks by Zapier" catch hook: whoever has the URL can start the Zap.
+        _c(
+            "zapier",
+            "catch hook URL",
+            f"POST the form to https://hooks.zapier.com/hooks/catch/{zap}/",
+            zap_hook,
+        ),
+        _c(
+            "zapier", "hook URL without a scheme", f"hooks.zapier.com/hooks/standard/{zap} fires it", zap_hook
+        ),
     ]
 
 
