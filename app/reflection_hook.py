@@ -170,9 +170,8 @@ class ReflectionHook:
         outcome = None if reflection.cancelled() or reflection.exception() else reflection.result()
         if outcome is None or self.digest is None:
             return
-        queued = [key for key, result in outcome.writes if held_for_review(key) and result.inserted]
-        if queued:
-            await self.digest.queued(queued)
+        if any(held_for_review(key) and result.inserted for key, result in outcome.writes):
+            await self.digest.queued()
 
 
 def count_reflection(metrics: Metrics, task: asyncio.Task[ReflectionOutcome | None]) -> None:

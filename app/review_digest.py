@@ -15,12 +15,11 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from typing import Protocol
 
 import structlog
 
-from memory.reflection.distill import held_for_review
 from memory.rules.review_digest import PendingDigest, digest_claim_key, summarize_pending, window_seconds
 from memory.stores.contract import EventClaims, MemoryStore
 from memory.types import MAX_LIMIT
@@ -78,12 +77,11 @@ class ReviewDigest:
         self._sender = sender
         self._clock = clock
         self._claims: EventClaims = store.claims() or _LocalClaims(clock)
-        self._seen: set[str] = set()  # shared scopes this process queued to, for a store that cannot list
 
-    async def queued(self, scope_keys: Sequence[str]) -> int:
-        """Reflection queued records in `scope_keys`: send the admins whose window is open. How many
-        were sent; every failure is a warning."""
-        self._seen.update(scope_keys)
+    async def queued(self) -> int:
+        """Reflection queued records for review: send the admins whose window is open what waits in
+        every shared scope of the store (whichever process or replica queued it). How many were sent;
+        every failure is a warning."""
         admins = self._recipients()
         claimed = [admin for person, admin in admins.items() if await self._claim(person)]
         if not claimed:
@@ -131,20 +129,12 @@ class ReviewDigest:
         if store is None:
             return None
         try:
-            keys = await self._shared_scopes()
+            keys = await store.review_scopes()
             found = await asyncio.gather(*(store.pending(key, MAX_LIMIT) for key in keys))
         except Exception as error:
             log.warning("memory.review_digest_failed", stage="read", error=type(error).__name__)
             return None
         return summarize_pending(dict(zip(keys, found, strict=True)), self._review_days, read_limit=MAX_LIMIT)
-
-    async def _shared_scopes(self) -> list[str]:
-        """Every shared scope the store holds (those that can wait for review), or — for a store that
-        cannot list its scopes — those this process queued to."""
-        maintenance = self._store.maintenance()
-        listed = await maintenance.scope_keys() if maintenance is not None else []
-        keys = dict.fromkeys([*listed, *sorted(self._seen)])
-        return [key for key in keys if held_for_review(key)]
 
     async def _send(self, admin: str, digest: PendingDigest, now: float, turns: asyncio.Semaphore) -> bool:
         try:

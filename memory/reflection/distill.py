@@ -27,7 +27,7 @@ from memory.reflection.prompt import (
 )
 from memory.reflection.routing import RoutedCandidate, route_candidates
 from memory.reflection.run import ReflectionRun
-from memory.rules.scope import list_scope_keys, scope_kind
+from memory.rules.scope import is_shared, list_scope_keys, scope_kind
 from memory.rules.visibility import Reader, may_show
 from memory.rules.write_gate import WriteGate
 from memory.stores.contract import MemoryStore
@@ -230,7 +230,7 @@ def _log_outcome(
 
 def held_for_review(scope_key: str) -> bool:
     """Under review, what lands here waits for an admin: every shared scope; a person's own never."""
-    return scope_kind(scope_key) != "user"
+    return is_shared(scope_key)
 
 
 async def _write(

@@ -15,6 +15,7 @@ import re
 import secrets
 from dataclasses import dataclass, replace
 
+from memory.rules.scope import is_dm_conversation
 from memory.types import CurationEntry, ReadAudit
 
 USER_PREFIX = "user:"
@@ -32,9 +33,8 @@ _BARE = re.compile(rf"^(?:(?:user:)?slack:)?({_SLACK_ID})$")
 _TEAMED = re.compile(rf"^(?:user:)?slack:({_TEAM_ID}):({_SLACK_ID})$")
 _TERMINAL = re.compile(r"^(?:user:)?cli:local$")
 _CALLER_TEAM = re.compile(rf"^slack:({_TEAM_ID}):{_SLACK_ID}$")
-# A thread only its person writes in: their direct messages with the bot (a Slack `D…` channel) and
-# the terminal's threads (named by whoever typed them). Its key names them, so it goes with them.
-_OWN_THREAD = re.compile(rf"^(?:cli:|slack:(?:{_TEAM_ID}:)?D[A-Z0-9]+:)")
+# The terminal's threads (`cli:<name>`): only its one person types there, and they named each.
+_TERMINAL_THREAD = "cli:"
 
 FORMS = "`U0123`, `<@U0123>`, `slack:U0123`, `user:slack:U0123`, `slack:T0123:U0123` or `cli:local`"
 
@@ -124,9 +124,9 @@ class PersonRename:
     def thread(self, thread_key: str, asker: str | None) -> str:
         """A thread the person asked in that was theirs alone (a DM, a terminal thread) becomes the
         pseudonym; any other thread (a channel's, seen by others too) keeps its key."""
-        if asker == self.user_id and _OWN_THREAD.match(thread_key):
-            return self.pseudonym
-        return thread_key
+        conversation = thread_key.rpartition(":")[0]
+        theirs = thread_key.startswith(_TERMINAL_THREAD) or is_dm_conversation(conversation)
+        return self.pseudonym if asker == self.user_id and theirs else thread_key
 
     def entry(self, item: CurationEntry) -> CurationEntry:
         """A curation entry with its actor renamed (its record and scope are the scope's own)."""

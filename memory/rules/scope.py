@@ -105,6 +105,11 @@ def list_scope_keys(scopes: RequestScopes) -> list[str]:
     return [key for key in ordered if key is not None]
 
 
+def is_shared(scope_key: str) -> bool:
+    """Every scope but a person's own: what several people read, and what review holds for an admin."""
+    return scope_kind(scope_key) != "user"
+
+
 def scope_kind(scope_key: str) -> str:
     """The kind prefix of a key (`org`, `repo`, `channel`, `user`), or '' when it has none."""
     kind, sep, _ = scope_key.partition(":")

@@ -60,6 +60,7 @@ class CurationRoutes:
         handlers: dict[str, Handler] = {
             "/pending/write": self.write_pending,
             "/pending/list": self.pending,
+            "/pending/scopes": self.review_scopes,
             "/pending/approve": self.approve,
             "/pending/reject": self.reject,
             "/pending/expire": self.expire_pending,
@@ -113,6 +114,11 @@ class CurationRoutes:
         records = await self._curating().pending(scope_key, limit)
         fields["records"] = len(records)
         return {"records": await _redacted(records)}
+
+    async def review_scopes(self, body: Body, fields: LogFields) -> Body:
+        keys = await self._curating().review_scopes()
+        fields["scopes"] = len(keys)
+        return {"scopeKeys": keys}
 
     async def approve(self, body: Body, fields: LogFields) -> Body:
         scope_key, record_id, actor = _target(body, fields)

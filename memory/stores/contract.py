@@ -167,6 +167,11 @@ class CuratingStore(Protocol):
         """Pending records of one scope, newest first."""
         ...
 
+    async def review_scopes(self) -> builtins.list[str]:
+        """Every shared scope the store holds (org, repo, channel): where records can wait for review,
+        as the admins' digest reads them — whichever process or replica queued them."""
+        ...
+
     async def approve(
         self, scope_key: str, record_id: str, actor: str, *, cap: int | None = None
     ) -> MemoryRecord | None:

@@ -19,7 +19,7 @@ import structlog
 
 from memory.rules.curation import SYSTEM_ACTOR, log_limit, validate_actor, validate_entry
 from memory.rules.engine import prepare_batch, validate_cap
-from memory.rules.scope import validate_scope_key
+from memory.rules.scope import is_shared, validate_scope_key
 from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance, StoreBackend
 from memory.stores.front_reads import ReadFront
 from memory.stores.front_reads import own_id as _own
@@ -105,6 +105,9 @@ class StoreFront(ReadFront):
                 "memory.pending_expired", **self._log_fields, scope_key=scope_key, expired=result.evicted
             )
         return result
+
+    async def review_scopes(self) -> builtins.list[str]:
+        return sorted(key for key in await self._backend.scope_keys() if is_shared(key))
 
     async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
         validate_scope_key(scope_key)

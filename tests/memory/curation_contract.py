@@ -77,6 +77,16 @@ class ReviewContract:
         await store.write_pending(ORG, [fact("deploys freeze on fridays")])
         assert ids(await store.retrieve(ORG, "deploys fridays", 5)) == [rid(ORG, 1)]
 
+    async def test_review_scopes_are_the_shared_scopes_the_store_holds_never_a_persons_own(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = curating(make_store)
+        assert await store.review_scopes() == []
+        await store.write_pending(ORG, [fact("deploys freeze on fridays")])
+        await store.write_pending(CHANNEL, [fact("standup moved to ten")])
+        await store.write(USER, [fact("prefers tabs")])
+        assert await store.review_scopes() == sorted([ORG, CHANNEL])
+
     async def test_pending_lists_a_scopes_pending_records_newest_first(
         self, make_store: StoreFactory
     ) -> None:

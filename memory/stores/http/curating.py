@@ -18,7 +18,15 @@ import structlog
 from memory.rules.curation import log_limit, validate_actor, validate_entry
 from memory.rules.engine import prepare_batch
 from memory.rules.redact import redact_secrets
-from memory.stores.http.replies import CallFailed, count_of, entries_of, records_of, well_formed, write_result
+from memory.rules.scope import is_shared, validate_scope_key
+from memory.stores.http.replies import (
+    CallFailed,
+    count_of,
+    entries_of,
+    records_of,
+    well_formed,
+    write_result,
+)
 from memory.types import (
     MACHINE_LABEL,
     CurationEntry,
@@ -68,6 +76,18 @@ class CurationClient:
         if (cap := self.cap if cap is None else cap) is not None:
             body["cap"] = cap
         return write_result(await self._checked("/pending/write", body), "/pending/write")
+
+    async def review_scopes(self) -> builtins.list[str]:
+        """The service's shared scopes; a malformed key in the reply is dropped (and said)."""
+        reply = await self._checked("/pending/scopes", {})
+        raw = reply.get("scopeKeys")
+        if not isinstance(raw, builtins.list):
+            raise MemoryStoreError("memory service /pending/scopes: reply has no scopeKeys array", status=200)
+        keys = well_formed(raw, _shared_scope_key)
+        if len(keys) < len(raw):
+            dropped = len(raw) - len(keys)
+            log.warning("memory.curation_dropped_scopes", route="/pending/scopes", dropped=dropped)
+        return keys
 
     async def pending(self, scope_key: str, limit: int) -> builtins.list[MemoryRecord]:
         limit = log_limit(limit)  # a page as every store takes it: at most MAX_LIMIT
@@ -155,6 +175,17 @@ class CurationClient:
             }
             merged += count_of(await self._checked("/records/merge", body), "merged", "/records/merge")
         return merged
+
+
+def _shared_scope_key(value: object) -> str:
+    """A shared scope's key from a reply; WireError for anything else (a person's own among them)."""
+    try:
+        key = validate_scope_key(value)
+    except ValueError as error:
+        raise WireError(str(error)) from None
+    if not is_shared(key):
+        raise WireError("a person's own scope is never a review scope")
+    return key
 
 
 def _target(scope_key: str, record_id: str, actor: str) -> dict[str, object]:
