@@ -40,6 +40,7 @@ from memory.rules.visibility import Reader
 from memory.stores.contract import MemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MAX_SCOPE_CAP, MemoryCandidate
+from ops.log_setup import configure_logging
 from tests.memory.reads import memory_context_block
 
 SCOPE = "org:bench"
@@ -326,6 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--embedder", choices=EMBEDDER_NAMES, default=DEFAULT_EMBEDDER)
     parser.add_argument("--ranking", choices=RANKING_MODES, default="v2")
     args = parser.parse_args(argv)
+    configure_logging("warning")  # the store's events on stderr, warnings only: stdout is the table
     sizes = [int(value) for value in args.sizes.split(",") if value]
     four_scope_sizes = [int(value) for value in args.four_scope_sizes.split(",") if value]
     EMBEDDER[0] = load_embedder(args.embedder)
