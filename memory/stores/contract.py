@@ -113,7 +113,8 @@ class MemoryStore(PseudonymizingStore, Protocol):
         ...
 
     async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        """The records of this scope with these ids that are not erased (any status), in id order."""
+        """The records of this scope with these ids that are neither erased, expired nor pending (any
+        other status), in id order."""
         ...
 
     async def record_read(self, entry: ReadAudit) -> None:
@@ -283,8 +284,11 @@ class ReadBackend(Protocol):
         filtered by `query` when there is one; no usage bump."""
         ...
 
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        """The scope's records with these (distinct) ids that are neither erased nor pending, in id order."""
+    async def fetch(
+        self, scope_key: str, record_ids: Sequence[str], cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
+        """The scope's records with these (distinct) ids that are neither erased nor pending, created
+        at `cutoff` or later (None: no retention), in id order."""
         ...
 
     async def forget(self, scope_key: str, record_id: str) -> bool:

@@ -150,13 +150,16 @@ class InProcessReads:
             rows = [r for r in rows if matches_filter(r, query)]
         return rows[:limit]
 
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+    async def fetch(
+        self, scope_key: str, record_ids: Sequence[str], cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
         wanted, erased = set(record_ids), self._rows._erased
-        return [
+        rows = [
             r
             for r in self._rows._scopes.get(scope_key, [])
             if r.id in wanted and r.id not in erased and r.status != "pending"
         ]
+        return rows if cutoff is None else [r for r in rows if r.created_at >= cutoff]
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         """Every version of the record's chain is erased with it: an edit leaves no older text behind."""

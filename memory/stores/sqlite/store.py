@@ -233,8 +233,10 @@ class SqliteReads:
             return []
         return await self._store._run(scope_key, lambda c: reads.list_records(c, limit, query, cutoff), [])
 
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        return await self._store._run(scope_key, lambda c: reads.fetch_records(c, record_ids), [])
+    async def fetch(
+        self, scope_key: str, record_ids: Sequence[str], cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
+        return await self._store._run(scope_key, lambda c: reads.fetch_records(c, record_ids, cutoff), [])
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         now = self._store._clock()
