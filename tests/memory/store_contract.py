@@ -20,7 +20,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from memory.ranking.embedder import Embedder
-from memory.ranking.fusion import SPEC, Feedback, Ranking, rank, stats_stems
+from memory.ranking.fusion import DEFAULT_RANKING, SPEC, Feedback, Ranking, rank, stats_stems
 from memory.ranking.lexical import term_stats
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.stores.contract import MemoryStore
@@ -965,6 +965,30 @@ class ProvenanceContract:
         clock.advance(5 * DAY)  # the first is 8 days old: expired, and no write has erased it
 
         assert ids(await store.fetch(ORG, [rid(ORG, 1), rid(ORG, 2)])) == [rid(ORG, 2)]
+
+    async def test_a_scope_holding_an_expired_record_ranks_alike_in_every_store(
+        self, make_store: StoreFactory
+    ) -> None:
+        """Until its erasure an expired record is never returned, but every store counts it in the
+        scope's term statistics the same way (the durable stores' indexes hold every active row, as
+        their centroid does): so each store gives the others the same relevance."""
+        clock = FakeClock()
+        store = make_store(clock=clock, retention=Retention(ttl_days=7))
+        await store.write(ORG, [fact("deploy alpha"), fact("deploy beta"), fact("deploy gamma")])
+        clock.advance(3 * DAY)
+        await store.write(ORG, [fact("deploy billing now"), fact("billing monthly")])
+        active = list((await everything(store)).values())
+        clock.advance(5 * DAY)  # the first three are 8 days old: expired, not yet erased
+        fresh = [record for record in active if record.created_at >= clock() - 7 * DAY]
+        query = "deploy billing"
+        stats = term_stats(active, stats_stems(DEFAULT_RANKING, query, fresh))
+        expected = rank(fresh, query, 5, clock(), DEFAULT_RANKING, stats=stats)
+
+        found = (await store.retrieve_many([ORG], query, 5))[ORG]
+
+        assert [(r.record.id, r.relevance) for r in found] == [
+            (r.record.id, pytest.approx(r.relevance)) for r in expected
+        ]
 
     async def test_erase_expired_sweeps_every_scope_with_its_own_ttl(self, make_store: StoreFactory) -> None:
         clock = FakeClock()

@@ -110,7 +110,9 @@ class InProcessReads:
         r, now = self._rows, self._rows._clock()
         rows = r._scopes.get(scope_key, [])
         fresh = _unexpired(r, scope_key, rows, now)  # expired: never returned, erased on the next write
-        stats = term_stats(fresh, stats_stems(r._ranking, query, fresh)) if r._ranking.stemmed else None
+        # The scope's statistics count every active record, expired ones too until erased: as the
+        # durable stores' indexes count them (and as the centroid below does).
+        stats = term_stats(rows, stats_stems(r._ranking, query, fresh)) if r._ranking.stemmed else None
         cosines = centered = None
         if query_vector is not None:
             cosines, centered = self._cosines(rows, query_vector)
