@@ -37,6 +37,9 @@ REFLECTION_ACTOR = "reflection"
 
 # Statuses whose row is still a record of its own: a `supersedes` naming one is a request, not a link.
 _LIVE = frozenset({"active", "pending"})
+# What `forget <id>` erases (with every older version): an active record, and an evicted one, whose
+# text eviction keeps and *Why?* still shows by id.
+FORGETTABLE = ("active", "evicted")
 
 
 def run_actor(source_run_id: str | None) -> str:

@@ -92,7 +92,8 @@ class MemoryStore(PseudonymizingStore, Protocol):
         ...
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
-        """Erase one active record of this scope (reason `forgotten`); False when nothing was active."""
+        """Erase one active or evicted record of this scope with every older version (reason
+        `forgotten`); False when there was none."""
         ...
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
@@ -292,8 +293,8 @@ class ReadBackend(Protocol):
         ...
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
-        """The active record of this scope and every version of its chain erased (reason `forgotten`);
-        False when it was not active."""
+        """The active or evicted record of this scope and every version of its chain erased (reason
+        `forgotten`); False when it was neither."""
         ...
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:

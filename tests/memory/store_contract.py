@@ -890,6 +890,22 @@ class ProvenanceContract:
         assert await store.retrieve(ORG, "quokka vault", 5) == []
         assert await store.write(ORG, [fact("the vault code is quokka")]) == WriteResult(inserted=1)
 
+    async def test_an_evicted_record_can_still_be_forgotten_with_every_older_version(
+        self, make_store: StoreFactory
+    ) -> None:
+        """Eviction only retires a record: its text stays, and *Why?* still shows it by id. The person
+        who sees it there can erase it, as they can an active one (its corrected versions with it)."""
+        store = make_store(clock=FakeClock(), cap=1)
+        await store.write(ORG, [fact("the vault code is quokka")])
+        await store.write(ORG, [fact("the vault code is wombat", supersedes=rid(ORG, 1))])
+        await store.write(ORG, [fact("deploy on fridays")])  # over the cap: the correction is evicted
+        assert ids(await store.fetch(ORG, [rid(ORG, 1), rid(ORG, 2)])) == [rid(ORG, 1), rid(ORG, 2)]
+
+        assert await store.forget(ORG, rid(ORG, 2)) is True
+
+        assert await store.fetch(ORG, [rid(ORG, 1), rid(ORG, 2)]) == []
+        assert ids(await store.list(ORG, 10)) == [rid(ORG, 3)]
+
     async def test_fetch_reads_only_its_own_scope_and_never_bumps_usage(
         self, make_store: StoreFactory
     ) -> None:

@@ -15,6 +15,7 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, rank, stats_
 from memory.ranking.lexical import term_stats
 from memory.ranking.vectors import ScopeVectors
 from memory.rules.audit import audit_matches
+from memory.rules.curation import FORGETTABLE
 from memory.rules.engine import (
     matches_filter,
 )
@@ -167,7 +168,7 @@ class InProcessReads:
         """Every version of the record's chain is erased with it: an edit leaves no older text behind."""
         r = self._rows
         async with r._lock:
-            record = r._find(scope_key, record_id, "active")
+            record = r._find(scope_key, record_id, *FORGETTABLE)
             if record is None:
                 return False
             chain = r._chain_ids(scope_key, record)

@@ -15,7 +15,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
-from memory.rules.curation import ChainWalk, edit_candidate, history_of, merge_duplicates
+from memory.rules.curation import FORGETTABLE, ChainWalk, edit_candidate, history_of, merge_duplicates
 from memory.stores.postgres.curation_log import of_records
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import Connection, fetch_rows, one, own_seq, row_record
@@ -195,11 +195,11 @@ async def forget_chain(
     now: float,
 ) -> bool:
     """One transaction under the scope's lock (no edit can add a version meanwhile): when the record
-    is active, the text of every version in its chain erased, reason `forgotten`."""
+    is active (or evicted), the text of every version in its chain erased, reason `forgotten`."""
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK_SCOPE, (scope_key,))
         found = await find(conn, scope_key, seq, record_id, lock=True)
-        if found is None or found[0].status != "active" or found[1].get(record_id) is not None:
+        if found is None or found[0].status not in FORGETTABLE or found[1].get(record_id) is not None:
             return False
         start, erased = found
         versions = (await walk(conn, start, erased)).versions()

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import get_args
 
 from memory.ranking.embedder import Embedder
-from memory.rules.curation import ChainWalk, history_of, merge_duplicates
+from memory.rules.curation import FORGETTABLE, ChainWalk, history_of, merge_duplicates
 from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows, scrub_files
 from memory.stores.sqlite.sql import (
@@ -82,9 +82,10 @@ def history(
 
 
 def forget(connection: sqlite3.Connection, record_id: str, now: float) -> bool:
-    """Forgetting an active record erases every version of its chain: no older text stays behind."""
+    """Forgetting an active (or evicted) record erases every version of its chain: no older text stays
+    behind."""
     with transaction(connection):
-        record = find(connection, record_id, "active")
+        record = find(connection, record_id, *FORGETTABLE)
         if record is None:
             return False
         chain, _ = walk(connection, record)
