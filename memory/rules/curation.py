@@ -282,13 +282,22 @@ class ChainWalk:
                 self._rows.setdefault(row.id, row)
 
     def versions(self) -> builtins.list[MemoryRecord]:
-        """The chain as gathered so far, oldest first."""
+        """The chain as gathered so far, oldest first: what the start replaced, what that replaced,
+        …, and what replaced the start, what replaced that, … — never another branch off an older
+        version: two corrections of one record are two chains, so forgetting or merging one never
+        reaches the other (live) one."""
         chain = {self.start.id}
+        newer = self.start
+        while (older := self._rows.get(newer.supersedes or "")) is not None:
+            if older.id in chain or not is_link(newer, older):
+                break
+            chain.add(older.id)
+            newer = older
         frontier = [self.start]
         while frontier:
             row = frontier.pop()
             for other in self._rows.values():
-                if other.id not in chain and (is_link(row, other) or is_link(other, row)):
+                if other.id not in chain and is_link(other, row):
                     chain.add(other.id)
                     frontier.append(other)
         return sorted((self._rows[i] for i in chain), key=_age)

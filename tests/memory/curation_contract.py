@@ -583,6 +583,26 @@ class MergeAndLogContract:
         history = await store.history(ORG, rid(ORG, 1))
         assert [(v.id, v.text) for v in history] == [(rid(ORG, 1), None), (rid(ORG, 3), None)]
 
+    async def test_two_approved_corrections_of_one_record_are_two_chains_to_forget_and_merge(
+        self, make_store: StoreFactory
+    ) -> None:
+        """Both corrections point at the record they replaced: each one's chain is its own versions
+        (and that record), never the other correction, which is live. So forgetting one leaves the
+        other, and merging one into the other keeps the survivor."""
+        store = curating(make_store)
+        await store.write(ORG, [fact("deploys go out on mondays")])
+        await store.write_pending(ORG, [fact("deploys go out on tuesdays", supersedes=rid(ORG, 1))])
+        await store.write_pending(ORG, [fact("deploys go out on tuesday", supersedes=rid(ORG, 1))])
+        assert await store.approve(ORG, rid(ORG, 2), ADMIN) is not None
+        assert await store.approve(ORG, rid(ORG, 3), ADMIN) is not None
+        assert [v.id for v in await store.history(ORG, rid(ORG, 3))] == [rid(ORG, 1), rid(ORG, 3)]
+
+        assert await store.merge(ORG, rid(ORG, 2), [rid(ORG, 3)], ADMIN) == 1
+
+        assert [(r.id, r.text) for r in await store.list(ORG, 10)] == [
+            (rid(ORG, 2), "deploys go out on tuesdays")
+        ]
+
     async def test_merge_folds_only_active_duplicates_into_an_active_survivor(
         self, make_store: StoreFactory
     ) -> None:
