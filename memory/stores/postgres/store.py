@@ -431,6 +431,7 @@ class PostgresBackend(PostgresReads):
                 s._clock,
                 s._log_cutoff,
                 s._scrub,
+                s._since(scope_key),
             ),
         )
 

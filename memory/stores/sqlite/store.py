@@ -414,16 +414,16 @@ class SqliteBackend(SqliteReads):
     async def edit(
         self, scope_key: str, record_id: str, text: str, actor: str, typed_in: OriginLabel
     ) -> MemoryRecord | None:
-        store = self._store
+        store, since = self._store, self._since(scope_key)
 
         def work(connection: sqlite3.Connection) -> MemoryRecord | None:
-            old = versions.find(connection, record_id, "active", "pending")
+            old = versions.find(connection, record_id, "active", "pending", since=since)
             if old is None:
                 return None
             candidate = edit_candidate(old, text, typed_in)  # validated and redacted on the store's thread
             now = store._clock()
             return versions.edit(
-                connection, record_id, candidate, store._embedder, now, actor, self._log_cutoff()
+                connection, record_id, candidate, store._embedder, now, actor, self._log_cutoff(), since
             )
 
         return await store._run(scope_key, work, None)
