@@ -166,8 +166,10 @@ class _Slots:
             left = self._frequencies[stem] - 1
             if left:
                 self._frequencies[stem] = left
-            else:
+            else:  # a stem only erased text held: its posting list (dead slots alone) goes now too
                 del self._frequencies[stem]
+                del self._postings[stem]
+                self._posting_arrays.pop(stem, None)
         self._stems[slot] = frozenset()
         self._dead += 1
         if self._dead >= _MIN_DEAD_TO_COMPACT and self._dead * 2 >= self._size:

@@ -37,6 +37,9 @@ REFLECTION_ACTOR = "reflection"
 
 # Statuses whose row is still a record of its own: a `supersedes` naming one is a request, not a link.
 _LIVE = frozenset({"active", "pending"})
+# What `forget <id>` erases (with every older version): an active record, and an evicted one, whose
+# text eviction keeps and *Why?* still shows by id.
+FORGETTABLE = ("active", "evicted")
 
 
 def run_actor(source_run_id: str | None) -> str:
@@ -279,13 +282,22 @@ class ChainWalk:
                 self._rows.setdefault(row.id, row)
 
     def versions(self) -> builtins.list[MemoryRecord]:
-        """The chain as gathered so far, oldest first."""
+        """The chain as gathered so far, oldest first: what the start replaced, what that replaced,
+        …, and what replaced the start, what replaced that, … — never another branch off an older
+        version: two corrections of one record are two chains, so forgetting or merging one never
+        reaches the other (live) one."""
         chain = {self.start.id}
+        newer = self.start
+        while (older := self._rows.get(newer.supersedes or "")) is not None:
+            if older.id in chain or not is_link(newer, older):
+                break
+            chain.add(older.id)
+            newer = older
         frontier = [self.start]
         while frontier:
             row = frontier.pop()
             for other in self._rows.values():
-                if other.id not in chain and (is_link(row, other) or is_link(other, row)):
+                if other.id not in chain and is_link(other, row):
                     chain.add(other.id)
                     frontier.append(other)
         return sorted((self._rows[i] for i in chain), key=_age)

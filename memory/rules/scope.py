@@ -28,6 +28,10 @@ def validate_scope_key(key: object) -> str:
         raise ValueError(f"scope key must be at most {MAX_SCOPE_KEY_LENGTH} characters")
     if _FORBIDDEN.search(key):
         raise ValueError("scope key must not contain whitespace or control characters")
+    try:  # a lone surrogate (an undecodable byte of a terminal argument): no file name or row holds it
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("scope key must be valid Unicode text") from None
     return key
 
 

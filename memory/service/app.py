@@ -28,7 +28,7 @@ from starlette.routing import Route
 
 from memory.service import checks
 from memory.service.checks import Handler, LogFields, Refusal
-from memory.service.curation_routes import CurationRoutes
+from memory.service.curation_routes import CurationRoutes, redacted_uncached
 from memory.service.redact_cache import RedactionCache
 from memory.stores.contract import MemoryStore
 from memory.types import MAX_LIMIT, MemoryRecord
@@ -376,7 +376,9 @@ class _Service:
         ids = [checks.record_id(item) for item in raw]
         records = await self._store.fetch(scope_key, ids)
         fields["records"] = len(records)
-        return {"records": [record_to_wire(r) for r in records]}
+        # Redacted like every reply, but outside the cache: a fetch returns superseded versions too,
+        # whose text an erasure of the chain must not leave behind in memory.
+        return {"records": await redacted_uncached(records)}
 
     async def record_read(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         entry = checks.parsed(audit_from_wire, body)

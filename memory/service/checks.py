@@ -48,8 +48,6 @@ def scope_key(body: dict[str, object], fields: LogFields, name: str = "scopeKey"
         key = validate_scope_key(body.get(name))
     except ValueError as exc:
         raise Refusal(400, f"{name} is invalid: {exc}") from None
-    if not is_unicode_text(key):
-        raise Refusal(400, f"{name} is invalid: it must be valid Unicode text")
     fields["scope_key"] = key
     return key
 
@@ -79,8 +77,6 @@ def scope_keys(body: dict[str, object], fields: LogFields) -> list[str]:
             key = validate_scope_key(value)
         except ValueError as exc:
             raise Refusal(400, f"scopeKeys[{index}] is invalid: {exc}") from None
-        if not is_unicode_text(key):
-            raise Refusal(400, f"scopeKeys[{index}] is invalid: it must be valid Unicode text")
         if key in keys:
             raise Refusal(400, f"scopeKeys[{index}] repeats a scope key")
         keys.append(key)

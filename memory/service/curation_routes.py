@@ -113,7 +113,7 @@ class CurationRoutes:
         limit = checks.limit(body.get("limit"))
         records = await self._curating().pending(scope_key, limit)
         fields["records"] = len(records)
-        return {"records": await _redacted(records)}
+        return {"records": await redacted_uncached(records)}
 
     async def review_scopes(self, body: Body, fields: LogFields) -> Body:
         keys = await self._curating().review_scopes()
@@ -132,7 +132,7 @@ class CurationRoutes:
         if record is None:
             return {"approved": False}
         self._count("approved")
-        return {"approved": True, "record": (await _redacted([record]))[0]}
+        return {"approved": True, "record": (await redacted_uncached([record]))[0]}
 
     async def reject(self, body: Body, fields: LogFields) -> Body:
         scope_key, record_id, actor = _target(body, fields)
@@ -168,7 +168,7 @@ class CurationRoutes:
             return {"edited": False}
         fields["new_id"] = record.id
         self._count("edited")
-        return {"edited": True, "record": (await _redacted([record]))[0]}
+        return {"edited": True, "record": (await redacted_uncached([record]))[0]}
 
     async def history(self, body: Body, fields: LogFields) -> Body:
         scope_key = checks.scope_key(body, fields)
@@ -208,7 +208,7 @@ class CurationRoutes:
         scope_key = checks.scope_key(body, fields)
         records = await self._curating().active_records(scope_key)
         fields["records"] = len(records)
-        return {"records": await _redacted(records)}
+        return {"records": await redacted_uncached(records)}
 
     async def merge(self, body: Body, fields: LogFields) -> Body:
         scope_key = checks.scope_key(body, fields)
@@ -242,7 +242,7 @@ def _target(body: Body, fields: LogFields) -> tuple[str, str, str]:
     return scope_key, record_id, _actor(body, fields)
 
 
-async def _redacted(records: Sequence[MemoryRecord]) -> list[JsonObject]:
+async def redacted_uncached(records: Sequence[MemoryRecord]) -> list[JsonObject]:
     """Records on their way out, redacted on a worker thread (CPU work on stored text), not cached."""
     if not records:
         return []

@@ -92,7 +92,8 @@ class MemoryStore(PseudonymizingStore, Protocol):
         ...
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
-        """Erase one active record of this scope (reason `forgotten`); False when nothing was active."""
+        """Erase one active or evicted record of this scope with every older version (reason
+        `forgotten`); False when there was none."""
         ...
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
@@ -113,7 +114,8 @@ class MemoryStore(PseudonymizingStore, Protocol):
         ...
 
     async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        """The records of this scope with these ids that are not erased (any status), in id order."""
+        """The records of this scope with these ids that are neither erased, expired nor pending (any
+        other status), in id order."""
         ...
 
     async def record_read(self, entry: ReadAudit) -> None:
@@ -288,13 +290,16 @@ class ReadBackend(Protocol):
         filtered by `query` when there is one; no usage bump."""
         ...
 
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        """The scope's records with these (distinct) ids that are neither erased nor pending, in id order."""
+    async def fetch(
+        self, scope_key: str, record_ids: Sequence[str], cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
+        """The scope's records with these (distinct) ids that are neither erased nor pending, created
+        at `cutoff` or later (None: no retention), in id order."""
         ...
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
-        """The active record of this scope and every version of its chain erased (reason `forgotten`);
-        False when it was not active."""
+        """The active or evicted record of this scope and every version of its chain erased (reason
+        `forgotten`); False when it was neither."""
         ...
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:

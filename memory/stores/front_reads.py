@@ -102,7 +102,9 @@ class ReadFront:
         ids = fetch_ids(record_ids)
         if not ids:
             return []
-        return await self._backend.fetch(scope_key, ids)
+        # Retention's "never returned by a read" holds by id too (*Why?*, the editor, the review).
+        cutoff = self._retention.cutoff(scope_key, self._clock())
+        return await self._backend.fetch(scope_key, ids, cutoff)
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         """A foreign or malformed id forgets nothing: no row of this scope can hold it."""

@@ -407,6 +407,19 @@ class EditContract:
         assert await store.edit(ORG, rid(ORG, 9), "again", ADMIN) is None
         assert await store.edit(CHANNEL, rid(ORG, 2), "again", ADMIN) is None
 
+    async def test_an_expired_record_is_not_edited_back_into_a_live_one(
+        self, make_store: StoreFactory
+    ) -> None:
+        """An edit's new version is created now: made from an expired, not yet erased record, it
+        would bring it back for a whole new ttl."""
+        clock = FakeClock()
+        store = curating(make_store, clock=clock, retention=Retention(ttl_days=7))
+        await store.write(ORG, [fact("the vault code is quokka")])
+        clock.advance(8 * DAY)  # expired, and no write has erased it yet
+
+        assert await store.edit(ORG, rid(ORG, 1), "the vault code is wombat", ADMIN) is None
+        assert await store.list(ORG, 10) == []
+
     async def test_history_shows_every_version_oldest_first_from_any_of_them(
         self, make_store: StoreFactory
     ) -> None:
@@ -574,6 +587,26 @@ class MergeAndLogContract:
         assert await store.merge(ORG, rid(ORG, 2), [rid(ORG, 3)], ADMIN) == 1
         history = await store.history(ORG, rid(ORG, 1))
         assert [(v.id, v.text) for v in history] == [(rid(ORG, 1), None), (rid(ORG, 3), None)]
+
+    async def test_two_approved_corrections_of_one_record_are_two_chains_to_forget_and_merge(
+        self, make_store: StoreFactory
+    ) -> None:
+        """Both corrections point at the record they replaced: each one's chain is its own versions
+        (and that record), never the other correction, which is live. So forgetting one leaves the
+        other, and merging one into the other keeps the survivor."""
+        store = curating(make_store)
+        await store.write(ORG, [fact("deploys go out on mondays")])
+        await store.write_pending(ORG, [fact("deploys go out on tuesdays", supersedes=rid(ORG, 1))])
+        await store.write_pending(ORG, [fact("deploys go out on tuesday", supersedes=rid(ORG, 1))])
+        assert await store.approve(ORG, rid(ORG, 2), ADMIN) is not None
+        assert await store.approve(ORG, rid(ORG, 3), ADMIN) is not None
+        assert [v.id for v in await store.history(ORG, rid(ORG, 3))] == [rid(ORG, 1), rid(ORG, 3)]
+
+        assert await store.merge(ORG, rid(ORG, 2), [rid(ORG, 3)], ADMIN) == 1
+
+        assert [(r.id, r.text) for r in await store.list(ORG, 10)] == [
+            (rid(ORG, 2), "deploys go out on tuesdays")
+        ]
 
     async def test_merge_folds_only_active_duplicates_into_an_active_survivor(
         self, make_store: StoreFactory

@@ -272,7 +272,8 @@ class InProcessBackend:
     ) -> MemoryRecord | None:
         r = self._rows
         old = r._find(scope_key, record_id, "active", "pending")
-        if old is None:
+        cutoff = r._retention.cutoff(scope_key, r._clock())
+        if old is None or (cutoff is not None and old.created_at < cutoff):  # expired: none to edit
             return None
         candidate = edit_candidate(old, text, typed_in)
         vector = await r._embed(candidate.text) if old.status == "active" else None

@@ -15,6 +15,7 @@ from memory.ranking.fusion import DEFAULT_RANKING, Ranked, Ranking, rank, stats_
 from memory.ranking.lexical import term_stats
 from memory.ranking.vectors import ScopeVectors
 from memory.rules.audit import audit_matches
+from memory.rules.curation import FORGETTABLE
 from memory.rules.engine import (
     matches_filter,
 )
@@ -110,7 +111,9 @@ class InProcessReads:
         r, now = self._rows, self._rows._clock()
         rows = r._scopes.get(scope_key, [])
         fresh = _unexpired(r, scope_key, rows, now)  # expired: never returned, erased on the next write
-        stats = term_stats(fresh, stats_stems(r._ranking, query, fresh)) if r._ranking.stemmed else None
+        # The scope's statistics count every active record, expired ones too until erased: as the
+        # durable stores' indexes count them (and as the centroid below does).
+        stats = term_stats(rows, stats_stems(r._ranking, query, fresh)) if r._ranking.stemmed else None
         cosines = centered = None
         if query_vector is not None:
             cosines, centered = self._cosines(rows, query_vector)
@@ -150,19 +153,22 @@ class InProcessReads:
             rows = [r for r in rows if matches_filter(r, query)]
         return rows[:limit]
 
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+    async def fetch(
+        self, scope_key: str, record_ids: Sequence[str], cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
         wanted, erased = set(record_ids), self._rows._erased
-        return [
+        rows = [
             r
             for r in self._rows._scopes.get(scope_key, [])
             if r.id in wanted and r.id not in erased and r.status != "pending"
         ]
+        return rows if cutoff is None else [r for r in rows if r.created_at >= cutoff]
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         """Every version of the record's chain is erased with it: an edit leaves no older text behind."""
         r = self._rows
         async with r._lock:
-            record = r._find(scope_key, record_id, "active")
+            record = r._find(scope_key, record_id, *FORGETTABLE)
             if record is None:
                 return False
             chain = r._chain_ids(scope_key, record)

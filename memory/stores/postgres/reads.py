@@ -56,10 +56,11 @@ async def list_records(
 
 
 async def fetch_records(
-    pool: AsyncConnectionPool[Connection], scope_key: str, ids: Sequence[str]
+    pool: AsyncConnectionPool[Connection], scope_key: str, ids: Sequence[str], cutoff: float | None
 ) -> builtins.list[MemoryRecord]:
+    since = NO_CUTOFF if cutoff is None else cutoff
     async with pool.connection() as conn:
-        rows = await fetch_rows(conn, _SELECT_BY_IDS, (scope_key, ids))
+        rows = await fetch_rows(conn, _SELECT_BY_IDS, (scope_key, ids, since))
     return [record for _, record in rows]
 
 

@@ -197,7 +197,9 @@ _INSERT: Final = """
 
 _SELECT_BY_IDS: Final = f"""
     SELECT {_COLUMNS} FROM {_RECORDS}
-    WHERE scope_key = %s AND id = ANY(%s) AND erased_at IS NULL AND status <> 'pending' ORDER BY seq
+    WHERE scope_key = %s AND id = ANY(%s) AND erased_at IS NULL AND status <> 'pending'
+        AND created_at >= %s
+    ORDER BY seq
 """
 
 _LINK_SOURCE: Final = """

@@ -262,9 +262,11 @@ class PostgresReads:
             return []
         return await self._guarded("list", scope_key, lambda pool: reads.list_records(pool, statement, query))
 
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+    async def fetch(
+        self, scope_key: str, record_ids: Sequence[str], cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
         return await self._guarded(
-            "fetch", scope_key, lambda pool: reads.fetch_records(pool, scope_key, record_ids)
+            "fetch", scope_key, lambda pool: reads.fetch_records(pool, scope_key, record_ids, cutoff)
         )
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
@@ -429,6 +431,7 @@ class PostgresBackend(PostgresReads):
                 s._clock,
                 s._log_cutoff,
                 s._scrub,
+                s._since(scope_key),
             ),
         )
 

@@ -15,7 +15,7 @@ from psycopg.rows import TupleRow
 from psycopg_pool import AsyncConnectionPool
 
 from memory.ranking.embedder import Embedder
-from memory.rules.curation import ChainWalk, edit_candidate, history_of, merge_duplicates
+from memory.rules.curation import FORGETTABLE, ChainWalk, edit_candidate, history_of, merge_duplicates
 from memory.stores.postgres.curation_log import of_records
 from memory.stores.postgres.erasure import ScrubList, erase_rows
 from memory.stores.postgres.rows import Connection, fetch_rows, one, own_seq, row_record
@@ -33,7 +33,7 @@ from memory.types import ERASE_REASONS, EraseReason, MemoryRecord, OriginLabel, 
 
 _SELECT_ONE_EDITABLE: Final = f"""
     SELECT {_COLUMNS} FROM {_RECORDS}
-    WHERE scope_key = %s AND seq = %s AND id = %s AND status IN ('active', 'pending')
+    WHERE scope_key = %s AND seq = %s AND id = %s AND status IN ('active', 'pending') AND created_at >= %s
 """
 
 _SELECT_ACTIVE_SINCE: Final = f"""
@@ -75,12 +75,13 @@ async def edit(
     clock: Clock,
     log_cutoff: LogCutoff,
     scrub: ScrubList,
+    since: float,
 ) -> MemoryRecord | None:
     """The new version planned (`plan_edit`: the text validated and redacted as any write is, in the
     old one's status) and applied under the scope's lock; None if the record was neither active nor
-    pending."""
+    pending, or expired (created before `since`: its new version would live a whole new ttl)."""
     async with pool.connection() as conn:
-        found = await fetch_rows(conn, _SELECT_ONE_EDITABLE, (scope_key, seq, record_id))
+        found = await fetch_rows(conn, _SELECT_ONE_EDITABLE, (scope_key, seq, record_id, since))
     if not found:
         return None
     candidate = await asyncio.to_thread(edit_candidate, found[0][1], text, typed_in)
@@ -89,7 +90,7 @@ async def edit(
         vectors = await asyncio.to_thread(embedder.embed, [candidate.text])
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK_SCOPE, (scope_key,))
-        found = await fetch_rows(conn, _SELECT_ONE_EDITABLE + _LOCK_ROWS, (scope_key, seq, record_id))
+        found = await fetch_rows(conn, _SELECT_ONE_EDITABLE + _LOCK_ROWS, (scope_key, seq, record_id, since))
         if not found:
             return None
         cursor = await conn.execute(_MAX_SEQ_OF_SCOPE, {"scope": scope_key})
@@ -195,11 +196,11 @@ async def forget_chain(
     now: float,
 ) -> bool:
     """One transaction under the scope's lock (no edit can add a version meanwhile): when the record
-    is active, the text of every version in its chain erased, reason `forgotten`."""
+    is active (or evicted), the text of every version in its chain erased, reason `forgotten`."""
     async with pool.connection() as conn, conn.transaction():
         await conn.execute(_LOCK_SCOPE, (scope_key,))
         found = await find(conn, scope_key, seq, record_id, lock=True)
-        if found is None or found[0].status != "active" or found[1].get(record_id) is not None:
+        if found is None or found[0].status not in FORGETTABLE or found[1].get(record_id) is not None:
             return False
         start, erased = found
         versions = (await walk(conn, start, erased)).versions()

@@ -45,12 +45,14 @@ def list_records(
     return found
 
 
-def fetch_records(connection: sqlite3.Connection, ids: Sequence[str]) -> builtins.list[MemoryRecord]:
+def fetch_records(
+    connection: sqlite3.Connection, ids: Sequence[str], cutoff: float | None
+) -> builtins.list[MemoryRecord]:
     rows = connection.execute(
         f"SELECT {COLUMNS} FROM records WHERE erased_at IS NULL AND status != 'pending' "
-        f"AND id IN ({placeholders(len(ids))}) "
+        f"AND created_at >= ? AND id IN ({placeholders(len(ids))}) "
         "ORDER BY seq",
-        tuple(ids),
+        (NO_CUTOFF if cutoff is None else cutoff, *ids),
     ).fetchall()
     return [row_record(row) for row in rows]
 

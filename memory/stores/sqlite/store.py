@@ -233,8 +233,10 @@ class SqliteReads:
             return []
         return await self._store._run(scope_key, lambda c: reads.list_records(c, limit, query, cutoff), [])
 
-    async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        return await self._store._run(scope_key, lambda c: reads.fetch_records(c, record_ids), [])
+    async def fetch(
+        self, scope_key: str, record_ids: Sequence[str], cutoff: float | None
+    ) -> builtins.list[MemoryRecord]:
+        return await self._store._run(scope_key, lambda c: reads.fetch_records(c, record_ids, cutoff), [])
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         now = self._store._clock()
@@ -412,16 +414,16 @@ class SqliteBackend(SqliteReads):
     async def edit(
         self, scope_key: str, record_id: str, text: str, actor: str, typed_in: OriginLabel
     ) -> MemoryRecord | None:
-        store = self._store
+        store, since = self._store, self._since(scope_key)
 
         def work(connection: sqlite3.Connection) -> MemoryRecord | None:
-            old = versions.find(connection, record_id, "active", "pending")
+            old = versions.find(connection, record_id, "active", "pending", since=since)
             if old is None:
                 return None
             candidate = edit_candidate(old, text, typed_in)  # validated and redacted on the store's thread
             now = store._clock()
             return versions.edit(
-                connection, record_id, candidate, store._embedder, now, actor, self._log_cutoff()
+                connection, record_id, candidate, store._embedder, now, actor, self._log_cutoff(), since
             )
 
         return await store._run(scope_key, work, None)

@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from typing import get_args
 
 from memory.ranking.embedder import Embedder
-from memory.rules.curation import ChainWalk, history_of, merge_duplicates
+from memory.rules.curation import FORGETTABLE, ChainWalk, history_of, merge_duplicates
 from memory.stores.sqlite import curation_log
 from memory.stores.sqlite.erasure import erase_rows, scrub_files
 from memory.stores.sqlite.sql import (
     COLUMN_COUNT,
     COLUMNS,
+    NO_CUTOFF,
     chunks,
     placeholders,
     row_record,
@@ -37,12 +38,15 @@ from memory.types import (
 _REASONS: dict[str, EraseReason] = {reason: reason for reason in get_args(EraseReason)}
 
 
-def find(connection: sqlite3.Connection, record_id: str, *statuses: str) -> MemoryRecord | None:
-    """The not-erased row with this id in one of these statuses."""
+def find(
+    connection: sqlite3.Connection, record_id: str, *statuses: str, since: float | None = None
+) -> MemoryRecord | None:
+    """The not-erased row with this id in one of these statuses, created at `since` or later (None:
+    whenever)."""
     row = connection.execute(
-        f"SELECT {COLUMNS} FROM records WHERE id = ? AND erased_at IS NULL "
+        f"SELECT {COLUMNS} FROM records WHERE id = ? AND erased_at IS NULL AND created_at >= ? "
         f"AND status IN ({placeholders(len(statuses))})",
-        (record_id, *statuses),
+        (record_id, NO_CUTOFF if since is None else since, *statuses),
     ).fetchone()
     return None if row is None else row_record(row)
 
@@ -82,9 +86,10 @@ def history(
 
 
 def forget(connection: sqlite3.Connection, record_id: str, now: float) -> bool:
-    """Forgetting an active record erases every version of its chain: no older text stays behind."""
+    """Forgetting an active (or evicted) record erases every version of its chain: no older text stays
+    behind."""
     with transaction(connection):
-        record = find(connection, record_id, "active")
+        record = find(connection, record_id, *FORGETTABLE)
         if record is None:
             return False
         chain, _ = walk(connection, record)
@@ -102,11 +107,13 @@ def edit(
     now: float,
     actor: str,
     log_cutoff: float | None,
+    since: float | None,
 ) -> MemoryRecord | None:
-    """The record's new version planned (`plan_edit`) and applied in one transaction."""
+    """The record's new version planned (`plan_edit`) and applied in one transaction; an expired one
+    (created before `since`) is none to edit: its new version would live a whole new ttl."""
     vectors = None if embedder is None else embedder.embed([candidate.text])  # before the write lock
     with transaction(connection):
-        old = find(connection, record_id, "active", "pending")
+        old = find(connection, record_id, "active", "pending", since=since)
         if old is None:
             return None
         seq = int(connection.execute("SELECT COALESCE(MAX(seq), 0) FROM records").fetchone()[0]) + 1

@@ -5,6 +5,7 @@ what the full scan does — the same records, the same relevance floats, the sam
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -153,6 +154,34 @@ def test_a_removed_record_leaves_no_copy_of_its_vector_in_the_index() -> None:
     assert not held._rows[slot].any() and held._residuals[slot] == 0.0
     found = index.select(query_stems("deploy"), {"deploy"}, vectors[11], NOW, Ranking(), 40)
     assert 12 not in [c.seq for c in found]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="the basis is made from the vectors the scope held when it was built and kept until the "
+    "scope doubles: a removed record's vector stays in it (here as one of its columns, when it spans a "
+    "direction no other record does). Fix: a removal of a slot the basis was sampled from drops the "
+    "projection (made again at the next read), or the basis is made from the live vectors only.",
+)
+def test_a_removed_record_leaves_no_trace_of_its_vector_in_the_basis() -> None:
+    rng = np.random.default_rng(1)
+    topics = rng.normal(size=(2, DIMENSIONS))
+    rows = topics[rng.integers(0, 2, size=60)] + 0.01 * rng.normal(size=(60, DIMENSIONS))
+    rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+    away = rng.normal(size=DIMENSIONS)  # a record on a topic of its own
+    away -= topics.T @ np.linalg.lstsq(topics.T, away, rcond=None)[0]
+    away /= np.linalg.norm(away)
+    index = ScopeIndex(project_from=1)
+    for seq, vector in enumerate([*rows, away], start=1):
+        item = record(seq, f"deploy item{seq}")
+        index.add(seq, item, record_stems(item), vector.astype(np.float32))
+    index.select(query_stems("deploy"), {"deploy"}, rows[0].astype(np.float32), NOW, Ranking(), 5)
+
+    index.remove(61)
+    index.select(query_stems("deploy"), {"deploy"}, rows[0].astype(np.float32), NOW, Ranking(), 5)
+
+    held = index._projection
+    assert held is None or float(np.max(np.abs(held._basis.T @ away))) < 0.5
 
 
 def test_a_compaction_drops_the_projection_of_the_removed_records() -> None:

@@ -194,6 +194,20 @@ def test_removed_and_replaced_records_leave_the_selection_and_the_frequencies() 
     assert [c.seq for c in index.select(["deploy"], {"deploy"}, None, NOW, RANKING, 5)] == [2, 599]
 
 
+def test_a_removed_record_leaves_no_stem_only_it_held_in_the_index() -> None:
+    """A forgotten record's words leave the index at once (as its text and its vector do), not at the
+    next compaction: a stem held by no live record is derived from the erased text alone."""
+    index = indexed([record(1, "the vault code is quokka"), record(2, "deploy the vault")], {})
+    assert [c.seq for c in index.select(["quokka"], {"quokka"}, None, NOW, RANKING, 5)] == [1]
+
+    index.remove(1)
+
+    held = {*index._postings, *index._posting_arrays, *index._frequencies}
+    assert "quokka" not in held and "code" not in held
+    assert "vault" in held  # still another record's
+    assert index.select(["quokka"], {"quokka"}, None, NOW, RANKING, 5) == []
+
+
 def test_an_unrelated_record_is_never_selected_even_with_room_to_spare() -> None:
     rng = np.random.default_rng(3)
     query_vector = unit(rng)

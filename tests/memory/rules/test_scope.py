@@ -65,7 +65,7 @@ def test_request_scope_keys_refuses_a_missing_organization() -> None:
         request_scope_keys(None, user_id="slack:U1")
 
 
-@pytest.mark.parametrize("key", ["", "a b", "a\tb", "x\x00", "x\x7f", "k" * 201])
+@pytest.mark.parametrize("key", ["", "a b", "a\tb", "x\x00", "x\x7f", "k" * 201, "org:\udcff"])
 def test_validate_scope_key_refuses_bad_keys_naming_the_rule(key: str) -> None:
     with pytest.raises(ValueError, match="scope key"):
         validate_scope_key(key)

@@ -753,7 +753,9 @@ async def test_record_text_leaves_the_service_redacted_even_from_a_row_stored_be
         app = create_app(store, TOKEN)
         listed = await post(app, "/list", {"scopeKey": SCOPE, "limit": 5})
         found = await post(app, "/retrieve", {"scopeKey": SCOPE, "query": "deploy", "limit": 5})
-        for reply in (listed, found):
+        # /fetch too: it feeds Why? and the edit prefill
+        fetched = await post(app, "/fetch", {"scopeKey": SCOPE, "ids": ["mem:org:acme:1"]})
+        for reply in (listed, found, fetched):
             assert reply.status_code == 200
             assert token not in reply.text
             assert [(r["text"], r["keywords"]) for r in reply.json()["records"]] == [
