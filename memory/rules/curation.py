@@ -37,9 +37,9 @@ REFLECTION_ACTOR = "reflection"
 
 # Statuses whose row is still a record of its own: a `supersedes` naming one is a request, not a link.
 _LIVE = frozenset({"active", "pending"})
-# What `forget <id>` erases (with every older version): an active record, and an evicted one, whose
-# text eviction keeps and *Why?* still shows by id.
-FORGETTABLE = ("active", "evicted")
+# What `forget <id>` erases, with every version of its chain: any record whose text is still kept and
+# shown by id (*Why?*, history) — active, evicted, or a superseded version, whose correction may be gone.
+FORGETTABLE = ("active", "evicted", "superseded")
 
 
 def run_actor(source_run_id: str | None) -> str:

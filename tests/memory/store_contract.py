@@ -604,13 +604,13 @@ class CoreContract:
         assert restated == WriteResult(inserted=1)
         assert ids(await store.list(ORG, 10)) == [rid(ORG, 3), rid(ORG, 2)]
 
-    async def test_forget_refuses_unknown_foreign_and_inactive_ids(self, make_store: StoreFactory) -> None:
+    async def test_forget_refuses_unknown_foreign_and_erased_ids(self, make_store: StoreFactory) -> None:
         store = make_store()
         await store.write(ORG, [fact("old"), fact("other")])
-        await store.write(ORG, [fact("new", supersedes=rid(ORG, 1))])
         await store.write(OTHER, [fact("theirs")])
+        assert await store.forget(ORG, rid(ORG, 1)) is True
 
-        assert await store.forget(ORG, rid(ORG, 1)) is False  # superseded
+        assert await store.forget(ORG, rid(ORG, 1)) is False  # erased already
         assert await store.forget(ORG, rid(ORG, 77)) is False
         assert await store.forget(ORG, rid(OTHER, 1)) is False
         assert await store.forget(ORG, "not-an-id") is False
@@ -906,13 +906,6 @@ class ProvenanceContract:
         assert await store.fetch(ORG, [rid(ORG, 1), rid(ORG, 2)]) == []
         assert ids(await store.list(ORG, 10)) == [rid(ORG, 3)]
 
-    @pytest.mark.xfail(
-        strict=True,
-        reason="forget takes only an active or evicted record: a superseded version whose correction "
-        "was erased (its source deleted) keeps its text, fetch (Why?) still shows it, and nothing but "
-        "an erasure of the whole scope reaches it. Fix (a behaviour to decide): forget also takes a "
-        "superseded version, erasing its whole chain (the live head with it, if there is one).",
-    )
     async def test_a_corrected_record_whose_correction_was_erased_can_still_be_forgotten(
         self, make_store: StoreFactory
     ) -> None:
@@ -925,6 +918,20 @@ class ProvenanceContract:
         assert ids(await store.fetch(ORG, [rid(ORG, 1)])) == [rid(ORG, 1)]  # still shown by id
 
         assert await store.forget(ORG, rid(ORG, 1)) is True
+        assert await store.fetch(ORG, [rid(ORG, 1)]) == []
+
+    async def test_forgetting_an_older_version_forgets_the_record_its_current_version_too(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        await store.write(ORG, [fact("the vault code is quokka")])
+        await store.write(ORG, [fact("the vault code is wombat", supersedes=rid(ORG, 1))])
+
+        assert await store.forget(ORG, rid(ORG, 1)) is True
+
+        assert await store.fetch(ORG, [rid(ORG, 1), rid(ORG, 2)]) == []
+        assert await store.list(ORG, 10) == []
+        assert await store.forget(ORG, rid(ORG, 2)) is False
 
     async def test_fetch_reads_only_its_own_scope_and_never_bumps_usage(
         self, make_store: StoreFactory
