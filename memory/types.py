@@ -111,6 +111,15 @@ class WriteResult:
     superseded: int = 0
     evicted: int = 0
 
+    def __add__(self, other: WriteResult) -> WriteResult:
+        """Two writes' counts together (one batch sent as several requests)."""
+        return WriteResult(
+            self.inserted + other.inserted,
+            self.deduped + other.deduped,
+            self.superseded + other.superseded,
+            self.evicted + other.evicted,
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Ranked:

@@ -18,7 +18,9 @@ import httpx
 import structlog
 
 from memory.rules.claims import validate_claim
+from memory.rules.curation import log_limit
 from memory.rules.engine import prepare_batch
+from memory.rules.scope import validate_scope_key
 from memory.stores.contract import CompactingStore, CuratedStore, EventClaims, ScopeMaintenance
 from memory.stores.http.curating import CurationClient
 from memory.stores.http.replies import (
@@ -30,6 +32,7 @@ from memory.stores.http.replies import (
     well_formed,
     write_result,
 )
+from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.types import (
     AuditQuery,
     EraseReason,
@@ -42,6 +45,7 @@ from memory.types import (
     WriteResult,
 )
 from memory.wire import (
+    MAX_BATCH,
     audit_from_wire,
     audit_query_to_wire,
     audit_to_wire,
@@ -113,8 +117,15 @@ class HttpMemoryStore(CurationClient):
     def curation(self) -> CuratedStore | None:
         return self
 
+    # Each call checks its arguments as the store front does (the same rules), so a caller meets one
+    # behaviour whichever store it holds: a malformed scope key raises here, before any round trip.
+
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         """Advisory: any failure reads as nothing, with a warning."""
+        validate_scope_key(scope_key)
+        limit = log_limit(limit)
+        if not limit:
+            return []
         body = {"scopeKey": scope_key, "query": query, "limit": limit}
         read = functools.partial(records_of, scope_key=scope_key)
         return await self._advisory("/retrieve", body, read, [], scope_key=scope_key)
@@ -123,8 +134,8 @@ class HttpMemoryStore(CurationClient):
         self, scope_keys: Sequence[str], query: str, limit: int
     ) -> dict[str, builtins.list[Ranked]]:
         """One round trip for every scope; advisory like `retrieve`: any failure reads as nothing."""
-        keys = builtins.list(dict.fromkeys(scope_keys))
-        if not keys:
+        keys, limit = distinct_scopes(scope_keys), log_limit(limit)
+        if not keys or not limit:
             return {}
         body = {"scopeKeys": keys, "query": query, "limit": limit}
         read = functools.partial(ranked_scopes, scope_keys=keys)
@@ -155,25 +166,32 @@ class HttpMemoryStore(CurationClient):
         """`cap` overrides the configured cap for this batch, like every other store's write.
 
         Validated and redacted here like every store's batch, so a secret never crosses the wire."""
+        validate_scope_key(scope_key)
         candidates = prepare_batch(candidates)
-        if not candidates:
-            return WriteResult()
-        body: dict[str, object] = {
-            "scopeKey": scope_key,
-            "records": [candidate_to_wire(c) for c in candidates],
-        }
         batch_cap = self._cap if cap is None else cap
-        if batch_cap is not None:
-            body["cap"] = batch_cap
-        return write_result(await self._checked("/write", body), "/write")
+        total = WriteResult()
+        for start in range(0, len(candidates), MAX_BATCH):  # the service takes MAX_BATCH a request
+            body: dict[str, object] = {
+                "scopeKey": scope_key,
+                "records": [candidate_to_wire(c) for c in candidates[start : start + MAX_BATCH]],
+            }
+            if batch_cap is not None:
+                body["cap"] = batch_cap
+            total += write_result(await self._checked("/write", body), "/write")
+        return total
 
     async def list(self, scope_key: str, limit: int, query: str | None = None) -> builtins.list[MemoryRecord]:
+        validate_scope_key(scope_key)
+        limit = log_limit(limit)
+        if not limit:
+            return []
         body: dict[str, object] = {"scopeKey": scope_key, "limit": limit}
         if query is not None:
             body["query"] = query
         return _records_in(await self._checked("/list", body), scope_key, "list")
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
+        validate_scope_key(scope_key)
         reply = await self._checked("/forget", {"scopeKey": scope_key, "id": record_id})
         forgotten = reply.get("forgotten")
         if not isinstance(forgotten, bool):
@@ -181,6 +199,7 @@ class HttpMemoryStore(CurationClient):
         return forgotten
 
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
+        validate_scope_key(scope_key)
         reply = await self._checked("/erase-scope", {"scopeKey": scope_key, "reason": reason})
         return count_of(reply, "erased", "/erase-scope")
 
@@ -194,7 +213,7 @@ class HttpMemoryStore(CurationClient):
         return count_of(await self._checked("/erase-expired", {}), "erased", "/erase-expired")
 
     async def link_sources(self, link: SourceLink) -> None:
-        if link.messages and link.scope_keys:
+        if linkable(link):
             await self._checked("/sources/link", link_to_wire(link))
 
     async def erase_sources(self, messages: Sequence[str], reason: EraseReason) -> int:
@@ -204,9 +223,11 @@ class HttpMemoryStore(CurationClient):
         return count_of(reply, "erased", "/sources/erase")
 
     async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
-        if not record_ids:
+        validate_scope_key(scope_key)
+        ids = fetch_ids(record_ids)
+        if not ids:
             return []
-        reply = await self._checked("/fetch", {"scopeKey": scope_key, "ids": list(record_ids)})
+        reply = await self._checked("/fetch", {"scopeKey": scope_key, "ids": ids})
         return _records_in(reply, scope_key, "fetch")
 
     async def record_read(self, entry: ReadAudit) -> None:

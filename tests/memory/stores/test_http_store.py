@@ -30,7 +30,7 @@ from memory.service.app import create_app
 from memory.stores.contract import MemoryStore
 from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InProcessMemoryStore
-from memory.types import MemoryCandidate, MemoryStoreError, WriteResult
+from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryStoreError, WriteResult
 from memory.wire import record_to_wire
 from tests.app.runtime_support import app_command, subprocess_env
 from tests.fakes.model_server import FakeModelServer
@@ -258,9 +258,14 @@ async def test_a_service_refusal_on_write_raises_with_status_and_the_services_re
     store: HttpMemoryStore,
 ) -> None:
     with pytest.raises(MemoryStoreError) as raised:
-        await store.write("org:has space", [candidate("x")])
+        await store.write("org:acme", [candidate("x")], cap=MAX_SCOPE_CAP + 1)  # only the service checks
     assert raised.value.status == 400
-    assert "scopeKey" in str(raised.value)
+    assert "cap" in str(raised.value)
+
+
+async def test_a_malformed_scope_key_is_refused_before_any_round_trip(store: HttpMemoryStore) -> None:
+    with pytest.raises(ValueError, match="scope key"):
+        await store.write("org:has space", [candidate("x")])
 
 
 async def test_a_wrong_token_raises_401_on_write_list_forget_and_degrades_retrieve(

@@ -21,7 +21,6 @@ from memory.types import DEFAULT_SCOPE_CAP
 from tests.memory.curation_contract import CurationContract
 from tests.memory.service_support import TOKEN
 from tests.memory.store_contract import (
-    BAD_SCOPE_KEYS,
     DatesContract,
     FrontContract,
     ProvenanceContract,
@@ -116,29 +115,9 @@ class TestServiceCurationContract(CurationContract):
         return make_service_store
 
 
-_NO_FRONT = (
-    "the bot's HTTP client is no store front and checks no argument itself: a malformed scope key "
-    "reads as [] (a warning) from retrieve, or raises UnicodeEncodeError (a lone surrogate), where "
-    "every store raises ValueError; a list over MAX_LIMIT or a batch over 50 candidates is the "
-    "service's 400, where every store clamps or takes it. Fix: the client runs the front's checks "
-    "(validate_scope_key, log_limit, fetch_ids, the batch in wire-sized writes) before its round trip."
-)
-
-
 class TestServiceFrontContract(FrontContract):
     """The front's argument checks and limits as the bot's HTTP client meets them."""
 
     @pytest.fixture
     def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
         return make_service_store
-
-    @pytest.mark.xfail(strict=True, reason=_NO_FRONT)
-    @pytest.mark.parametrize("bad", BAD_SCOPE_KEYS)
-    async def test_a_malformed_scope_key_is_refused_by_every_read_and_erasure(
-        self, make_store: StoreFactory, bad: str
-    ) -> None:
-        await super().test_a_malformed_scope_key_is_refused_by_every_read_and_erasure(make_store, bad)
-
-    @pytest.mark.xfail(strict=True, reason=_NO_FRONT)
-    async def test_reads_return_at_most_max_limit_records(self, make_store: StoreFactory) -> None:
-        await super().test_reads_return_at_most_max_limit_records(make_store)
