@@ -50,6 +50,19 @@ def test_a_broadcast_mention_becomes_inert_text(text: str, shown: str) -> None:
     assert defuse_broadcasts(text) == shown
 
 
+@pytest.mark.parametrize(
+    ("markdown", "mrkdwn"),
+    [
+        ("[read this](!channel)", "read this (!channel)"),
+        ("![x](!here)", "x (!here)"),
+        ("[team](!subteam^S0614TZR7)", "team (!subteam^S0614TZR7)"),
+        ("[!everyone](!everyone)", "!everyone"),
+    ],
+)
+def test_a_markdown_link_to_a_broadcast_target_is_text_not_a_mention(markdown: str, mrkdwn: str) -> None:
+    assert markdown_to_mrkdwn(defuse_broadcasts(markdown)) == mrkdwn
+
+
 def test_a_person_a_channel_a_link_and_a_date_are_left_as_they_are() -> None:
     text = "ask <@U123> in <#C1|general>, see <https://x.dev|docs> by <!date^1392734382^{date}|Feb 18>"
     assert defuse_broadcasts(text) == text
