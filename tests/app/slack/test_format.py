@@ -42,6 +42,7 @@ def test_markdown_becomes_slack_mrkdwn(markdown: str, mrkdwn: str) -> None:
         ("<!here|here> look", "@\u2060here look"),
         ("<!everyone>", "@\u2060everyone"),
         ("<!CHANNEL>", "@\u2060CHANNEL"),
+        ("in a private channel <!group>", "in a private channel @\u2060group"),
         ("ask <!subteam^S0614TZR7|@oncall>", "ask @\u2060oncall"),
         ("ask <!subteam^S0614TZR7>", "ask @\u2060subteam"),
     ],
