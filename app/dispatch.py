@@ -35,6 +35,7 @@ from app.surface import Surface
 from commands.registry import Caller, CommandHandler
 from config.settings import ConfigError, Settings
 from memory.context import MemoryRead
+from memory.rules.redact import redact_secrets
 from memory.rules.scope import RequestScopes
 from memory.rules.visibility import Reader
 from memory.stores.contract import MemoryStore
@@ -297,7 +298,7 @@ class Dispatcher:
         try:
             provider, model = self._providers.resolve(agent.model_ref)
         except (ValueError, LookupError, ProviderError) as error:
-            return await _fail(surface, run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
+            return await _fail(surface, run_id, agent, _model_failed(error))
         return _Run(request, selection, run_id, agent.model_ref, provider, model, self._clock())
 
     async def _run(self, run: _Run, surface: Surface) -> DispatchOutcome:
@@ -330,7 +331,7 @@ class Dispatcher:
             log.warning(
                 "dispatch.model_failed", run_id=run.run_id, status=error.status, provider=error.provider
             )
-            return await _fail(surface, run.run_id, agent, MODEL_FAILED_REPLY.format(detail=error))
+            return await _fail(surface, run.run_id, agent, _model_failed(error))
         except Exception as error:
             log.exception("dispatch.failed", run_id=run.run_id, error=type(error).__name__)
             return await _fail(
@@ -479,6 +480,12 @@ async def _after_reply(steps: Sequence[PostRunStep], completed: CompletedRun) ->
 async def _fail(surface: Surface, run_id: str, agent: Agent, text: str) -> DispatchOutcome:
     await _send(surface, text, run_id=run_id)
     return DispatchOutcome("failed", text, run_id, agent.name)
+
+
+def _model_failed(error: Exception) -> str:
+    """The ⚠️ line for a failed model call, seen by everyone in the thread: the provider's own message
+    (a gateway may echo the key it refused) with every credential redacted."""
+    return MODEL_FAILED_REPLY.format(detail=redact_secrets(str(error)))
 
 
 async def _refuse(surface: Surface, run_id: str, agent: Agent, text: str) -> DispatchOutcome:

@@ -30,7 +30,7 @@ from commands.curate_render import (
 from commands.options import parse_limit, parse_repo, split_options
 from commands.provenance import reader_for
 from commands.registry import Caller, CommandReceipt, CommandRegistry, CommandReply, UsageError
-from commands.remember import NARROW_WHERE, check_text, dashed
+from commands.remember import NARROW_WHERE, check_text, dashed, said_in
 from commands.render import code_span, is_machine_caller, quoted_text, store_failure
 from commands.replaced import as_shown, replaced_record, replaced_records
 from memory.rules.redact import REDACTED
@@ -342,7 +342,7 @@ class CurateCommands:
         checked = check_text(request.text)
         if isinstance(checked, str):
             return act.reply(f"Nothing changed: {checked}.", "invalid_input", request.id)
-        typed_in = (origin_from_visibility(caller.channel_visibility), caller.channel_id)
+        typed_in = (said_in(caller, request.scope), caller.channel_id)
         try:
             new = await store.edit(
                 request.scope, request.id, checked.text, actor_of(caller), typed_in=typed_in

@@ -28,7 +28,7 @@ from memory.rules.scorer import query_tokens
 from memory.rules.visibility import origin_from_visibility
 from memory.rules.write_gate import MemoryScopeResource, WriteGate
 from memory.stores.contract import MemoryStore
-from memory.types import MAX_LIMIT, MAX_TEXT_CHARS, MemoryCandidate
+from memory.types import MAX_LIMIT, MAX_TEXT_CHARS, MemoryCandidate, Origin
 
 log = structlog.get_logger("memory")
 
@@ -211,7 +211,7 @@ class RememberCommand:
             kind="fact",
             text=text,
             source_thread_key=caller.thread_key,
-            origin=origin_from_visibility(caller.channel_visibility),
+            origin=said_in(caller, asked),
             origin_conversation=caller.channel_id,
         )
         landing = _land(self._write_gate(scopes), scopes, asked, candidate)
@@ -283,6 +283,18 @@ class RememberCommand:
         norm = meaning_key(text)
         listed = await self._store.list(scope_key, MAX_LIMIT, query=text)
         return next((record.id for record in listed if meaning_key(record.text) == norm), None)
+
+
+def said_in(caller: Caller, scope_key: str) -> Origin:
+    """Where words typed into a command were said: the conversation's label, except a note for the
+    typist's own scope typed where only they read the reply (the `/memory` slash command in a
+    channel). The channel never saw those words, so they are the typist's alone (`dm`), as the App
+    Home's notes are; a shared scope's note is written for that scope's audience, as typed."""
+    origin = origin_from_visibility(caller.channel_visibility)
+    alone = caller.reader is not None and caller.reader.audience == "self"
+    if alone and origin in ("public", "private", "mpim") and scope_kind(scope_key) == "user":
+        return "dm"
+    return origin
 
 
 def _land(gate: WriteGate, scopes: RequestScopes, asked: str, candidate: MemoryCandidate) -> _Landing:

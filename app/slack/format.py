@@ -19,7 +19,8 @@ _FENCE = re.compile(r"^\s*(```|~~~)")
 _SLACK_TOKEN = re.compile(r"<(?:[@#!][^<>\s]+|(?:https?|mailto):[^<>\s]+)>")
 # The tokens that notify a whole channel or a user group: text a model wrote (or read, in a file or
 # a web page) never pings everyone, so these lose their brackets and the @ keeps its name apart.
-_BROADCAST = re.compile(r"<!(channel|here|everyone|subteam\^[^<>\s|]*)(?:\|([^<>]*))?>", re.IGNORECASE)
+# `<!group>` is Slack's legacy spelling of `<!channel>` for a private channel.
+_BROADCAST = re.compile(r"<!(channel|here|everyone|group|subteam\^[^<>\s|]*)(?:\|([^<>]*))?>", re.IGNORECASE)
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _LINK = re.compile(r"\[([^\]]+)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -45,8 +46,8 @@ def escape_mrkdwn(text: str) -> str:
 
 
 def defuse_broadcasts(text: str) -> str:
-    """`<!channel>`, `<!here>`, `<!everyone>` and a user group's `<!subteam^…>` as inert text: `@`,
-    an invisible word joiner (so Slack reads no mention), then the name."""
+    """`<!channel>`, `<!here>`, `<!everyone>`, `<!group>` and a user group's `<!subteam^…>` as inert
+    text: `@`, an invisible word joiner (so Slack reads no mention), then the name."""
 
     def inert(match: re.Match[str]) -> str:
         label = match.group(2) or match.group(1).split("^")[0]
@@ -138,6 +139,9 @@ def _convert_inline(text: str) -> str:
 
 def _link(url: str, label: str) -> str:
     label = escape_mrkdwn(label.replace("|", "¦")).strip()
+    if url.startswith("!"):
+        # Slack reads `<!…>` as a command, never a link: `[hi](!channel)` would notify the channel.
+        return f"{label} ({escape_mrkdwn(url)})" if label and label != url else escape_mrkdwn(url)
     url = url.replace(">", "%3E").replace("|", "%7C")
     return f"<{url}|{label}>" if label and label != url else f"<{url}>"
 

@@ -430,6 +430,17 @@ async def test_a_model_failure_becomes_a_warning_reply_and_releases_the_slot(
     assert steps == [] and dispatcher.active_run_count == 0
 
 
+async def test_a_model_failure_that_echoes_a_key_shows_it_redacted(
+    fake_anthropic: FakeModelServer, stack: AsyncExitStack
+) -> None:
+    key = "sk-ant-api03-" + "Zq7" * 30
+    fake_anthropic.script(error_reply(401, f"invalid x-api-key {key}"))
+    surface = RecordingSurface()
+    outcome = await build(stack, settings_for(fake_anthropic)).dispatch(message("hi"), surface)
+    assert outcome.status == "failed" and surface.replies == [outcome.reply]
+    assert key not in surface.replies[0] and "[REDACTED]" in surface.replies[0]
+
+
 async def test_an_unexpected_failure_in_the_run_becomes_a_warning_reply_never_silence(
     fake_anthropic: FakeModelServer, stack: AsyncExitStack
 ) -> None:

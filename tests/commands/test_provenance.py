@@ -174,6 +174,20 @@ async def test_a_non_admin_audits_only_their_own_reads_and_records(
     assert str(runs["other"]) not in theirs.split("—", 1)[1].split("\n", 1)[1]  # listed nothing of U2's
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="memory audit ignores the reply's reader: typed in a public channel it names another "
+    "person's DM threads, scopes and record ids to everyone there (fix: answer it only to a `self` "
+    "reader — a DM, /memory, a terminal — and say where to ask otherwise)",
+)
+async def test_an_audit_typed_in_a_public_channel_names_no_dm_thread_or_record(
+    bot: Bot, fake_anthropic: FakeModelServer
+) -> None:
+    await series(bot, fake_anthropic)
+    text = await bot.command("memory audit --user U1", caller(ADMIN))  # an admin, in public C1
+    assert "slack:D1" not in text and "mem:user:slack:U1" not in text, text
+
+
 async def test_memory_why_lists_the_threads_last_answers_records_under_the_read_rule(
     bot: Bot, fake_anthropic: FakeModelServer
 ) -> None:

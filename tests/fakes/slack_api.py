@@ -94,6 +94,7 @@ class FakeSlackApi:
         self.home_views: dict[str, list[dict[str, Any]]] = {}  # user → every view published to them
         self.modals: list[dict[str, Any]] = []  # every view `views.open` opened, in order
         self.conversations: dict[str, str] = {}
+        self.ext_shared: set[str] = set()  # Slack Connect: channels shared with another organization
         self.messages: dict[str, list[Message]] = {}
         self.refused: dict[str, str] = {}  # method → error returned on every call
         # Stream calls carrying these chunk types (or a task display mode) answer this error.
@@ -369,6 +370,8 @@ class FakeSlackApi:
             "is_im": kind == "im",
             "is_mpim": kind == "mpim",
             "is_private": kind in ("private", "im", "mpim"),
+            "is_shared": channel in self.ext_shared,
+            "is_ext_shared": channel in self.ext_shared,
         }
         return _ok(channel=info)
 
@@ -713,7 +716,9 @@ def signed_headers(
     }
 
 
-def event_envelope(event: Mapping[str, Any], *, event_id: str, team_id: str = TEAM_ID) -> dict[str, Any]:
+def event_envelope(
+    event: Mapping[str, Any], *, event_id: str, team_id: str = TEAM_ID, ext_shared: bool = False
+) -> dict[str, Any]:
     return {
         "token": "legacy-verification-token",
         "team_id": team_id,
@@ -725,7 +730,7 @@ def event_envelope(event: Mapping[str, Any], *, event_id: str, team_id: str = TE
         "authorizations": [
             {"team_id": team_id, "user_id": BOT_USER_ID, "is_bot": True, "is_enterprise_install": False}
         ],
-        "is_ext_shared_channel": False,
+        "is_ext_shared_channel": ext_shared,
     }
 
 
@@ -794,8 +799,11 @@ class SlackDelivery:
         retry_num: int | None = None,
         timestamp: int | None = None,
         secret: str | None = None,
+        ext_shared: bool = False,
     ) -> Delivery:
-        body = json.dumps(event_envelope(event, event_id=event_id or self.new_event_id()))
+        body = json.dumps(
+            event_envelope(event, event_id=event_id or self.new_event_id(), ext_shared=ext_shared)
+        )
         headers = signed_headers(
             body, secret=secret or self.secret, timestamp=timestamp, content_type="application/json"
         )

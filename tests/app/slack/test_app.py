@@ -384,6 +384,21 @@ async def test_where_streaming_is_refused_the_answer_is_posted_as_mrkdwn(slack_a
     assert len(slack_api.calls_to("chat.postMessage")) == 1
 
 
+async def test_a_posted_answer_with_a_markdown_link_to_channel_notifies_nobody(
+    slack_api: FakeSlackApi,
+) -> None:
+    slack_api.add_conversation("C1", "public")
+    slack_api.refuse("chat.startStream", "feature_not_enabled")  # the chat.postMessage fallback
+    answer = "Read [this](!channel), [this too](!subteam^S0TEAM) and ![it](!here)."
+    async with running_bot(slack_api, RecordingDispatcher(answer=lambda m: answer)) as bot:
+        posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> summarize the file")
+        await bot.slack.event(posted)
+        await bot.settle()
+
+    [call] = slack_api.calls_to("chat.postMessage")
+    assert "<!" not in json.dumps(call.args)
+
+
 async def test_a_long_answer_is_split_under_slacks_message_limit(slack_api: FakeSlackApi) -> None:
     slack_api.add_conversation("C1", "public")
     slack_api.refuse("chat.startStream")

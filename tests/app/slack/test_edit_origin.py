@@ -69,3 +69,21 @@ async def test_a_public_record_edited_from_a_dm_is_withheld_from_a_public_memory
     listed = await said(workspace, "C1", "memory list me")
     assert PRIVATE_WORD not in listed and "1 more record" in listed, listed
     assert PRIVATE_WORD in await said(workspace, "D1", "memory list me")
+
+
+async def test_an_edit_typed_with_the_slash_command_in_a_public_channel_is_kept_as_from_a_dm(
+    workspace: Workspace, store: SqliteMemoryStore
+) -> None:
+    remembered = await said(workspace, "C1", f"memory remember {PUBLIC_FACT}")
+    assert remembered.startswith("🧠"), remembered
+    (public,) = await holding(store, "user:slack:UA", PUBLIC_FACT)
+    # /memory in C1: the channel never sees the new words, only UA does.
+    await workspace.bot.slack.slash(
+        text=f"edit {public.id} -- {EDITED_FACT}",
+        user_id="UA",
+        channel_id="C1",
+        response_url=workspace.slack.response_url(),
+    )
+    await workspace.bot.settle()
+    (edited,) = await holding(store, "user:slack:UA", EDITED_FACT)
+    assert edited.origin == "dm"

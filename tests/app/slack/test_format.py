@@ -42,12 +42,26 @@ def test_markdown_becomes_slack_mrkdwn(markdown: str, mrkdwn: str) -> None:
         ("<!here|here> look", "@\u2060here look"),
         ("<!everyone>", "@\u2060everyone"),
         ("<!CHANNEL>", "@\u2060CHANNEL"),
+        ("in a private channel <!group>", "in a private channel @\u2060group"),
         ("ask <!subteam^S0614TZR7|@oncall>", "ask @\u2060oncall"),
         ("ask <!subteam^S0614TZR7>", "ask @\u2060subteam"),
     ],
 )
 def test_a_broadcast_mention_becomes_inert_text(text: str, shown: str) -> None:
     assert defuse_broadcasts(text) == shown
+
+
+@pytest.mark.parametrize(
+    ("markdown", "mrkdwn"),
+    [
+        ("[read this](!channel)", "read this (!channel)"),
+        ("![x](!here)", "x (!here)"),
+        ("[team](!subteam^S0614TZR7)", "team (!subteam^S0614TZR7)"),
+        ("[!everyone](!everyone)", "!everyone"),
+    ],
+)
+def test_a_markdown_link_to_a_broadcast_target_is_text_not_a_mention(markdown: str, mrkdwn: str) -> None:
+    assert markdown_to_mrkdwn(defuse_broadcasts(markdown)) == mrkdwn
 
 
 def test_a_person_a_channel_a_link_and_a_date_are_left_as_they_are() -> None:

@@ -271,3 +271,19 @@ async def test_a_fact_reflection_learned_in_one_thread_is_cited_by_the_answer_in
     assert citation["text"]["text"] == "_Drew on 1 memory_"
     assert citation["accessory"]["text"]["text"] == "Why?"
     assert learned.id not in json.dumps(citation)  # record ids stay bot-side, never in the button
+
+
+async def test_a_note_remembered_with_the_slash_command_in_a_public_channel_stays_out_of_its_answers(
+    workspace: Workspace, slack_api: FakeSlackApi
+) -> None:
+    # /memory is typed where only the asker sees it (the channel never sees the words, the answer is
+    # ephemeral): a note for oneself is said to the bot alone, as from the Home tab.
+    delivery = await workspace.bot.slack.slash(
+        text=f"remember {DM_FACT}", user_id="UA", channel_id="C1", response_url=slack_api.response_url()
+    )
+    await workspace.bot.settle()
+    assert delivery.status == 200 and "Remembered" in slack_api.responses[0]["text"]
+
+    question = "any tips for my Globex interview next week?"
+    await workspace.say("C1", "UA", question, answer="Rest well.")
+    assert "Globex" not in workspace.system_of_run(question)
