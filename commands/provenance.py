@@ -217,7 +217,7 @@ class ProvenanceCommands:
             )
         query = parse_audit_args(args, me=caller.user_id)
         admin = self._is_admin(caller)
-        refusal = None if admin else _own_only(query, caller)
+        refusal = _not_here(caller) or (None if admin else _own_only(query, caller))
         if refusal is not None:
             log.info("memory.audit", caller=caller.user_id, outcome="refused")
             return CommandReply(f"🚫 {refusal}", ok=False)
@@ -259,6 +259,17 @@ class ProvenanceCommands:
 def register_provenance_commands(registry: CommandRegistry, commands: ProvenanceCommands) -> None:
     registry.add("memory why", WHY_USAGE, commands.handle_why, "what the last answer here drew on")
     registry.add("memory audit", AUDIT_USAGE, commands.handle_audit, "which answers read which records")
+
+
+def _not_here(caller: Caller) -> str | None:
+    """Why the audit is not answered here, or None: it names people's threads (a DM's among them),
+    scopes and record ids, so only a reply the asker alone reads may carry it."""
+    if caller.reader is not None and caller.reader.audience == "self":
+        return None
+    return (
+        "The read audit names people's threads and records, so it is answered only where you alone "
+        "read the reply: your DM with me, `/memory audit …`, or the terminal."
+    )
 
 
 def _own_only(query: AuditQuery, caller: Caller) -> str | None:

@@ -556,7 +556,7 @@ async def test_remember_and_forget_append_their_curation_entries_and_audit_shows
     await ask(store, "memory remember --scope org Releases are cut on Tuesdays")
     [record] = store.records(ORG)
     await ask(store, f"memory forget {record.id}")
-    audit = await ask(store, f"memory audit --record {record.id}")
+    audit = await ask(store, f"memory audit --record {record.id}", slack(channel="D1", visibility="dm"))
 
     log = await store.curation_log(ORG, record.id, 10)
     assert [(e.action, e.actor) for e in log] == [

@@ -10,6 +10,7 @@ from pathlib import Path
 from commands.memory import build_registry
 from commands.registry import Caller, CommandRegistry, CommandReply
 from commands.transcripts import ChatTranscripts, chat_directory
+from memory.rules.visibility import Reader
 from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
@@ -21,6 +22,13 @@ BOB = "user:slack:T1:UBOB"
 
 def caller(user: str = TEAM_ADMIN) -> Caller:
     return Caller(user, "slack:T1:C1", "public", "slack:T1:C1:1.0", "slack")
+
+
+def in_their_dm(user: str = TEAM_ADMIN) -> Caller:
+    """Where the audit is answered: a reply only its asker reads."""
+    return Caller(
+        user, "slack:T1:D1", "dm", "slack:T1:D1:1.0", "slack", reader=Reader("self", user, "slack:T1:D1")
+    )
 
 
 def registry(store: MemoryStore, transcripts: ChatTranscripts | None = None) -> CommandRegistry:
@@ -113,5 +121,5 @@ async def test_memory_audit_takes_a_person_in_the_same_forms() -> None:
         ReadAudit("run-1", "slack:T1:C1:1.0", "slack:T1:UBOB", ("org:acme",), (), time.time())
     )
     for form in ("<@UBOB>", "UBOB", "user:slack:T1:UBOB"):
-        reply = await run(registry(store), f"memory audit --user {form}")
+        reply = await run(registry(store), f"memory audit --user {form}", in_their_dm())
         assert "run-1" in reply.text, (form, reply.text)

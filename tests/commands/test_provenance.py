@@ -50,6 +50,11 @@ def caller(user: str | None = "slack:U1", thread: str = THREAD_A, visibility: st
     )
 
 
+def alone(user: str | None = "slack:U1") -> Caller:
+    """In the asker's DM with the bot: where the audit is answered (only they read the reply)."""
+    return caller(user, thread=THREAD_DM, visibility="dm")
+
+
 def fact(text: str, thread: str = "slack:C0:1.0", origin: Origin = "public") -> MemoryCandidate:
     return MemoryCandidate(kind="fact", text=text, source_thread_key=thread, origin=origin, confidence=0.9)
 
@@ -137,11 +142,11 @@ async def test_the_audit_answers_run_and_record_after_a_series_of_runs(
     used_staging = await store.read_audit(AuditQuery(record_id="mem:org:acme:2"))
     assert [entry.run_id for entry in used_staging] == [runs["staging"]]
 
-    text = await bot.command("memory audit --record mem:org:acme:1", caller(ADMIN))
+    text = await bot.command("memory audit --record mem:org:acme:1", alone(ADMIN))
     assert f"`{runs['other']}`" in text and f"`{runs['deploy']}`" in text
     assert f"`{runs['staging']}`" not in text
     assert "release branch" not in text  # the audit shows ids, never text
-    text = await bot.command(f"memory audit --run {runs['staging']}", caller(ADMIN))
+    text = await bot.command(f"memory audit --run {runs['staging']}", alone(ADMIN))
     assert "`mem:org:acme:2` #1" in text and "mem:org:acme:1`" not in text
     assert len(fake_anthropic.requests) == 5  # no model turn for any command
 
@@ -157,35 +162,30 @@ async def test_the_audits_retention_drops_reads_older_than_it(
     fake_anthropic.script("later")
     later = await bot.ask("deploys again?")
     assert [e.run_id for e in await bot.store.read_audit(AuditQuery(record_id="mem:org:acme:1"))] == [later]
-    assert str(runs["deploy"]) not in await bot.command("memory audit --record mem:org:acme:1", caller(ADMIN))
+    assert str(runs["deploy"]) not in await bot.command("memory audit --record mem:org:acme:1", alone(ADMIN))
 
 
 async def test_a_non_admin_audits_only_their_own_reads_and_records(
     bot: Bot, fake_anthropic: FakeModelServer
 ) -> None:
     runs = await series(bot, fake_anthropic)
-    assert "🚫" in await bot.command("memory audit --record mem:org:acme:1", caller("slack:U1"))
-    assert "🚫" in await bot.command("memory audit --user U2", caller("slack:U1"))
-    own = await bot.command("memory audit --user me", caller("slack:U1"))
+    assert "🚫 Only admins" in await bot.command("memory audit --record mem:org:acme:1", alone("slack:U1"))
+    assert "🚫 Only admins" in await bot.command("memory audit --user U2", alone("slack:U1"))
+    own = await bot.command("memory audit --user me", alone("slack:U1"))
     assert f"`{runs['deploy']}`" in own and f"`{runs['other']}`" not in own
-    mine = await bot.command("memory audit --record mem:user:slack:U1:1", caller("slack:U1"))
+    mine = await bot.command("memory audit --record mem:user:slack:U1:1", alone("slack:U1"))
     assert f"`{runs['dm']}`" in mine and f"`{runs['deploy']}`" not in mine
-    theirs = await bot.command(f"memory audit --run {runs['other']}", caller("slack:U1"))
+    theirs = await bot.command(f"memory audit --run {runs['other']}", alone("slack:U1"))
     assert str(runs["other"]) not in theirs.split("—", 1)[1].split("\n", 1)[1]  # listed nothing of U2's
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="memory audit ignores the reply's reader: typed in a public channel it names another "
-    "person's DM threads, scopes and record ids to everyone there (fix: answer it only to a `self` "
-    "reader — a DM, /memory, a terminal — and say where to ask otherwise)",
-)
 async def test_an_audit_typed_in_a_public_channel_names_no_dm_thread_or_record(
     bot: Bot, fake_anthropic: FakeModelServer
 ) -> None:
     await series(bot, fake_anthropic)
     text = await bot.command("memory audit --user U1", caller(ADMIN))  # an admin, in public C1
     assert "slack:D1" not in text and "mem:user:slack:U1" not in text, text
+    assert text.startswith("🚫") and "your DM with me" in text
 
 
 async def test_memory_why_lists_the_threads_last_answers_records_under_the_read_rule(
