@@ -93,7 +93,8 @@ class EventRouter:
         if event_id and not self._seen_events.claim(event_id):
             log.info("slack.event", action="duplicate", **fields)
             return
-        self._conversations.note_visibility(channel, event.get("channel_type"))
+        ext_shared = body.get("is_ext_shared_channel")
+        self._conversations.note_visibility(channel, event.get("channel_type"), ext_shared)
         if kind == "message" and event.get("subtype") in SOURCE_SUBTYPES:
             self._memory_events.accept_source_change(body, event, context, fields)
             return
@@ -109,6 +110,7 @@ class EventRouter:
             team_id=team_id,
             user_team_id=user_team(event, team_id),
             channel=channel,
+            ext_shared=ext_shared is True,
             ts=str(event.get("ts") or ""),
             thread_ts=thread_root(event),
             bot_user_id=bot_user_id,
