@@ -65,6 +65,19 @@ def user_team(payload: Mapping[str, Any], workspace: str | None) -> str | None:
     return workspace
 
 
+def from_another_organization(
+    body: Mapping[str, Any], event: Mapping[str, Any], workspace: str | None
+) -> bool:
+    """The person behind an event belongs to a team other than the workspace it came through: a member
+    of another organization (Slack Connect), whatever the envelope says of the conversation (a DM with
+    the bot too). Inside an Enterprise Grid org (the envelope names an enterprise) the teams are the
+    org's own workspaces: there the conversation's flags alone decide."""
+    if body.get("enterprise_id"):
+        return False
+    team = user_team(event, workspace)
+    return bool(team and workspace and team != workspace)
+
+
 def visibility_from_channel_type(channel_type: object, ext_shared: object = None) -> ChannelVisibility | None:
     """The `channel_type` of a `message` event (`channel`, `group`, `im`, `mpim`), with its envelope's
     `is_ext_shared_channel`: a conversation shared with another organization (Slack Connect) is

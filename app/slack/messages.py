@@ -52,7 +52,8 @@ class Job:
     team_id: str | None
     user_team_id: str | None
     channel: str
-    ext_shared: bool  # the envelope's is_ext_shared_channel: shared with another organization
+    # The envelope's is_ext_shared_channel, or an asker from another organization: read as external.
+    ext_shared: bool
     ts: str
     thread_ts: str
     bot_user_id: str | None

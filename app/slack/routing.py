@@ -22,6 +22,7 @@ from app.slack.conversations import Conversations
 from app.slack.events import (
     SlackIdentity,
     addressed_to_someone_else,
+    from_another_organization,
     is_thread_reply,
     mentions_user,
     skip_reason,
@@ -110,7 +111,7 @@ class EventRouter:
             team_id=team_id,
             user_team_id=user_team(event, team_id),
             channel=channel,
-            ext_shared=ext_shared is True,
+            ext_shared=ext_shared is True or from_another_organization(body, event, team_id),
             ts=str(event.get("ts") or ""),
             thread_ts=thread_root(event),
             bot_user_id=bot_user_id,

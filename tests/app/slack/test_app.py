@@ -330,6 +330,20 @@ async def test_conversations_info_of_a_channel_shared_with_another_organization_
     assert len(slack_api.calls_to("conversations.info")) == 1
 
 
+async def test_a_dm_from_a_member_of_another_organization_reads_as_external(slack_api: FakeSlackApi) -> None:
+    """Their own team is not the workspace's: not the asker alone as an insider (who is shown the
+    organization's open records), whatever the envelope says of the DM."""
+    slack_api.add_conversation("D9", "im")
+    dispatcher = RecordingDispatcher()
+    async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
+        partner = {**slack_api.post_as_user("D9", "UPARTNER", "hi"), "user_team": "T0PARTNER"}
+        await bot.slack.event(partner)
+        await bot.slack.event({**slack_api.post_as_user("D9", "U1", "hi"), "user_team": TEAM_ID})
+        await bot.settle()
+
+    assert [m.channel_visibility for m in dispatcher.messages] == ["external", "dm"]
+
+
 async def test_conversations_info_is_cached_per_channel(slack_api: FakeSlackApi) -> None:
     slack_api.add_conversation("G1", "private")
     dispatcher = RecordingDispatcher()
