@@ -16,6 +16,7 @@ _AUDIENCES: dict[str | None, Audience] = {
     "public": "public",
     "private": "private",
     "mpim": "mpim",
+    "external": "external",
     "dm": "self",
     "machine": "self",
     None: "public",
@@ -32,8 +33,13 @@ def conversation_reader(
     private_reply: bool = False,
 ) -> Reader:
     """The Reader of a reply in a conversation of this visibility; `private_reply` for a reply only the
-    asker sees wherever it is shown (the `/memory` slash command's ephemeral answer, the App Home)."""
-    if not private_reply:
+    asker sees wherever it is shown (the `/memory` slash command's ephemeral answer, the App Home).
+
+    In a conversation shared with another organization a private reply is read as the conversation's
+    too: the asker may be one of the other organization's members, and as themselves they would be
+    shown the organization's open records.
+    """
+    if not private_reply or visibility == "external":
         return Reader(
             audience=_AUDIENCES.get(visibility, "public"), user_id=user_id, conversation_id=channel_id
         )

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Literal
 
-ChannelVisibility = Literal["public", "private", "dm", "mpim", "machine"]
+ChannelVisibility = Literal["public", "private", "dm", "mpim", "external", "machine"]
 Role = Literal["user", "assistant"]
 
 

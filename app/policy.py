@@ -25,8 +25,11 @@ SHARED_ORIGINS: frozenset[str | None] = frozenset({"public", "machine"})
 PERSONAL_ORIGINS: frozenset[str | None] = frozenset({"dm", "mpim", "unknown"})
 # Origins the read rule shows to the record's owner alone: a shared scope has no owner, so a fact from
 # one of them is never written to one (it could be read by nobody and forgotten by nobody but admins).
-# A DM has no channel scope at all; this keeps an `unknown` fact out of a channel's too.
-CONVERSATION_ORIGINS: frozenset[str | None] = frozenset({"public", "machine", "private", "mpim"})
+# A DM has no channel scope at all; this keeps an `unknown` fact out of a channel's too. An `external`
+# fact (a channel shared with another organization) is written like a private channel's: that
+# channel's scope, else its speaker's own, never repo or org, never another channel.
+CONVERSATION_ORIGINS: frozenset[str | None] = frozenset({"public", "machine", "private", "mpim", "external"})
+_NARROWED_TO_CHANNEL_FIRST: frozenset[str | None] = frozenset({"private", "external"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +115,7 @@ def authorize(
 
 
 def _origin(visibility: str | None) -> str:
-    if visibility in SHARED_ORIGINS or visibility in PERSONAL_ORIGINS or visibility == "private":
+    if visibility in SHARED_ORIGINS | PERSONAL_ORIGINS | _NARROWED_TO_CHANNEL_FIRST:
         return str(visibility)
     return "unknown"
 
@@ -138,8 +141,8 @@ def _learned_in(resource: MemoryScopeResource) -> bool:
 
 
 def _narrow(actor: Actor, resource: MemoryScopeResource, origin: str, table: tuple[Rule, ...]) -> Decision:
-    """dm/mpim/unknown → the user's scope, else the channel's (granted for mpim only); private → the
-    channel's, else the user's."""
+    """dm/mpim/unknown → the user's scope, else the channel's (granted for mpim only); private and
+    external → the channel's, else the user's."""
     channel = next((key for key in sorted(actor.memberships) if scope_kind(key) == "channel"), None)
     order = (actor.principal, channel) if origin in PERSONAL_ORIGINS else (channel, actor.principal)
     for key in order:

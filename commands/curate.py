@@ -415,20 +415,20 @@ class CurateCommands:
 def said_for_scope(scope: str, caller: Caller) -> bool:
     """Whether the editor's words may land in `scope`, as a remembered fact's would: anything into the
     editor's own scope; into a shared one only from a public channel or a machine surface, or a private
-    channel's words into that channel's own scope."""
+    (or shared with another organization) channel's words into that channel's own scope."""
     if scope_kind(scope) == "user":
         return True
     origin = origin_from_visibility(caller.channel_visibility)
     if origin in ("public", "machine"):
         return True
-    return origin == "private" and scope == scope_key_of("channel", caller.channel_id)
+    return origin in ("private", "external") and scope == scope_key_of("channel", caller.channel_id)
 
 
 def _kept_where(record: MemoryRecord) -> str:
     """Where an edit's narrowed origin lets the new version show: the words typed in a DM or a private
     conversation never reach a wider audience than that one."""
     mine = scope_kind(record.scope_key) == "user"
-    if record.origin in ("private", "mpim"):
+    if record.origin in ("private", "mpim", "external"):
         where = NARROW_WHERE[record.origin]
         return f"🔒 Kept as from {where}: it shows only there" + (" and to you, privately." if mine else ".")
     if mine:

@@ -22,6 +22,7 @@ _ORIGINS = {
     "public": "a public channel",
     "private": "a private channel",
     "mpim": "a group DM",
+    "external": "a channel shared with another organization",
     "dm": "a DM",
     "machine": "a terminal",
     "unknown": "a conversation I could not place",

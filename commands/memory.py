@@ -144,7 +144,8 @@ class _Section:
 @dataclass(frozen=True, slots=True)
 class _Listing:
     """Per section: what the reader may see, and how many fetched it may not. `in_dm`: how many of
-    those withheld the asker would see in their DM with the bot."""
+    those withheld the asker would see in their DM with the bot (none said in a channel shared with
+    another organization: the asker may be the other organization's, and the count is the organization's)."""
 
     pages: tuple[tuple[MemoryRecord, ...], ...]
     fetched: tuple[int, ...]
@@ -162,6 +163,8 @@ def _visible(pages: Sequence[Sequence[MemoryRecord]], reader: Reader) -> _Listin
     in_dm_reader = Reader("self", reader.user_id, None)
     shown = tuple(tuple(r for r in page if may_show(r, reader)) for page in pages)
     in_dm = sum(1 for page in pages for r in page if not may_show(r, reader) and may_show(r, in_dm_reader))
+    if reader.audience == "external":
+        in_dm = 0
     return _Listing(
         pages=shown,
         fetched=tuple(len(page) for page in pages),

@@ -49,6 +49,7 @@ NARROW_WHERE: dict[str, str] = {
     "dm": "a DM",
     "mpim": "a group DM",
     "private": "a private channel",
+    "external": "a channel shared with another organization",
     "unknown": "a conversation I could not place",
 }
 

@@ -14,10 +14,12 @@ RECORD_KINDS: frozenset[str] = frozenset({"fact", "summary"})
 
 # Where a record was learned: the visibility of that conversation (`machine` = the terminal chat and
 # other machine surfaces: written where its audience asks, like a public origin, and readable like
-# `public`). `unknown` is read as `dm`, the narrowest: a record whose origin was lost never lands wider
-# than it might have been learned. See memory/rules/visibility.py for where each may go.
-Origin = Literal["public", "private", "mpim", "dm", "machine", "unknown"]
-ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "dm", "machine", "unknown"})
+# `public`; `external` = a channel shared with another organization (Slack Connect): read in that very
+# channel only). `unknown` is read as `dm`, the narrowest: a record whose origin was lost never lands
+# wider than it might have been learned; a label this version does not know (one a newer version
+# wrote) is read back as `unknown` by the stores. See memory/rules/visibility.py for where each may go.
+Origin = Literal["public", "private", "mpim", "external", "dm", "machine", "unknown"]
+ORIGINS: frozenset[str] = frozenset({"public", "private", "mpim", "external", "dm", "machine", "unknown"})
 # An origin with the conversation it names (a private channel's, a DM's id), or None.
 OriginLabel = tuple[Origin, str | None]
 # Words typed on a machine surface (a terminal, an admin's shared note): written for everyone, so an

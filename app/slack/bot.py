@@ -114,7 +114,11 @@ class SlackBot:
         )
         spawn = self._tasks.spawn
         self._memory_events = MemoryFollowsSlack(
-            memory=parts.memory_store, identity=identity, permalinks=self.permalinks, spawn=spawn
+            memory=parts.memory_store,
+            identity=identity,
+            conversations=conversations,
+            permalinks=self.permalinks,
+            spawn=spawn,
         )
         answerer = MessageAnswerer(
             dispatcher=parts.dispatcher,

@@ -39,11 +39,12 @@ class Conversations:
         )
         self._threads = ThreadCache(max_threads=options.thread_memory_max_entries)
 
-    def note_visibility(self, channel: str, channel_type: object) -> None:
+    def note_visibility(self, channel: str, channel_type: object, ext_shared: object = None) -> None:
         """Every event that names its channel's type is the freshest word on it — the twin of an
         app_mention, a message nobody addressed to us, Slack's own "made this channel private" notice
-        (a `channel_convert_to_private` message) — so it replaces what conversations.info said."""
-        visibility = visibility_from_channel_type(channel_type)
+        (a `channel_convert_to_private` message), its envelope's word that the channel is shared with
+        another organization — so it replaces what conversations.info said."""
+        visibility = visibility_from_channel_type(channel_type, ext_shared)
         if channel and visibility is not None:
             self._visibility_cache.put(channel, visibility)
 
@@ -59,15 +60,20 @@ class Conversations:
         key = self._identity.thread_key(team_id, channel, thread_root(source))
         self._threads.observe(key, event)
 
-    def seen_visibility(self, channel: str, channel_type: object) -> ChannelVisibility | None:
-        """What the events already said (this one's channel type, else an earlier one's), with no Web
-        API call: all the bot needs with memory off, which has no write gate or read rule to feed."""
-        visibility = visibility_from_channel_type(channel_type)
+    def seen_visibility(
+        self, channel: str, channel_type: object, ext_shared: object = None
+    ) -> ChannelVisibility | None:
+        """What the events already said (this one's channel type and envelope, else an earlier one's),
+        with no Web API call: all the bot needs with memory off, which has no write gate or read rule
+        to feed."""
+        visibility = visibility_from_channel_type(channel_type, ext_shared)
         return visibility if visibility is not None else self._visibility_cache.get(channel)
 
-    async def visibility(self, channel: str, channel_type: object) -> ChannelVisibility | None:
+    async def visibility(
+        self, channel: str, channel_type: object, ext_shared: object = None
+    ) -> ChannelVisibility | None:
         """What the events said, else conversations.info (briefly cached); None when Slack cannot say."""
-        seen = self.seen_visibility(channel, channel_type)
+        seen = self.seen_visibility(channel, channel_type, ext_shared)
         if seen is not None:
             return seen
         try:

@@ -65,13 +65,35 @@ def user_team(payload: Mapping[str, Any], workspace: str | None) -> str | None:
     return workspace
 
 
-def visibility_from_channel_type(channel_type: object) -> ChannelVisibility | None:
-    """The `channel_type` of a `message` event (`channel`, `group`, `im`, `mpim`)."""
+def from_another_organization(
+    body: Mapping[str, Any], event: Mapping[str, Any], workspace: str | None
+) -> bool:
+    """The person behind an event belongs to a team other than the workspace it came through: a member
+    of another organization (Slack Connect), whatever the envelope says of the conversation (a DM with
+    the bot too). Inside an Enterprise Grid org (the envelope names an enterprise) the teams are the
+    org's own workspaces: there the conversation's flags alone decide."""
+    if body.get("enterprise_id"):
+        return False
+    team = user_team(event, workspace)
+    return bool(team and workspace and team != workspace)
+
+
+def visibility_from_channel_type(channel_type: object, ext_shared: object = None) -> ChannelVisibility | None:
+    """The `channel_type` of a `message` event (`channel`, `group`, `im`, `mpim`), with its envelope's
+    `is_ext_shared_channel`: a conversation shared with another organization (Slack Connect) is
+    `external` whatever its type, on an event that names no type (an `app_mention`) too. An envelope
+    without the flag is read by its type alone (Slack sends it on every event)."""
+    if ext_shared is True:
+        return "external"
     return _CHANNEL_TYPE_VISIBILITY.get(channel_type) if isinstance(channel_type, str) else None
 
 
 def visibility_from_conversation(info: Mapping[str, Any]) -> ChannelVisibility | None:
-    """The `channel` object of `conversations.info`."""
+    """The `channel` object of `conversations.info`. Shared with another organization (`is_ext_shared`,
+    or `is_pending_ext_shared`: an invitation away from it) comes first: `external`, whatever its
+    kind. `is_shared` alone is no other organization (workspaces of one Enterprise Grid org)."""
+    if info.get("is_ext_shared") or info.get("is_pending_ext_shared"):
+        return "external"
     if info.get("is_im"):
         return "dm"
     if info.get("is_mpim"):

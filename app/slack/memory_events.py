@@ -9,12 +9,13 @@ from typing import Any
 
 import structlog
 
+from app.audience import conversation_reader
+from app.slack.conversations import Conversations
 from app.slack.ephemeral import respond_ephemeral
 from app.slack.events import SlackIdentity
 from app.slack.provenance import WHY_ACTION, SourceChange, action_value, deleted_channel_scope, source_change
 from app.slack.tasks import Spawn
 from commands.provenance import Permalinks, explain_run, render_why
-from memory.rules.visibility import Reader
 from memory.stores.contract import MemoryStore
 
 log = structlog.get_logger("slack")
@@ -27,10 +28,17 @@ class MemoryFollowsSlack:
     """The listeners that keep memory in step with Slack: erasures, and the Why? button."""
 
     def __init__(
-        self, *, memory: MemoryStore | None, identity: SlackIdentity, permalinks: Permalinks, spawn: Spawn
+        self,
+        *,
+        memory: MemoryStore | None,
+        identity: SlackIdentity,
+        conversations: Conversations,
+        permalinks: Permalinks,
+        spawn: Spawn,
     ) -> None:
         self._memory = memory
         self._identity = identity
+        self._conversations = conversations
         self._permalinks = permalinks
         self._spawn = spawn
 
@@ -67,11 +75,19 @@ class MemoryFollowsSlack:
         team = (body.get("team") or {}).get("id") or team_id
         user = self._identity.person(body, (body.get("user") or {}).get("id"), team)
         channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
-        reader = Reader(audience="self", user_id=user, conversation_id=self._identity.channel(team, channel))
         try:
             if self._memory is None or run_id is None:
                 text = MEMORY_OFF_WHY
             else:
+                # Only the clicker sees the answer, but in a channel shared with another organization
+                # they may be one of its members: read as the channel (app/audience.py).
+                visibility = await self._conversations.visibility(channel, None) if channel else None
+                reader = conversation_reader(
+                    visibility,
+                    user_id=user,
+                    channel_id=self._identity.channel(team, channel),
+                    private_reply=True,
+                )
                 answer = await explain_run(self._memory, reader, run_id=run_id)
                 text = await render_why(answer, machine=False, permalinks=self._permalinks)
                 log.info(

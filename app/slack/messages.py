@@ -52,6 +52,8 @@ class Job:
     team_id: str | None
     user_team_id: str | None
     channel: str
+    # The envelope's is_ext_shared_channel, or an asker from another organization: read as external.
+    ext_shared: bool
     ts: str
     thread_ts: str
     bot_user_id: str | None
@@ -145,9 +147,9 @@ class MessageAnswerer:
             return None
         channel_type = job.event.get("channel_type")
         if self._memory_on:
-            visibility = await self._conversations.visibility(job.channel, channel_type)
+            visibility = await self._conversations.visibility(job.channel, channel_type, job.ext_shared)
         else:
-            visibility = self._conversations.seen_visibility(job.channel, channel_type)
+            visibility = self._conversations.seen_visibility(job.channel, channel_type, job.ext_shared)
         history = await self._history(job, thread_key)
         return IncomingMessage(
             text=text,

@@ -22,6 +22,7 @@ from app.slack.conversations import Conversations
 from app.slack.events import (
     SlackIdentity,
     addressed_to_someone_else,
+    from_another_organization,
     is_thread_reply,
     mentions_user,
     skip_reason,
@@ -93,7 +94,8 @@ class EventRouter:
         if event_id and not self._seen_events.claim(event_id):
             log.info("slack.event", action="duplicate", **fields)
             return
-        self._conversations.note_visibility(channel, event.get("channel_type"))
+        ext_shared = body.get("is_ext_shared_channel")
+        self._conversations.note_visibility(channel, event.get("channel_type"), ext_shared)
         if kind == "message" and event.get("subtype") in SOURCE_SUBTYPES:
             self._memory_events.accept_source_change(body, event, context, fields)
             return
@@ -109,6 +111,7 @@ class EventRouter:
             team_id=team_id,
             user_team_id=user_team(event, team_id),
             channel=channel,
+            ext_shared=ext_shared is True or from_another_organization(body, event, team_id),
             ts=str(event.get("ts") or ""),
             thread_ts=thread_root(event),
             bot_user_id=bot_user_id,

@@ -6,11 +6,17 @@ A reply's audience must be no wider than the record's origin:
 
 | record origin          | may be shown                                                              |
 |------------------------|---------------------------------------------------------------------------|
-| `public`, `machine`    | anywhere                                                                  |
-| `private`, `mpim`      | in that same conversation to the same kind of audience (a private channel |
-|                        | read as private), or privately to the record's owner                      |
+| `public`, `machine`    | anywhere but a conversation shared with another organization              |
+| `private`, `mpim`,     | in that same conversation to the same kind of audience (a private channel |
+| `external`             | read as private, a shared channel read as external), or privately to the  |
+|                        | record's owner                                                            |
 | `dm`, `unknown`        | only privately to the record's owner (their DM with the bot, their        |
 |                        | terminal, an ephemeral reply or App Home only they see)                   |
+
+A conversation Slack marks as shared with another organization (Slack Connect) is its own audience,
+`external`: a reply there — ephemeral ones too, as the asker may be from the other organization — is
+shown only what was learned in that very conversation (origin `external`, the same conversation),
+never the organization's own records, whatever their origin, nor another shared channel's.
 
 The owner of a record is the person whose user scope holds it. A `dm`/`unknown` record is tied to that
 owner, never to a conversation: a reader naming the DM it came from (a crafted payload, an admin's
@@ -28,11 +34,12 @@ from memory.rules.scope import dm_channel_scope
 from memory.types import ORIGINS, MemoryRecord, Origin
 
 # Who will see a reply: everyone in a public channel, the members of a private channel or group DM,
+# the members of a conversation shared with another organization (`external`, both organizations'),
 # or only the asker (`self`: their DM with the bot, their terminal, an ephemeral reply, their App Home).
-Audience = Literal["public", "private", "mpim", "self"]
+Audience = Literal["public", "private", "mpim", "external", "self"]
 
 _OPEN_ORIGINS: frozenset[Origin] = frozenset({"public", "machine"})
-_CONVERSATION_ORIGINS: frozenset[Origin] = frozenset({"private", "mpim"})
+_CONVERSATION_ORIGINS: frozenset[Origin] = frozenset({"private", "mpim", "external"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,7 +56,15 @@ class Reader:
 
 
 # How far an origin's audience reaches: a fact restated from a narrower origin takes that origin.
-_REACH: dict[Origin, int] = {"public": 2, "machine": 2, "private": 1, "mpim": 1, "dm": 0, "unknown": 0}
+_REACH: dict[Origin, int] = {
+    "public": 2,
+    "machine": 2,
+    "private": 1,
+    "mpim": 1,
+    "external": 1,
+    "dm": 0,
+    "unknown": 0,
+}
 
 
 def origin_from_visibility(visibility: str | None) -> Origin:
@@ -65,10 +80,14 @@ def narrower(
     """Of two (origin, conversation) labels, the one whose audience is smaller (the first on a tie).
 
     Two labels below public from different conversations have no common audience but their owner:
-    the result is `unknown` with no conversation (read as dm), not either conversation's label.
+    the result is `unknown` with no conversation (read as dm), not either conversation's label. So
+    do two conversation-bound labels of different kinds (a channel read as private, then as shared
+    with another organization): neither audience holds the other.
     """
-    if _REACH[first[0]] < _REACH["public"] and _REACH[second[0]] < _REACH["public"] and first[1] != second[1]:
-        return "unknown", None
+    if _REACH[first[0]] < _REACH["public"] and _REACH[second[0]] < _REACH["public"]:
+        conversation_bound = _REACH[first[0]] == _REACH[second[0]] == _REACH["private"]
+        if first[1] != second[1] or (conversation_bound and first[0] != second[0]):
+            return "unknown", None
     return second if _REACH[second[0]] < _REACH[first[0]] else first
 
 
@@ -95,14 +114,24 @@ def record_owner(scope_key: str) -> str | None:
 
 
 def shown_to_anyone(record: MemoryRecord) -> bool:
-    """True when every reader may see the record (a `public` or `machine` origin): only such records
-    may shape the order in which other records reach a reader (the ranking's feedback pass)."""
+    """True when every reader inside the organization may see the record (a `public` or `machine`
+    origin): only such records may shape the order in which other records reach a reader (the
+    ranking's feedback pass). A reader in a channel shared with another organization is not shown
+    them, though their words may still weigh in the order of the few records it is shown."""
     return record.origin in _OPEN_ORIGINS
 
 
 def may_show(record: MemoryRecord, reader: Reader) -> bool:
     """True when every member of the reader's audience could already see where the record was learned."""
     origin = record.origin
+    if reader.audience == "external":
+        # Another organization reads this reply: only what was typed in this very conversation, never
+        # the organization's own records (not even the asker's: the reply is not theirs alone).
+        return (
+            origin == "external"
+            and record.origin_conversation is not None
+            and reader.conversation_id == record.origin_conversation
+        )
     if origin in _OPEN_ORIGINS:
         return True
     owner = record_owner(record.scope_key)
@@ -110,7 +139,8 @@ def may_show(record: MemoryRecord, reader: Reader) -> bool:
     if origin in _CONVERSATION_ORIGINS:
         # Only a reply to the same kind of audience in the same conversation: a private channel made
         # public later has new members, and so does a `self` reader there (an ephemeral reply to
-        # whoever is in the channel now) — only the owner alone is shown it privately.
+        # whoever is in the channel now) — only the owner alone is shown it privately. An `external`
+        # record reaches no internal reader of its channel either (the channel no longer shared).
         same_conversation = (
             reader.audience == origin
             and record.origin_conversation is not None

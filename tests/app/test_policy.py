@@ -151,3 +151,23 @@ def test_decisions_are_frozen_values() -> None:
     decision = write(ORG, "dm")
     with pytest.raises(dataclasses.FrozenInstanceError):
         decision.allowed = False  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("key", [ORG, REPO])
+def test_a_shared_write_from_a_channel_shared_with_another_organization_is_narrowed_to_that_channel(
+    key: str,
+) -> None:
+    decision = write(key, "external")
+    kind = key.split(":", 1)[0]
+    assert decision == Decision(True, f"narrowed_external_{kind}_to_channel", narrowed_to=CHANNEL)
+
+
+def test_a_fact_from_a_shared_channel_is_granted_in_that_channel_and_its_speakers_own_scope() -> None:
+    assert write(CHANNEL, "external") == Decision(True, "granted")
+    assert write(USER, "external") == Decision(True, "granted")
+
+
+def test_a_fact_from_a_shared_channel_restated_in_another_channel_falls_to_the_user() -> None:
+    decision = write(CHANNEL, "external", conversation="slack:C7")
+    assert decision == Decision(True, "narrowed_external_channel_to_user", narrowed_to=USER)
+    assert write(ORG, "external", conversation="slack:C7").narrowed_to == USER

@@ -485,6 +485,30 @@ async def test_a_waiting_record_edited_in_its_private_channel_waits_as_from_that
     assert "🔒 Kept as from a private channel: it shows only there." in reply.text, reply.text
 
 
+async def test_a_shared_channels_record_edited_in_it_stays_there_and_no_other_shared_scope_takes_it() -> None:
+    """A channel shared with another organization: its admin edits its own scope's record there (kept
+    as from that channel), never the org's."""
+    store = InProcessMemoryStore()
+    c7 = "channel:slack:C7"
+    await store.write(
+        c7, [MemoryCandidate("fact", FACT, "slack:C7:1.0", origin="external", origin_conversation="slack:C7")]
+    )
+    await store.write(ORG, [MemoryCandidate("fact", FACT, "t", origin="public")])
+    reply = await ask(store, f"memory edit mem:{c7}:1 -- {FACT} at noon", slack(ADMIN, "C7", "external"))
+    org = await ask(store, "memory edit mem:org:acme:1 -- Deploys are manual", slack(ADMIN, "C7", "external"))
+    [edited] = [r for r in store.records(c7) if r.status == "active"]
+    assert (edited.text, edited.origin, edited.origin_conversation) == (
+        f"{FACT} at noon",
+        "external",
+        "slack:C7",
+    )
+    assert "🔒 Kept as from a channel shared with another organization: it shows only there." in reply.text
+    assert org.text.startswith(
+        "🚫 Nothing changed: what is said in a channel shared with another organization"
+    )
+    assert [r.text for r in store.records(ORG)] == [FACT]
+
+
 async def test_edit_of_an_unknown_record_is_nothing_to_edit() -> None:
     reply = await ask(InProcessMemoryStore(), "memory edit mem:org:acme:9 new words")
     assert not reply.ok and reply.text.startswith(

@@ -767,6 +767,23 @@ async def test_list_in_a_public_thread_shows_only_what_that_thread_may_see_and_c
     )
 
 
+async def test_list_in_a_shared_channel_shows_none_of_the_organizations_records_nor_counts_them() -> None:
+    """A channel shared with another organization: the asker may be the other organization's."""
+    store = await dm_and_public_records()
+    await seed(
+        store, "channel:slack:C7", "the partner ships in March", origin="external", conversation="slack:C7"
+    )
+    caller = slack_caller(
+        channel_id="slack:C7",
+        channel_visibility="external",
+        reader=Reader("external", "slack:U1", "slack:C7"),
+    )
+    reply = await run(registry(store), "memory list all", caller)
+    assert "the partner ships in March" in reply.text
+    assert "release train" not in reply.text and "deploy train" not in reply.text
+    assert "🔒" not in reply.text and "more record" not in reply.text
+
+
 async def test_list_in_the_owners_dm_shows_the_dm_record_with_its_origin() -> None:
     store = await dm_and_public_records()
     caller = slack_caller(

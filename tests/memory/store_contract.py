@@ -529,6 +529,7 @@ class CoreContract:
                 fact("deploys from the release branch", origin="private", origin_conversation="slack:G01"),
                 fact("uses the shared staging cluster", origin="public", origin_conversation="slack:C01"),
                 fact("runs the chat in a terminal", origin="machine"),
+                fact("reviews the partner's launch plan", origin="external", origin_conversation="slack:C07"),
             ],
         )
         listed = {
@@ -539,6 +540,7 @@ class CoreContract:
             "deploys from the release branch": ("private", "slack:G01"),
             "uses the shared staging cluster": ("public", "slack:C01"),
             "runs the chat in a terminal": ("machine", None),
+            "reviews the partner's launch plan": ("external", "slack:C07"),
         }
         (found,) = await store.retrieve(scope, "tabs", 5)
         assert (found.origin, found.origin_conversation) == ("dm", "slack:D0A")

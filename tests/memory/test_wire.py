@@ -6,18 +6,22 @@ refuses a malformed value with a WireError naming the field.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, get_args
 
 import pytest
 
-from memory.types import MAX_TEXT_CHARS, CurationEntry, RecordVersion
+from memory.types import MAX_TEXT_CHARS, CurationEntry, MemoryRecord, Origin, OriginLabel, RecordVersion
 from memory.wire import (
     WireError,
     actor_from_wire,
     entry_from_wire,
     entry_to_wire,
     epoch_from_wire,
+    record_from_wire,
+    record_to_wire,
     text_from_wire,
+    typed_in_from_wire,
+    typed_in_to_wire,
     version_from_wire,
     version_to_wire,
 )
@@ -158,3 +162,22 @@ def test_edit_text_at_the_cap_is_accepted() -> None:
 def test_an_epoch_outside_0_to_the_year_3000_is_refused(value: object) -> None:
     with pytest.raises(WireError, match=r"^olderThan must be epoch seconds"):
         epoch_from_wire(value, "olderThan")
+
+
+def test_every_origin_label_round_trips_through_the_wire() -> None:
+    """`external` (a channel shared with another organization) too: the HTTP store carries every label
+    this version writes (an older client drops a record whose label it does not know, never widens it)."""
+    for origin in get_args(Origin):
+        record = MemoryRecord(
+            "mem:channel:slack:C7:1",
+            "channel:slack:C7",
+            "fact",
+            "a fact",
+            "slack:C7:1.0",
+            1_800_000_000.0,
+            origin=origin,
+            origin_conversation="slack:C7",
+        )
+        assert record_from_wire(record_to_wire(record)) == record, origin
+        label: OriginLabel = (origin, "slack:C7")
+        assert typed_in_from_wire(typed_in_to_wire(label)) == label, origin

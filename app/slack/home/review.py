@@ -28,6 +28,7 @@ _WHERE: dict[Origin, str] = {
     "public": "a public channel",
     "private": "a private channel",
     "mpim": "a group DM",
+    "external": "a channel shared with another organization",
     "dm": "a DM",
     "machine": "the terminal",
     "unknown": "a conversation of unknown kind",

@@ -299,6 +299,51 @@ async def test_visibility_comes_from_the_channel_type_of_message_events(slack_ap
     assert slack_api.calls_to("conversations.info") == []
 
 
+async def test_an_event_from_a_channel_shared_with_another_organization_reads_as_external(
+    slack_api: FakeSlackApi,
+) -> None:
+    """The envelope's is_ext_shared_channel, with no conversations.info call: a message event's
+    channel_type (`channel`) and an app_mention's missing one alike."""
+    slack_api.add_conversation("C7", "public")
+    dispatcher = RecordingDispatcher()
+    async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
+        await bot.slack.event(slack_api.post_as_user("C7", "U1", f"<@{BOT_USER_ID}> one"), ext_shared=True)
+        mention = as_app_mention(slack_api.post_as_user("C7", "U1", f"<@{BOT_USER_ID}> two"))
+        await bot.slack.event(mention, ext_shared=True)
+        await bot.settle()
+
+    assert [m.channel_visibility for m in dispatcher.messages] == ["external", "external"]
+    assert slack_api.calls_to("conversations.info") == []
+
+
+async def test_conversations_info_of_a_channel_shared_with_another_organization_reads_as_external(
+    slack_api: FakeSlackApi,
+) -> None:
+    slack_api.add_conversation("C7", "public")
+    slack_api.ext_shared.add("C7")
+    dispatcher = RecordingDispatcher()
+    async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
+        await bot.slack.event(as_app_mention(slack_api.post_as_user("C7", "U1", f"<@{BOT_USER_ID}> hi")))
+        await bot.settle()
+
+    assert [m.channel_visibility for m in dispatcher.messages] == ["external"]
+    assert len(slack_api.calls_to("conversations.info")) == 1
+
+
+async def test_a_dm_from_a_member_of_another_organization_reads_as_external(slack_api: FakeSlackApi) -> None:
+    """Their own team is not the workspace's: not the asker alone as an insider (who is shown the
+    organization's open records), whatever the envelope says of the DM."""
+    slack_api.add_conversation("D9", "im")
+    dispatcher = RecordingDispatcher()
+    async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
+        partner = {**slack_api.post_as_user("D9", "UPARTNER", "hi"), "user_team": "T0PARTNER"}
+        await bot.slack.event(partner)
+        await bot.slack.event({**slack_api.post_as_user("D9", "U1", "hi"), "user_team": TEAM_ID})
+        await bot.settle()
+
+    assert [m.channel_visibility for m in dispatcher.messages] == ["external", "dm"]
+
+
 async def test_conversations_info_is_cached_per_channel(slack_api: FakeSlackApi) -> None:
     slack_api.add_conversation("G1", "private")
     dispatcher = RecordingDispatcher()

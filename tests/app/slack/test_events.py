@@ -9,6 +9,7 @@ import pytest
 from app.slack.events import (
     SlackIdentity,
     addressed_to_someone_else,
+    from_another_organization,
     history_from_replies,
     mentions_user,
     message_text,
@@ -63,6 +64,50 @@ def test_visibility_from_the_events_channel_type(channel_type: str | None, visib
 )
 def test_visibility_from_conversations_info(info: dict[str, Any], visibility: str | None) -> None:
     assert visibility_from_conversation(info) == visibility
+
+
+@pytest.mark.parametrize("channel_type", ["channel", "group", "im", "mpim", None])
+def test_an_event_from_a_channel_shared_with_another_organization_reads_as_external(
+    channel_type: str | None,
+) -> None:
+    """The envelope's is_ext_shared_channel, whatever the type (an app_mention names none)."""
+    assert visibility_from_channel_type(channel_type, True) == "external"
+
+
+def test_an_envelope_not_shared_or_without_the_flag_is_read_by_its_type() -> None:
+    assert visibility_from_channel_type("channel", False) == "public"
+    assert visibility_from_channel_type("channel", None) == "public"
+    assert visibility_from_channel_type(None, False) is None
+
+
+@pytest.mark.parametrize(
+    "info",
+    [
+        {"is_channel": True, "is_private": False, "is_shared": True, "is_ext_shared": True},
+        {"is_channel": True, "is_private": True, "is_shared": True, "is_ext_shared": True},
+        {"is_mpim": True, "is_private": True, "is_ext_shared": True},
+        {"is_channel": True, "is_pending_ext_shared": True},
+    ],
+)
+def test_conversations_info_of_a_channel_shared_with_another_organization_reads_as_external(
+    info: dict[str, Any],
+) -> None:
+    assert visibility_from_conversation(info) == "external"
+
+
+def test_a_channel_shared_only_inside_the_organization_keeps_its_kind() -> None:
+    info = {"is_channel": True, "is_private": False, "is_shared": True, "is_org_shared": True}
+    assert visibility_from_conversation(info) == "public"
+
+
+def test_a_person_of_another_team_than_the_workspace_is_from_another_organization() -> None:
+    assert from_another_organization({}, {"user": "U9", "user_team": "T9"}, "T1")
+    assert not from_another_organization({}, {"user": "U1", "user_team": "T1"}, "T1")
+    assert not from_another_organization({}, {"user": "U1"}, "T1")  # no user_team: the workspace's
+
+
+def test_inside_an_enterprise_grid_org_another_workspace_is_no_other_organization() -> None:
+    assert not from_another_organization({"enterprise_id": "E1"}, {"user": "U9", "user_team": "T9"}, "T1")
 
 
 def test_a_slash_command_guesses_visibility_from_the_channel_name() -> None:

@@ -37,6 +37,9 @@ PRIVATE_FACT = "this user is drafting the confidential Initech acquisition memo"
 PRIVATE_CHANNEL_FACT = "the Initech acquisition closes at the end of the quarter"
 PUBLIC_FACT = "interview loops are booked through the recruiting calendar"
 
+PARTNER_FACT = "the partner's launch slips to the first week of March"
+PARTNER_PERSONAL_FACT = "this user signs off on the partner's launch checklist"
+
 PUBLIC_SCOPES = ("org:acme", "channel:slack:C1", "channel:slack:C2")
 
 
@@ -68,7 +71,8 @@ class Workspace:
             self.slack.post_as_bot(channel, "Go on.", thread_ts=thread_ts)
         event = self.slack.post_as_user(channel, user, f"{mention}{text}", thread_ts=thread_ts)
         self.model.script(answer, *([json.dumps(extracted)] if extracted is not None else []))
-        delivery = await self.bot.slack.event(event if direct else as_app_mention(event))
+        shared = channel in self.slack.ext_shared  # Slack Connect: the envelope says so
+        delivery = await self.bot.slack.event(event if direct else as_app_mention(event), ext_shared=shared)
         assert delivery.status == 200
         await self.bot.settle()
         await self.runtime.lifecycle.settle()  # every reflection has finished
@@ -287,3 +291,70 @@ async def test_a_note_remembered_with_the_slash_command_in_a_public_channel_stay
     question = "any tips for my Globex interview next week?"
     await workspace.say("C1", "UA", question, answer="Rest well.")
     assert "Globex" not in workspace.system_of_run(question)
+
+
+async def test_a_shared_channel_learns_only_for_itself_and_is_never_shown_the_organizations_notes(
+    workspace: Workspace, slack_api: FakeSlackApi, store: SqliteMemoryStore
+) -> None:
+    slack_api.add_conversation("C7", "public")
+    slack_api.ext_shared.add("C7")  # a channel shared with a partner organization
+    await workspace.say(
+        "C1",
+        "UA",
+        "how do we book interview loops?",
+        answer="The calendar.",
+        extracted=facts((PUBLIC_FACT, "org")),
+    )
+
+    # 1. In the shared channel, four turns deep: a channel fact the extractor asks for the org, and a
+    #    fact about the partner who said it.
+    question = "can you note our launch plan? and how are interview loops booked?"
+    await workspace.say(
+        "C7",
+        "UPARTNER",
+        question,
+        answer="Noted.",
+        extracted=facts((PARTNER_FACT, "org"), (PARTNER_PERSONAL_FACT, "user")),
+    )
+    assert "recruiting calendar" not in workspace.system_of_run(question)  # the org's notes stay out
+    assert "recruiting calendar" not in workspace.extractor_inputs()[-1]
+    (kept,) = await holding(store, "channel:slack:C7", PARTNER_FACT)  # narrowed from org to the channel
+    assert (kept.origin, kept.origin_conversation) == ("external", "slack:C7")
+    (own,) = await holding(store, "user:slack:UPARTNER", PARTNER_PERSONAL_FACT)
+    assert (own.origin, own.origin_conversation) == ("external", "slack:C7")
+    for scope in PUBLIC_SCOPES:
+        assert await holding(store, scope, PARTNER_FACT) == [], scope
+
+    # 2. An internal public channel never gets what the shared channel said.
+    b_question = "when does the partner's launch happen?"
+    await workspace.say("C1", "UB", b_question, answer="I don't know.")
+    assert "first week of March" not in workspace.system_of_run(b_question)
+
+    # 3. Back in the shared channel, its own fact is there for its members.
+    c_question = "remind me when the partner's launch is"
+    await workspace.say("C7", "UA", c_question, answer="March.")
+    assert PARTNER_FACT in workspace.system_of_run(c_question)
+
+
+async def test_the_slash_command_in_a_shared_channel_lists_none_of_the_organizations_notes(
+    workspace: Workspace, slack_api: FakeSlackApi, store: SqliteMemoryStore
+) -> None:
+    """`/memory` answers ephemerally, but the asker may be the partner's: read as the channel (the
+    channel's kind comes from conversations.info here: a slash command has no envelope flag)."""
+    slack_api.add_conversation("C7", "public")
+    slack_api.ext_shared.add("C7")
+    await workspace.say(
+        "C1",
+        "UA",
+        "how do we book interview loops?",
+        answer="The calendar.",
+        extracted=facts((PUBLIC_FACT, "org")),
+    )
+    delivery = await workspace.bot.slack.slash(
+        text="list org", user_id="UPARTNER", channel_id="C7", response_url=slack_api.response_url()
+    )
+    await workspace.bot.settle()
+    assert delivery.status == 200
+    [response] = slack_api.responses
+    assert response["response_type"] == "ephemeral"
+    assert "recruiting calendar" not in response["text"]

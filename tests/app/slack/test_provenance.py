@@ -269,3 +269,34 @@ async def test_a_deleted_channel_erases_its_channel_scope_and_nothing_else(
     await settle(bot, runtime)
     assert await store.list("channel:slack:C1", 10) == []
     assert [r.text for r in await store.list("org:acme", 10)] == ["org knowledge"]
+
+
+async def test_why_in_a_channel_since_shared_with_another_organization_lists_none_of_its_notes(
+    bot: RunningBot,
+    runtime: tuple[Runtime, Any],
+    slack_api: FakeSlackApi,
+    fake_anthropic: FakeModelServer,
+    store: SqliteMemoryStore,
+) -> None:
+    """An answer that drew on the organization's notes before its channel was shared: a partner's
+    click on its Why? (answered to them alone) lists none of them."""
+    seeded = MemoryCandidate("fact", SEEDED, "slack:C1:1700000000.000100", origin="public")
+    await store.write("org:acme", [seeded])
+    slack_api.add_conversation("C7", "public")
+    fake_anthropic.script("From the release branch.")
+    question = slack_api.post_as_user("C7", "U1", f"<@{BOT_USER_ID}> where do deploys run from?")
+    await bot.slack.event(as_app_mention(question))
+    await settle(bot, runtime)
+    [citation] = citations(slack_api)
+
+    slack_api.ext_shared.add("C7")  # shared with a partner; its next event says so
+    await bot.slack.event(slack_api.post_as_user("C7", "UPARTNER", "hello all"), ext_shared=True)
+    payload = block_action(
+        "UPARTNER",
+        {"action_id": WHY_ACTION, "type": "button", "value": citation["accessory"]["value"]},
+        channel="C7",
+    )
+    payload["response_url"] = slack_api.response_url("why")
+    assert (await bot.slack.interaction(payload)).status == 200
+    await slack_api.wait_until(lambda: len(slack_api.responses) > 0)
+    assert SEEDED not in slack_api.responses[-1]["text"]

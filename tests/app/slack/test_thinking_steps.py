@@ -159,13 +159,6 @@ async def test_a_note_the_reader_may_not_see_is_not_among_the_task_sources(
     assert "hotfix" not in fake_anthropic.bodies()[0]["system"]  # the block left it out too
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a Slack Connect channel reads as `public`: the organization's notes from internal public "
-    "channels reach another organization's members (in the answer, the recall task's permalinks and "
-    "Why?). Fix: read an is_ext_shared_channel / is_ext_shared conversation as an audience that is "
-    "shown only what was learned in it (public origin no longer means 'anyone')",
-)
 async def test_a_slack_connect_channel_is_not_shown_notes_learned_in_internal_channels(
     bot: RunningBot, slack_api: FakeSlackApi, fake_anthropic: FakeModelServer, store: SqliteMemoryStore
 ) -> None:

@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 
 import pytest
@@ -1209,3 +1209,22 @@ async def test_usage_bumped_by_another_process_reaches_the_index(tmp_path: Path)
         assert found[0].use_count == 2
     finally:
         await ours.aclose()
+
+
+async def test_an_origin_label_this_version_does_not_know_reads_back_as_unknown(tmp_path: Path) -> None:
+    """A label a newer version wrote (as `external` once was): never read wider than dm."""
+    store = SqliteMemoryStore(tmp_path)
+    scope = "channel:slack:C7"
+    await store.write(
+        scope, [fact("the partner ships in March", origin="external", origin_conversation="slack:C7")]
+    )
+    await store.aclose()
+    with closing(sqlite3.connect(store.database_path(scope))) as connection:
+        connection.execute("UPDATE records SET origin = 'some-future-audience'")
+        connection.commit()
+    reopened = SqliteMemoryStore(tmp_path)
+    try:
+        (record,) = await reopened.list(scope, 5)
+    finally:
+        await reopened.aclose()
+    assert (record.origin, record.origin_conversation) == ("unknown", "slack:C7")
