@@ -61,13 +61,6 @@ async def test_forgetting_one_version_erases_every_version_s_text(
     assert [(v.text, v.erased_reason) for v in history] == [(None, "forgotten"), (None, "forgotten")]
 
 
-async def test_forgetting_a_superseded_version_forgets_nothing(store: PostgresMemoryStore) -> None:
-    await store.write(ORG, [fact("deploys run on tuesdays")])
-    await store.edit(ORG, "mem:org:acme:1", "deploys run on thursdays", ADMIN)
-    assert await store.forget(ORG, "mem:org:acme:1") is False
-    assert [r.id for r in await store.list(ORG, 10)] == ["mem:org:acme:2"]
-
-
 async def test_a_table_from_before_curation_admits_pending_after_opening(schema: TempSchema) -> None:
     old = await PostgresMemoryStore.connect(schema.dsn, application_name=unique_application_name())
     await old.write(ORG, [fact("kept through the migration")])
