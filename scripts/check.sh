@@ -9,6 +9,11 @@
 # to pytest (`-n 0`: one process).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Where PYTHONDONTWRITEBYTECODE is set (some shells and CI images set it) no process keeps the bytecode
+# it compiles: each test worker compiled the whole project and pytest rewrote every test module again
+# (5 s of CPU a process), and so did every `switchboard …` a test starts. Kept in the __pycache__
+# folders git ignores, it is compiled once, by the serial stage's collection, for every process after it.
+unset PYTHONDONTWRITEBYTECODE
 bash scripts/setup.sh
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
