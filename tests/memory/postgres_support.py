@@ -374,18 +374,27 @@ def relation_files(schema: str) -> dict[str, list[Path]]:
         conn.execute("CHECKPOINT")
         data = Path(str(one_value(conn, "SHOW data_directory")))
         found: dict[str, list[Path]] = {}
+        # A relation's files are `<node>`, `<node>.<segment>` and `<node>_<fork>`: each directory is
+        # listed once, not once a relation (the database's directory holds every schema's files).
+        forks: dict[Path, dict[str, list[Path]]] = {}
         for name, path in conn.execute(_RELATIONS, {"schema": schema}).fetchall():
             if path is None:
                 continue
             base = data / str(path)
-            found.setdefault(str(name), []).extend(
-                [
-                    base,
-                    *base.parent.glob(base.name + ".*"),
-                    *base.parent.glob(base.name + "_*"),
-                ]
-            )
+            if base.parent not in forks:
+                forks[base.parent] = _files_by_node(base.parent)
+            found.setdefault(str(name), []).extend([base, *forks[base.parent].get(base.name, [])])
     return found
+
+
+def _files_by_node(directory: Path) -> dict[str, list[Path]]:
+    """A directory's relation files but the main ones, by the node they belong to."""
+    by_node: dict[str, list[Path]] = {}
+    for entry in os.scandir(directory):
+        node, separator, _ = entry.name.replace("_", ".", 1).partition(".")
+        if separator:
+            by_node.setdefault(node, []).append(directory / entry.name)
+    return by_node
 
 
 def relations_holding(schema: str, word: str) -> set[str]:

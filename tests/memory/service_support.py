@@ -173,15 +173,17 @@ def memory_service_process(
 
 def wait_healthy(process: subprocess.Popen[bytes], port: int, timeout: float) -> bool:
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            return False
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=1.0).status_code == 200:
-                return True
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.05)
+    # One client for every look: each new one builds its TLS context (some 20 ms of CPU).
+    with httpx.Client(timeout=1.0) as client:
+        while time.monotonic() < deadline:
+            if process.poll() is not None:
+                return False
+            try:
+                if client.get(f"http://127.0.0.1:{port}/healthz").status_code == 200:
+                    return True
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
     return False
 
 

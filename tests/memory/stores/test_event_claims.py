@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 import httpx
@@ -21,7 +21,7 @@ from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryStoreError
-from tests.memory.postgres_support import TempSchema, temp_schema
+from tests.memory.postgres_support import TempSchema
 from tests.memory.service_support import TOKEN
 
 NOW = 1_800_000_000.0
@@ -41,9 +41,9 @@ PairFactory = Callable[[Clock], Awaitable[Pair]]
 
 
 @pytest.fixture
-def schema() -> Iterator[TempSchema]:
-    with temp_schema("sbclaims") as created:
-        yield created
+def schema(emptied_schema: TempSchema) -> TempSchema:
+    """These tests open stores on the schema and touch only their rows: an emptied one will do."""
+    return emptied_schema
 
 
 @pytest.fixture(params=["sqlite", "postgres", "http"])

@@ -17,6 +17,11 @@ from tests.memory.records import fact
 SCOPE = "org:acme"
 
 
+@pytest.fixture
+def schema(emptied_or_new_schema: TempSchema) -> TempSchema:
+    return emptied_or_new_schema
+
+
 def ids(records: list[MemoryRecord]) -> list[str]:
     return sorted(record.id for record in records)
 
@@ -53,6 +58,7 @@ async def test_a_record_written_after_the_newest_row_was_deleted_takes_a_new_id(
     assert await schema_rows(schema, "SELECT seq FROM memory_records ORDER BY seq") == [(1,), (3,)]
 
 
+@pytest.mark.new_schema
 async def test_a_row_put_back_by_hand_after_its_delete_is_read_again_and_loses_its_tombstone(
     replicas: tuple[PostgresMemoryStore, PostgresMemoryStore], schema: TempSchema
 ) -> None:
@@ -103,6 +109,7 @@ async def test_a_delete_is_read_once_even_while_an_older_transaction_stays_open(
         await idle.rollback()
 
 
+@pytest.mark.new_schema
 async def test_a_schema_from_before_tombstones_gets_them_when_a_store_opens_on_it(
     schema: TempSchema,
 ) -> None:

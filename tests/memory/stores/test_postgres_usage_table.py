@@ -36,6 +36,11 @@ async def open_store(schema: TempSchema, clock: FakeClock, cap: int = 500) -> Po
 
 
 @pytest.fixture
+def schema(emptied_or_new_schema: TempSchema) -> TempSchema:
+    return emptied_or_new_schema
+
+
+@pytest.fixture
 async def store(schema: TempSchema, clock: FakeClock) -> AsyncIterator[PostgresMemoryStore]:
     opened = await open_store(schema, clock)
     try:
@@ -68,6 +73,7 @@ _AS_BEFORE = (
 )
 
 
+@pytest.mark.new_schema
 async def test_a_database_of_the_schema_before_gets_usage_rows_for_exactly_its_active_records(
     schema: TempSchema, clock: FakeClock
 ) -> None:
@@ -206,6 +212,7 @@ async def test_a_change_from_a_session_with_another_search_path_keeps_this_schem
     assert await usage_rows(schema) == {}
 
 
+@pytest.mark.new_schema
 async def test_upgrading_again_after_going_back_makes_the_usage_rows_afresh(
     schema: TempSchema, clock: FakeClock
 ) -> None:
@@ -235,6 +242,7 @@ async def test_upgrading_again_after_going_back_makes_the_usage_rows_afresh(
         await again.aclose()
 
 
+@pytest.mark.new_schema
 async def test_a_merge_keeps_a_use_another_replica_wrote_after_the_merge_read(
     store: PostgresMemoryStore, schema: TempSchema, clock: FakeClock
 ) -> None:

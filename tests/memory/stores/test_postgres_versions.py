@@ -1,6 +1,7 @@
 """Edits, history, merges and the curation log on the real PostgreSQL server: a record's chain of
 versions walked both ways, forgetting that erases every version's text, the write path's own entries,
-and the migration of a table from before curation. Every test owns a fresh schema."""
+and the migration of a table from before curation. Every test owns its schema: an emptied one, or a new one
+where it makes or changes tables itself."""
 
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ class Clock:
 @pytest.fixture
 def clock() -> Clock:
     return Clock()
+
+
+@pytest.fixture
+def schema(emptied_or_new_schema: TempSchema) -> TempSchema:
+    return emptied_or_new_schema
 
 
 @pytest.fixture
@@ -61,6 +67,7 @@ async def test_forgetting_one_version_erases_every_version_s_text(
     assert [(v.text, v.erased_reason) for v in history] == [(None, "forgotten"), (None, "forgotten")]
 
 
+@pytest.mark.new_schema
 async def test_a_table_from_before_curation_admits_pending_after_opening(schema: TempSchema) -> None:
     old = await PostgresMemoryStore.connect(schema.dsn, application_name=unique_application_name())
     await old.write(ORG, [fact("kept through the migration")])

@@ -20,7 +20,7 @@ from memory.stores.build import note_foreign_vectors
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from tests.memory.embedders import ConceptEmbedder
-from tests.memory.postgres_support import temp_schema, unique_application_name
+from tests.memory.postgres_support import store_schema, unique_application_name
 from tests.memory.store_contract import ORG, FakeClock, fact, ids, rid
 
 NEAR = Ranking(semantic_threshold=0.6)
@@ -37,7 +37,7 @@ async def reopen(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterato
     """Stores over one and the same data: a SQLite directory or a PostgreSQL schema."""
     made: list[Durable] = []
     with contextlib.ExitStack() as stack:
-        dsn = stack.enter_context(temp_schema()).dsn if request.param == "postgres" else ""
+        dsn = stack.enter_context(store_schema()).dsn if request.param == "postgres" else ""
 
         def factory(embedder: Embedder | None) -> Durable:
             store: Durable
