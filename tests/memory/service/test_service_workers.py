@@ -173,6 +173,9 @@ def test_a_worker_that_dies_is_logged_and_replaced(tmp_path: Path) -> None:
         tmp_path, args=WORKER_ARGS, env={"METRICS_TOKEN": METRICS_TOKEN}, log_path=log_path
     ) as service:
         first, second = wait_workers(service, 2)
+        # Both serve before one dies: one killed while still booting is a start-up failure instead
+        # (the service stops), and on a busy machine the second can boot long after the first answers.
+        assert wait_until(lambda: {first, second} <= set(ready_pids(log_path)))
         for _ in range(10):
             assert post(service, "/list", {"scopeKey": SCOPE, "limit": 1}).status_code == 200
         os.kill(first, signal.SIGKILL)
