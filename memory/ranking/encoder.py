@@ -39,9 +39,10 @@ MAX_TOKENS = 256
 DIMENSIONS = 384
 # Texts per forward pass: a write's candidates or a reindex batch, sorted by length so little is padding.
 BATCH = 32
-# Intra-op threads of the forward pass, at most. A query's matrix products split over both cores of a
-# small machine when the second is idle: about a quarter less wall time for about a fifth more CPU. The
-# helper thread sleeps between runs (no spinning), so an idle bot pays nothing for it.
+# Intra-op threads of the forward pass, at most. A question's matrix products split over both cores of
+# a small machine while the reply waits on it, for a little more CPU in all (each split wakes the
+# helper); beyond two, most of the graph's ops are too small to split. The helper sleeps between runs
+# (no spinning), so an idle bot pays nothing for it.
 MAX_THREADS = 2
 
 
