@@ -25,16 +25,18 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench.bench_store import LIMIT, SCOPE, Corpus, fill
+from bench_store import LIMIT, SCOPE, Corpus, fill
+
 from memory.ranking.embedder import Embedder, minilm_embedder
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MAX_SCOPE_CAP
 
 BATCHES = 6  # write batches a variant embeds while the loop's lag is sampled
 # Real-looking Slack messages for a row of their own (bench_store's queries are random letter strings,
-# which WordPiece cuts into several pieces each: a median 36 pieces, where these have 11-23, a median 17): every
-# opener with every body, so no query repeats and none is served from the embedder's cache.
+# which WordPiece cuts into several pieces each: a median 36 pieces, where these have 11-23, a median
+# 17): every opener with every body, so no query repeats and none is served from the embedder's cache.
 OPENERS = (
     "hey team,",
     "quick question:",
