@@ -4,6 +4,7 @@
     .venv/bin/python bench/bench_store.py --sizes 500 --iterations 100
     .venv/bin/python bench/bench_store.py --store postgres      # the same, on PostgreSQL ($DATABASE_URL)
     .venv/bin/python bench/bench_store.py --embedder none       # lexical only (default: minilm)
+    .venv/bin/python bench/bench_store.py --sizes 500 --encoder-threads 1   # the forward pass on one thread
     .venv/bin/python bench/bench_store.py --sizes 500 --four-scope-sizes 500,5000,10000
 
 The four-scope read (`memory_context_block` over org + repo + channel + user) is timed in the same run
@@ -34,7 +35,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from memory.ranking.embedder import DEFAULT_EMBEDDER, EMBEDDER_NAMES, Embedder, load_embedder
+from memory.ranking.embedder import (
+    DEFAULT_EMBEDDER,
+    EMBEDDER_NAMES,
+    Embedder,
+    load_embedder,
+    minilm_embedder,
+)
+from memory.ranking.encoder import intra_op_threads
 from memory.ranking.fusion import RANKING_MODES, Ranking
 from memory.rules.visibility import Reader
 from memory.stores.contract import MemoryStore
@@ -326,15 +334,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--embedder", choices=EMBEDDER_NAMES, default=DEFAULT_EMBEDDER)
     parser.add_argument("--ranking", choices=RANKING_MODES, default="v2")
+    parser.add_argument(
+        "--encoder-threads", type=int, help="minilm's intra-op threads (default: the encoder's own choice)"
+    )
     args = parser.parse_args(argv)
     configure_logging("warning")  # the store's events on stderr, warnings only: stdout is the table
     sizes = [int(value) for value in args.sizes.split(",") if value]
     four_scope_sizes = [int(value) for value in args.four_scope_sizes.split(",") if value]
-    EMBEDDER[0] = load_embedder(args.embedder)
+    encoder = ""
+    if args.embedder == "minilm":
+        EMBEDDER[0] = minilm_embedder(args.encoder_threads)
+        encoder = f" ({args.encoder_threads or intra_op_threads()} intra-op threads)"
+    else:
+        EMBEDDER[0] = load_embedder(args.embedder)
     RANKING[0] = Ranking(mode=args.ranking)
     rows = asyncio.run(run(args.store, sizes, args.iterations, four_scope_sizes))
     print(
-        f"store: {args.store}; ranking: {args.ranking}; embedder: {args.embedder}; "
+        f"store: {args.store}; ranking: {args.ranking}; embedder: {args.embedder}{encoder}; "
         f"Python {platform.python_version()}; SQLite {sqlite3.sqlite_version}; "
         f"{platform.machine()}; cpus: {os.cpu_count()}; "
         f"load average at the end: {', '.join(f'{v:.2f}' for v in os.getloadavg())}"

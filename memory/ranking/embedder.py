@@ -4,7 +4,7 @@ Two embedders, chosen by `memory.embedder`:
 
 - `minilm` (the plain install's default): all-MiniLM-L6-v2, a 6-layer sentence encoder (384
   dimensions), as int8 ONNX run by onnxruntime, with its weights and vocabulary checked against pinned
-  SHA-256s (memory/ranking/encoder.py). No torch. A few milliseconds a query on one core.
+  SHA-256s (memory/ranking/encoder.py). No torch. Several milliseconds a query, on up to two cores.
 - `wordllama` (the extra `switchboard[light]`, for the smallest machines): WordLlama 0.4's
   `l2_supercat` static token embeddings (256 dimensions, numpy + tokenizers): about a millisecond a
   query and less memory, for a few points less recall. Its loader looks for
@@ -140,13 +140,15 @@ def load_embedder(name: str) -> Embedder | None:
     with _LOADING:
         loaded = _LOADED.get(name)
         if loaded is None:
-            loaded = _LOADED[name] = _minilm() if name == "minilm" else _wordllama()
+            loaded = _LOADED[name] = minilm_embedder() if name == "minilm" else _wordllama()
     return loaded
 
 
-def _minilm() -> Embedder:
+def minilm_embedder(threads: int | None = None) -> Embedder:
+    """The default embedder around a model loaded now (`load_embedder` keeps one a process); `threads`
+    its forward pass's (default: the encoder's choice, memory/ranking/encoder.py)."""
     try:
-        model = MiniLM.load()
+        model = MiniLM.load(threads=threads)
     except ModelUnavailable as error:
         raise EmbedderUnavailable(str(error)) from None
     return CachedEmbedder(model.name, model.encode)

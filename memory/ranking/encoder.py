@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
+import os
 import threading
 from collections.abc import Sequence
 from pathlib import Path
@@ -38,6 +39,11 @@ MAX_TOKENS = 256
 DIMENSIONS = 384
 # Texts per forward pass: a write's candidates or a reindex batch, sorted by length so little is padding.
 BATCH = 32
+# Intra-op threads of the forward pass, at most. A question's matrix products split over both cores of
+# a small machine while the reply waits on it, for a little more CPU in all (each split wakes the
+# helper); beyond two, most of the graph's ops are too small to split. The helper sleeps between runs
+# (no spinning), so an idle bot pays nothing for it.
+MAX_THREADS = 2
 
 
 class ModelUnavailable(RuntimeError):
@@ -84,9 +90,12 @@ class MiniLM:
     """The forward pass: texts → one mean-pooled row each (not yet unit length). Thread-compatible, not
     thread-safe: the embedder holds a lock around it."""
 
-    def __init__(self, weights: Path, tokenizer: Any, session: Any = None) -> None:
+    def __init__(
+        self, weights: Path, tokenizer: Any, session: Any = None, *, threads: int | None = None
+    ) -> None:
         self.weights = weights
         self.tokenizer = tokenizer
+        self.threads = intra_op_threads() if threads is None else threads
         self._session = session
         self._opening = threading.Lock()
 
@@ -95,10 +104,10 @@ class MiniLM:
         return MODEL_NAME
 
     @classmethod
-    def load(cls) -> MiniLM:
+    def load(cls, *, threads: int | None = None) -> MiniLM:
         """From the installed weights and the shipped vocabulary, both checked against their pins now;
         the runtime opens the weights at the first text to embed (a second or so), so a command that
-        embeds nothing never waits for it."""
+        embeds nothing never waits for it. `threads`: the forward pass's (default `intra_op_threads()`)."""
         weights = verified(weights_path(), WEIGHTS_SHA256, "the weights")
         vocab = verified(VOCAB, VOCAB_SHA256, "the vocabulary")
         try:
@@ -111,14 +120,14 @@ class MiniLM:
         implementations = importlib.import_module("tokenizers.implementations")
         tokenizer = implementations.BertWordPieceTokenizer(str(vocab), lowercase=True)
         tokenizer.enable_truncation(max_length=MAX_TOKENS)
-        return cls(weights, tokenizer)
+        return cls(weights, tokenizer, threads=threads)
 
     @property
     def session(self) -> Any:
         """The onnxruntime session over the verified weights, opened once."""
         with self._opening:
             if self._session is None:
-                self._session = _open(self.weights)
+                self._session = _open(self.weights, self.threads)
             return self._session
 
     def encode(self, texts: Sequence[str]) -> Matrix:
@@ -147,13 +156,22 @@ class MiniLM:
         return pooled
 
 
-def _open(weights: Path) -> Any:
+def intra_op_threads() -> int:
+    """`MAX_THREADS`, or fewer when this process may run on fewer cores: a helper thread without a
+    core of its own only makes the calling thread wait for its share of each matrix product."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # no affinity call on this platform
+        cores = os.cpu_count() or 1
+    return max(1, min(MAX_THREADS, cores))
+
+
+def _open(weights: Path, threads: int) -> Any:
     runtime = importlib.import_module("onnxruntime")
     options = runtime.SessionOptions()
-    # One thread that sleeps when idle: the bot's event loop shares the machine, and a query is
-    # a few milliseconds of work, too little to split.
-    options.intra_op_num_threads = 1
+    options.intra_op_num_threads = threads
     options.inter_op_num_threads = 1
+    # Helpers sleep as soon as a run ends: a spinning one would burn a core the event loop shares.
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     options.log_severity_level = 3
     # No arena: a batch's buffers go back to the allocator when it ends. Writes embed batches of

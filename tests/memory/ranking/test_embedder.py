@@ -7,13 +7,14 @@ import importlib.util
 import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from memory.ranking.embedder import CachedEmbedder, EmbedderUnavailable, load_embedder
-from memory.ranking.encoder import MiniLM, ModelUnavailable, verified
+from memory.ranking.encoder import MiniLM, ModelUnavailable, intra_op_threads, verified
 
 OFFLINE = Path(__file__).parents[1] / "offline"
 ROOT = Path(__file__).resolve().parents[3]
@@ -83,6 +84,42 @@ def test_a_long_text_is_cut_to_the_models_limit_and_a_batch_keeps_its_order(mini
     alone = np.vstack([minilm.encode([text]) for text in texts])
     assert together.shape == (3, 384)
     assert np.allclose(together, alone, atol=1e-3)
+
+
+def threads_on(cores: set[int]) -> int:
+    """`intra_op_threads()` as a thread allowed only `cores` sees it (affinity is a thread's own)."""
+    seen: list[int] = []
+
+    def look() -> None:
+        os.sched_setaffinity(0, cores)
+        seen.append(intra_op_threads())
+
+    thread = threading.Thread(target=look)
+    thread.start()
+    thread.join()
+    return seen[0]
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="no CPU affinity on this platform")
+def test_the_forward_pass_takes_a_thread_a_core_it_may_use_and_at_most_two() -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    assert threads_on({cores[0]}) == 1
+    if len(cores) >= 2:
+        assert threads_on(set(cores[:2])) == 2
+        assert threads_on(set(cores)) == 2
+
+
+def test_the_session_runs_on_the_models_threads_and_its_helpers_never_spin(minilm: MiniLM) -> None:
+    options = minilm.session.get_session_options()
+    assert options.intra_op_num_threads == minilm.threads == intra_op_threads()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_a_vector_is_the_same_on_one_thread_as_on_two(minilm: MiniLM) -> None:
+    texts = ["when is the next release going out?", "we ship new versions every tuesday " * 8]
+    one, two = (MiniLM(minilm.weights, minilm.tokenizer, threads=n).encode(texts) for n in (1, 2))
+    cosines = (one * two).sum(axis=1) / np.linalg.norm(one, axis=1) / np.linalg.norm(two, axis=1)
+    assert cosines.min() >= 0.9999
 
 
 def test_a_file_whose_sha256_is_not_the_pinned_one_is_refused_naming_both(tmp_path: Path) -> None:
