@@ -77,6 +77,17 @@ class Workspace:
         await self.bot.settle()
         await self.runtime.lifecycle.settle()  # every reflection has finished
 
+    async def slash(self, text: str, user: str, channel: str) -> dict[str, Any]:
+        """`/memory <text>` typed by `user` in `channel`: its one (ephemeral) response."""
+        delivery = await self.bot.slack.slash(
+            text=text, user_id=user, channel_id=channel, response_url=self.slack.response_url()
+        )
+        await self.bot.settle()
+        assert delivery.status == 200
+        [response] = self.slack.responses
+        assert response["response_type"] == "ephemeral"
+        return response
+
     def system_of_run(self, question: str) -> str:
         """The system prompt of the (one) run that answered `question`."""
         found = [
@@ -242,13 +253,7 @@ async def test_memory_list_in_a_public_thread_withholds_the_dm_fact_and_the_slas
     assert "1 more record" in listed.text and "in a DM" in listed.text
 
     # The /memory slash command answers ephemerally — only A sees it — so it shows A's own DM fact.
-    delivery = await workspace.bot.slack.slash(
-        text="list me", user_id="UA", channel_id="C1", response_url=slack_api.response_url()
-    )
-    await workspace.bot.settle()
-    assert delivery.status == 200
-    [response] = slack_api.responses
-    assert response["response_type"] == "ephemeral"
+    response = await workspace.slash("list me", "UA", "C1")
     assert "Globex" in response["text"] and "from dm" in response["text"]
     assert len(fake_anthropic.requests) == requests  # commands make no model call
 
@@ -282,11 +287,7 @@ async def test_a_note_remembered_with_the_slash_command_in_a_public_channel_stay
 ) -> None:
     # /memory is typed where only the asker sees it (the channel never sees the words, the answer is
     # ephemeral): a note for oneself is said to the bot alone, as from the Home tab.
-    delivery = await workspace.bot.slack.slash(
-        text=f"remember {DM_FACT}", user_id="UA", channel_id="C1", response_url=slack_api.response_url()
-    )
-    await workspace.bot.settle()
-    assert delivery.status == 200 and "Remembered" in slack_api.responses[0]["text"]
+    assert "Remembered" in (await workspace.slash(f"remember {DM_FACT}", "UA", "C1"))["text"]
 
     question = "any tips for my Globex interview next week?"
     await workspace.say("C1", "UA", question, answer="Rest well.")
@@ -350,11 +351,5 @@ async def test_the_slash_command_in_a_shared_channel_lists_none_of_the_organizat
         answer="The calendar.",
         extracted=facts((PUBLIC_FACT, "org")),
     )
-    delivery = await workspace.bot.slack.slash(
-        text="list org", user_id="UPARTNER", channel_id="C7", response_url=slack_api.response_url()
-    )
-    await workspace.bot.settle()
-    assert delivery.status == 200
-    [response] = slack_api.responses
-    assert response["response_type"] == "ephemeral"
+    response = await workspace.slash("list org", "UPARTNER", "C7")
     assert "recruiting calendar" not in response["text"]
