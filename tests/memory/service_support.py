@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import socket
 import subprocess
 import sys
@@ -115,11 +116,23 @@ async def raw_asgi(
     )
 
 
+# Below the kernel's ephemeral range (32768 and up on Linux): a port probed free here is not one the
+# kernel hands the next socket bound to port 0 (every fake server of every test worker binds one), so
+# it stays free between the probe and the process that binds it.
+_PROBED_PORTS = (20_000, 32_000)
+
+
 def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+    """A loopback port nothing listens on now, for a process the test starts to bind."""
+    for _ in range(200):
+        port = random.randint(*_PROBED_PORTS)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no free loopback port in {_PROBED_PORTS}")
 
 
 @dataclass(frozen=True)

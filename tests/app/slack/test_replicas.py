@@ -17,7 +17,7 @@ from memory.service.app import create_app
 from memory.stores.http import HttpMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, running_bot
-from tests.app.slack.transports.test_serve import _bot_env, _free_port, serve
+from tests.app.slack.transports.test_serve import _bot_env, serve
 from tests.fakes.model_server import FakeModelServer
 from tests.fakes.slack_api import BOT_USER_ID, SIGNING_SECRET, FakeSlackApi, SlackDelivery, as_app_mention
 from tests.memory.postgres_support import TempSchema, temp_schema
@@ -43,7 +43,7 @@ async def test_two_serve_processes_on_one_postgres_store_answer_an_event_deliver
         "SWITCHBOARD_MEMORY__STORE": "postgres",
         "DATABASE_URL": schema.dsn,
     }
-    ports = (_free_port(), _free_port())
+    ports = (free_port(), free_port())
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
     async with (

@@ -9,7 +9,6 @@ the point, or the test changes the tables. The server unreachable fails the run.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
 from pathlib import Path
@@ -35,6 +34,7 @@ from tests.memory.postgres_support import (
     unique_application_name,
 )
 from tests.memory.records import DAY, NOW, fact
+from tests.memory.service_support import free_port
 
 SCOPE = "org:acme"
 # Another scope in SCOPE's partition of `memory_records` (hash partitions, partitions.py): a crowd
@@ -97,12 +97,6 @@ async def count_update_statements(schema: TempSchema) -> None:
 
 def ids(records: Sequence[MemoryRecord]) -> list[str]:
     return [r.id for r in records]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 async def eventually(action: Callable[[], Awaitable[T]], within: float) -> T:

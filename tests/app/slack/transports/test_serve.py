@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import socket
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -26,6 +25,7 @@ from tests.fakes.slack_api import (
     SlackDelivery,
     as_app_mention,
 )
+from tests.memory.service_support import free_port
 from tests.ops.raw_sockets import soft_open_file_limit
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -78,12 +78,6 @@ def test_a_bad_port_is_a_config_error(
     monkeypatch.setenv("PORT", "eighty")
     assert main([]) == 2
     assert "PORT" in capsys.readouterr().err
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @dataclass
@@ -169,7 +163,7 @@ async def test_serve_in_http_mode_answers_a_signed_mention_and_drains_it_on_sigt
 ) -> None:
     slack_api.add_conversation("C1", "public")
     fake_anthropic.script(Reply(text="Deploys run nightly.", hold=True))
-    port = _free_port()
+    port = free_port()
     env = {**_bot_env(slack_api, fake_anthropic, tmp_path), "SLACK_SIGNING_SECRET": SIGNING_SECRET}
     async with serve(tmp_path, {**env, "PORT": str(port)}, "--host", "127.0.0.1") as bot:
         await bot.wait_for_port(port)
@@ -200,7 +194,7 @@ async def test_serve_under_a_soft_limit_of_256_open_files_holds_300_half_open_co
     never sends one, whatever its chunk sizes) gets a 411 at once instead of a wait on its body."""
     slack_api.add_conversation("C1", "public")
     fake_anthropic.default_reply = "Noted."
-    port = _free_port()
+    port = free_port()
     env = {**_bot_env(slack_api, fake_anthropic, tmp_path), "SLACK_SIGNING_SECRET": SIGNING_SECRET}
     with soft_open_file_limit(256):  # inherited by the child; this process has its own back below
         starting = serve(tmp_path, {**env, "PORT": str(port)}, "--host", "127.0.0.1")
@@ -362,7 +356,7 @@ def unreachable_slack_env(model: FakeModelServer, tmp_path: Path, connect_timeou
     return {
         **_bot_env(FakeSlackApi(), model, tmp_path),
         "SLACK_APP_TOKEN": APP_TOKEN,
-        "SLACK_API_URL": f"http://127.0.0.1:{_free_port()}/api/",
+        "SLACK_API_URL": f"http://127.0.0.1:{free_port()}/api/",
         "SWITCHBOARD_SLACK__CONNECT_TIMEOUT_SECONDS": str(connect_timeout),
     }
 
