@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import builtins
 import re
-import socket
 from collections.abc import Sequence
 
 import pytest
@@ -30,6 +29,7 @@ from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.null import NullMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, MemoryStoreError, Origin, Ranked, WriteResult
 from tests.memory.reads import memory_context_block
+from tests.memory.service_support import free_port
 
 ORG = "org:acme"
 ME = "user:slack:U1"
@@ -704,9 +704,7 @@ async def test_memory_disabled_both_commands_say_so_and_touch_no_store() -> None
 
 
 def closed_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    return free_port()
 
 
 @pytest.mark.parametrize(

@@ -31,6 +31,7 @@ from psycopg import sql
 from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from memory.stores.postgres.sql import _COLUMNS, _RECORDS
+from tests.memory.service_support import free_port
 
 CONFIGURED_DSN = os.environ.get("SWITCHBOARD_TEST_DATABASE_URL", "postgresql://postgres@127.0.0.1:5432/test")
 PG_HOST = "127.0.0.1"
@@ -240,12 +241,7 @@ def _empty(conn: psycopg.Connection[tuple[object, ...]], schema: str) -> None:
 def unreachable_dsn(password: str = "sekret") -> str:
     """A DSN of a port nothing listens on (a server that is down), with a password that must never
     be shown."""
-    import socket
-
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return f"postgresql://postgres:{password}@127.0.0.1:{port}/test?connect_timeout=2"
+    return f"postgresql://postgres:{password}@127.0.0.1:{free_port()}/test?connect_timeout=2"
 
 
 def unique_application_name(prefix: str = "sbtest") -> str:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import socket
-
 import pytest
 
 from app.github.client import (
@@ -16,6 +14,7 @@ from app.github.client import (
     split_repo,
 )
 from tests.fakes.github_api import FakeGitHub
+from tests.memory.service_support import free_port
 
 
 def _fast(base_url: str, **options: object) -> GitHubClient:
@@ -164,10 +163,7 @@ async def test_an_oversized_json_body_is_refused_not_parsed(github_api: FakeGitH
 
 
 async def test_an_unreachable_github_is_a_bounded_error_not_a_hang() -> None:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    async with _fast(f"http://127.0.0.1:{port}", max_retries=1) as client:
+    async with _fast(f"http://127.0.0.1:{free_port()}", max_retries=1) as client:
         with pytest.raises(GitHubError, match="unreachable"):
             await client.get_repo("acme/widgets")
 
