@@ -15,12 +15,13 @@ from functools import partial
 from typing import Literal
 
 from memory.rules.scope import RequestScopes, scope_kind
+from memory.rules.visibility import OPEN_ORIGINS, origin_from_visibility
 from memory.rules.write_gate import WRITE_ACTION, MemoryScopeResource, WriteGate
 
 Holder = Literal["principal", "member", "anyone"]
 
 # Origins whose facts may reach the shared, cross-channel scopes (repo, org).
-SHARED_ORIGINS: frozenset[str | None] = frozenset({"public", "machine"})
+SHARED_ORIGINS: frozenset[str | None] = frozenset(OPEN_ORIGINS)
 # Origins that are one person's (or a small group's) conversation: narrowed to the person first.
 PERSONAL_ORIGINS: frozenset[str | None] = frozenset({"dm", "mpim", "unknown"})
 # Origins the read rule shows to the record's owner alone: a shared scope has no owner, so a fact from
@@ -29,7 +30,6 @@ PERSONAL_ORIGINS: frozenset[str | None] = frozenset({"dm", "mpim", "unknown"})
 # fact (a channel shared with another organization) is written like a private channel's: that
 # channel's scope, else its speaker's own, never repo or org, never another channel.
 CONVERSATION_ORIGINS: frozenset[str | None] = frozenset({"public", "machine", "private", "mpim", "external"})
-_NARROWED_TO_CHANNEL_FIRST: frozenset[str | None] = frozenset({"private", "external"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +100,7 @@ def authorize(
     table: tuple[Rule, ...] = POLICY_TABLE,
 ) -> Decision:
     """Ask the table; a memory write with no row is narrowed, never widened, never silently dropped."""
-    origin = _origin(resource.origin_visibility)
+    origin = origin_from_visibility(resource.origin_visibility)
     if any(_grants(rule, actor, action, resource, origin) for rule in table):
         return Decision(allowed=True, reason="granted")
     if action != WRITE_ACTION:
@@ -112,12 +112,6 @@ def authorize(
         # channel's, another repo's) is refused outright, never moved.
         return Decision(allowed=False, reason=f"denied_{resource.kind or 'unknown'}_not_held")
     return _narrow(actor, resource, origin, table)
-
-
-def _origin(visibility: str | None) -> str:
-    if visibility in SHARED_ORIGINS | PERSONAL_ORIGINS | _NARROWED_TO_CHANNEL_FIRST:
-        return str(visibility)
-    return "unknown"
 
 
 def _grants(rule: Rule, actor: Actor, action: str, resource: MemoryScopeResource, origin: str) -> bool:

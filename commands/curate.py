@@ -35,7 +35,13 @@ from commands.render import code_span, is_machine_caller, quoted_text, store_fai
 from commands.replaced import as_shown, replaced_record, replaced_records
 from memory.rules.redact import REDACTED
 from memory.rules.scope import scope_kind
-from memory.rules.visibility import may_show, origin_from_visibility, shown_to_anyone
+from memory.rules.visibility import (
+    CONVERSATION_ORIGINS,
+    OPEN_ORIGINS,
+    may_show,
+    origin_from_visibility,
+    shown_to_anyone,
+)
 from memory.stores.contract import CuratedStore, MemoryStore
 from memory.types import MAX_LIMIT, MemoryRecord, RecordVersion
 
@@ -362,7 +368,7 @@ class CurateCommands:
         ]
         if new.status == "pending":
             lines.append(f"It still waits for review (`memory approve {new.id}`).")
-        if not shown_to_anyone(new) and typed_in[0] not in ("public", "machine"):
+        if not shown_to_anyone(new) and typed_in[0] not in OPEN_ORIGINS:
             lines.append(_kept_where(new))
         if checked.redacted:
             lines.append(f"A secret in it was stored as `{REDACTED}`.")
@@ -419,7 +425,7 @@ def said_for_scope(scope: str, caller: Caller) -> bool:
     if scope_kind(scope) == "user":
         return True
     origin = origin_from_visibility(caller.channel_visibility)
-    if origin in ("public", "machine"):
+    if origin in OPEN_ORIGINS:
         return True
     return origin in ("private", "external") and scope == scope_key_of("channel", caller.channel_id)
 
@@ -428,7 +434,7 @@ def _kept_where(record: MemoryRecord) -> str:
     """Where an edit's narrowed origin lets the new version show: the words typed in a DM or a private
     conversation never reach a wider audience than that one."""
     mine = scope_kind(record.scope_key) == "user"
-    if record.origin in ("private", "mpim", "external"):
+    if record.origin in CONVERSATION_ORIGINS:
         where = NARROW_WHERE[record.origin]
         return f"🔒 Kept as from {where}: it shows only there" + (" and to you, privately." if mine else ".")
     if mine:

@@ -38,8 +38,9 @@ from memory.types import ORIGINS, MemoryRecord, Origin
 # or only the asker (`self`: their DM with the bot, their terminal, an ephemeral reply, their App Home).
 Audience = Literal["public", "private", "mpim", "external", "self"]
 
-_OPEN_ORIGINS: frozenset[Origin] = frozenset({"public", "machine"})
-_CONVERSATION_ORIGINS: frozenset[Origin] = frozenset({"private", "mpim", "external"})
+# Shown to any reader inside the organization; shown only in the conversation they came from.
+OPEN_ORIGINS: frozenset[Origin] = frozenset({"public", "machine"})
+CONVERSATION_ORIGINS: frozenset[Origin] = frozenset({"private", "mpim", "external"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +119,7 @@ def shown_to_anyone(record: MemoryRecord) -> bool:
     origin): only such records may shape the order in which other records reach a reader (the
     ranking's feedback pass). A reader in a channel shared with another organization is not shown
     them, though their words may still weigh in the order of the few records it is shown."""
-    return record.origin in _OPEN_ORIGINS
+    return record.origin in OPEN_ORIGINS
 
 
 def may_show(record: MemoryRecord, reader: Reader) -> bool:
@@ -132,11 +133,11 @@ def may_show(record: MemoryRecord, reader: Reader) -> bool:
             and record.origin_conversation is not None
             and reader.conversation_id == record.origin_conversation
         )
-    if origin in _OPEN_ORIGINS:
+    if origin in OPEN_ORIGINS:
         return True
     owner = record_owner(record.scope_key)
     to_owner_alone = reader.audience == "self" and owner is not None and reader.user_id == owner
-    if origin in _CONVERSATION_ORIGINS:
+    if origin in CONVERSATION_ORIGINS:
         # Only a reply to the same kind of audience in the same conversation: a private channel made
         # public later has new members, and so does a `self` reader there (an ephemeral reply to
         # whoever is in the channel now) — only the owner alone is shown it privately. An `external`

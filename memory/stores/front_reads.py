@@ -24,6 +24,7 @@ import structlog
 from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import Ranked, Ranking, prefilter_terms
 from memory.ranking.vectors import REINDEX_BATCH, Progress
+from memory.rules.arguments import distinct_scopes, fetch_ids, linkable
 from memory.rules.claims import validate_claim
 from memory.rules.curation import log_limit
 from memory.rules.engine import parse_record_id
@@ -31,7 +32,6 @@ from memory.rules.person import PersonRename
 from memory.rules.retention import Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import ReadBackend
-from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.types import AuditQuery, EraseReason, MemoryRecord, MemoryUnavailable, ReadAudit, SourceLink
 
 log = structlog.get_logger("memory")

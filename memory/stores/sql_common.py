@@ -2,8 +2,8 @@
 
 A stored row becomes a `MemoryRecord` by one rule (an unknown origin reads as `unknown`, never wider);
 an erase scrubs every column but the ones `ERASE_KEEPS` names by one rule; a read's results are handed
-back as their usage bump leaves them; and the small bookkeeping of ids, scope lists, source links and
-audit filters is the same in both. No SQL runs here.
+back as their usage bump leaves them; and the small bookkeeping of source rows and audit filters is
+the same in both. No SQL runs here.
 """
 
 from __future__ import annotations
@@ -16,9 +16,7 @@ import structlog
 
 from memory.ranking.fusion import Ranked
 from memory.rules.engine import ERASE_KEEPS
-from memory.rules.scope import validate_scope_key
 from memory.types import (
-    MAX_LIMIT,
     AuditQuery,
     CurationAction,
     CurationEntry,
@@ -132,31 +130,9 @@ def bumped(ranked: Iterable[Ranked], now: float) -> list[Ranked]:
     ]
 
 
-def distinct_scopes(scope_keys: Sequence[str]) -> list[str]:
-    """A multi-scope read's scopes, each once and in order; a malformed key is refused."""
-    keys = list(dict.fromkeys(scope_keys))
-    for key in keys:
-        validate_scope_key(key)
-    return keys
-
-
-def fetch_ids(record_ids: Sequence[str]) -> list[str]:
-    """The ids a fetch looks up: each once, in order, at most MAX_LIMIT."""
-    return list(dict.fromkeys(record_ids))[:MAX_LIMIT]
-
-
 def source_rows(link: SourceLink, now: float) -> list[tuple[str, str, str, float]]:
     """(message, run_id, scope_key, linked_at) for every message and scope a run was linked to."""
     return [(message, link.run_id, key, now) for message in link.messages for key in link.scope_keys]
-
-
-def linkable(link: SourceLink) -> bool:
-    """Whether a source link has anything to store (a message and a scope); a malformed key is refused."""
-    if not link.messages or not link.scope_keys:
-        return False
-    for key in link.scope_keys:
-        validate_scope_key(key)
-    return True
 
 
 def log_evictions(scope_key: str, candidates: int, result: WriteResult) -> None:

@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 import httpx
 import structlog
 
+from memory.rules.arguments import distinct_scopes, fetch_ids, linkable
 from memory.rules.claims import validate_claim
 from memory.rules.curation import log_limit
 from memory.rules.engine import prepare_batch
@@ -32,7 +33,6 @@ from memory.stores.http.replies import (
     well_formed,
     write_result,
 )
-from memory.stores.sql_common import distinct_scopes, fetch_ids, linkable
 from memory.types import (
     AuditQuery,
     EraseReason,
