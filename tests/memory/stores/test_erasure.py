@@ -85,23 +85,20 @@ def records_holding_the_text() -> int:
     return sum(1 for held in gc.get_objects() if isinstance(held, MemoryRecord) and SECRET in held.text)
 
 
-@pytest.mark.parametrize(
-    "ranking",
-    [
-        DEFAULT_RANKING,
-        pytest.param(
-            SPEC,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the spec ranking's retrieve keeps the last 4,096 decoded rows (Retriever._decode, "
-                "an lru_cache keyed by the row): a forgotten record's decoded copy, text and all, stays in "
-                "the process until 4,096 other rows push it out. Fix: clear it on every erasure this "
-                "process makes, and drop a scope's entries when its data_version moves (another "
-                "process's erasure), or decode the candidates afresh.",
-            ),
-        ),
-    ],
-)
+@pytest.mark.parametrize("ranking", [DEFAULT_RANKING, SPEC])
+async def test_after_forget_no_copy_of_the_record_waits_in_the_process_for_the_next_read(
+    tmp_path: Path, ranking: Ranking
+) -> None:
+    store = SqliteMemoryStore(tmp_path, ranking=ranking)
+    try:
+        await written(store)
+        assert await store.forget(ORG, "mem:org:acme:31") is True
+        assert records_holding_the_text() == 0
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("ranking", [DEFAULT_RANKING, SPEC])
 async def test_after_forget_no_copy_of_the_record_stays_in_the_process(
     tmp_path: Path, ranking: Ranking
 ) -> None:
@@ -112,6 +109,24 @@ async def test_after_forget_no_copy_of_the_record_stays_in_the_process(
         assert await store.retrieve(ORG, "deploys release", 5)  # the scope is read again since
         assert records_holding_the_text() == 0
     finally:
+        await store.aclose()
+
+
+async def test_after_another_process_forgets_no_copy_stays_in_the_process_past_the_next_read(
+    tmp_path: Path,
+) -> None:
+    store, other = SqliteMemoryStore(tmp_path, ranking=SPEC), SqliteMemoryStore(tmp_path, ranking=SPEC)
+    try:
+        await written(store)
+        assert await other.forget(ORG, "mem:org:acme:31") is True
+        await other.aclose()
+        assert records_holding_the_text() > 0  # this store cannot know yet
+
+        assert await store.retrieve(ORG, "deploys release", 5)
+
+        assert records_holding_the_text() == 0
+    finally:
+        await other.aclose()
         await store.aclose()
 
 
