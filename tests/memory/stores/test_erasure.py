@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
@@ -85,33 +86,50 @@ def records_holding_the_text() -> int:
     return sum(1 for held in gc.get_objects() if isinstance(held, MemoryRecord) and SECRET in held.text)
 
 
-@pytest.mark.parametrize(
-    "ranking",
-    [
-        DEFAULT_RANKING,
-        pytest.param(
-            SPEC,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the spec ranking's retrieve keeps the last 4,096 decoded rows (Retriever._decode, "
-                "an lru_cache keyed by the row): a forgotten record's decoded copy, text and all, stays in "
-                "the process until 4,096 other rows push it out. Fix: clear it on every erasure this "
-                "process makes, and drop a scope's entries when its data_version moves (another "
-                "process's erasure), or decode the candidates afresh.",
-            ),
-        ),
-    ],
-)
-async def test_after_forget_no_copy_of_the_record_stays_in_the_process(
-    tmp_path: Path, ranking: Ranking
-) -> None:
+@contextlib.asynccontextmanager
+async def forgotten(tmp_path: Path, ranking: Ranking) -> AsyncIterator[SqliteMemoryStore]:
+    """A store whose scope held the secret text, read through, and has just forgotten it."""
     store = SqliteMemoryStore(tmp_path, ranking=ranking)
     try:
         await written(store)
         assert await store.forget(ORG, "mem:org:acme:31") is True
+        yield store
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("ranking", [DEFAULT_RANKING, SPEC])
+async def test_after_forget_no_copy_of_the_record_waits_in_the_process_for_the_next_read(
+    tmp_path: Path, ranking: Ranking
+) -> None:
+    async with forgotten(tmp_path, ranking):
+        assert records_holding_the_text() == 0
+
+
+@pytest.mark.parametrize("ranking", [DEFAULT_RANKING, SPEC])
+async def test_after_forget_no_copy_of_the_record_stays_in_the_process(
+    tmp_path: Path, ranking: Ranking
+) -> None:
+    async with forgotten(tmp_path, ranking) as store:
         assert await store.retrieve(ORG, "deploys release", 5)  # the scope is read again since
         assert records_holding_the_text() == 0
+
+
+async def test_after_another_process_forgets_no_copy_stays_in_the_process_past_the_next_read(
+    tmp_path: Path,
+) -> None:
+    store, other = SqliteMemoryStore(tmp_path, ranking=SPEC), SqliteMemoryStore(tmp_path, ranking=SPEC)
+    try:
+        await written(store)
+        assert await other.forget(ORG, "mem:org:acme:31") is True
+        await other.aclose()
+        assert records_holding_the_text() > 0  # this store cannot know yet
+
+        assert await store.retrieve(ORG, "deploys release", 5)
+
+        assert records_holding_the_text() == 0
     finally:
+        await other.aclose()
         await store.aclose()
 
 
