@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from memory.ranking.embedder import Embedder
-from memory.ranking.lexical import record_stems
+from memory.ranking.lexical import forget_cached_texts, record_stems
 from memory.ranking.scope_index import ScopeIndex
 from memory.ranking.vectors import from_blob
 from memory.stores.sqlite.sql import (
@@ -234,6 +234,8 @@ class OpenScopes:
             seq = int(row[0])
             record = row_record(row[1 : 1 + COLUMN_COUNT])
             if record.status != "active":
+                if record.status == "forgotten":  # perhaps by another process: its words go from memory too
+                    forget_cached_texts()
                 index.remove(seq)
                 continue
             embedding, embedding_model, stems = row[1 + COLUMN_COUNT :]

@@ -7,8 +7,11 @@ no tuple of the table's heap pages (read with pageinspect) holds the text.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
+import os
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,7 +19,10 @@ import psycopg
 import pytest
 
 from memory.ranking.fusion import DEFAULT_RANKING, SPEC, Ranking
+from memory.ranking.lexical import _stems, forget_cached_texts
 from memory.rules.retention import Retention
+from memory.rules.scorer import clean_memory_field
+from memory.stores.in_process.store import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, SourceLink
@@ -24,6 +30,19 @@ from tests.memory.postgres_support import admin_connect, temp_schema, unique_app
 from tests.memory.store_contract import DAY, FakeClock
 
 ORG = "org:acme"
+ROOT = str(Path(__file__).resolve().parents[3])
+FORGET_IN_ANOTHER_PROCESS = """
+import asyncio, sys
+from pathlib import Path
+from memory.stores.sqlite.store import SqliteMemoryStore
+
+async def main():
+    store = SqliteMemoryStore(Path(sys.argv[1]))
+    assert await store.forget("org:acme", "mem:org:acme:31")
+    await store.aclose()
+
+asyncio.run(main())
+"""
 SECRET = "Quokkaflight"  # the distinctive word of the text that must leave the disk
 SECRET_TEXT = f"The vault door code is {SECRET} seven seven three one"
 
@@ -60,12 +79,13 @@ def assert_gone(store: SqliteMemoryStore, scope_key: str) -> None:
     assert SECRET.lower().encode() not in disk_bytes(store, scope_key)
 
 
-async def written(store: SqliteMemoryStore) -> None:
+async def written(store: SqliteMemoryStore | InProcessMemoryStore) -> None:
     await store.write(ORG, filler(30))
     await store.write(ORG, [candidate(SECRET_TEXT)])
     await store.write(ORG, filler(5, start=30))
     assert await store.retrieve(ORG, SECRET, 5)  # it is really there, and matched through FTS
-    assert SECRET.lower().encode() in disk_bytes(store, ORG)  # the check can see it
+    if isinstance(store, SqliteMemoryStore):
+        assert SECRET.lower().encode() in disk_bytes(store, ORG)  # the check can see it
 
 
 async def test_after_forget_neither_the_main_file_nor_the_wal_holds_the_text(tmp_path: Path) -> None:
@@ -130,6 +150,68 @@ async def test_after_another_process_forgets_no_copy_stays_in_the_process_past_t
         assert records_holding_the_text() == 0
     finally:
         await other.aclose()
+        await store.aclose()
+
+
+def caches_hold_the_text(*, forget: bool = True) -> bool:
+    """Whether the process-wide caches keyed by text (the stems memoized by text, the cleaned fields)
+    still hold the secret record's: a lookup of its key that is a hit. The lookups put it back: they
+    are let go again (`forget`), or left for a read that must let go of them."""
+    keywords = candidate(SECRET_TEXT).keywords
+    stems_before, fields_before = _stems.cache_info().hits, clean_memory_field.cache_info().hits
+    _stems(" ".join((SECRET_TEXT, *keywords)))
+    clean_memory_field(SECRET_TEXT)
+    hits = _stems.cache_info().hits - stems_before + clean_memory_field.cache_info().hits - fields_before
+    if forget:
+        forget_cached_texts()
+    return hits > 0
+
+
+async def read_and_render(store: SqliteMemoryStore | InProcessMemoryStore) -> None:
+    """A read that stems the secret record and a view that cleans its text (as `memory why` does)."""
+    found = await store.retrieve(ORG, f"{SECRET} vault door", 5)
+    assert any(SECRET in record.text for record in found)
+    for record in found:
+        clean_memory_field(record.text)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "in-process"])
+async def test_after_forget_the_caches_keyed_by_text_let_go_of_it(tmp_path: Path, kind: str) -> None:
+    store = SqliteMemoryStore(tmp_path) if kind == "sqlite" else InProcessMemoryStore()
+    try:
+        await written(store)
+        await read_and_render(store)
+        assert caches_hold_the_text()
+        await read_and_render(store)
+
+        assert await store.forget(ORG, "mem:org:acme:31") is True
+
+        assert not caches_hold_the_text()
+    finally:
+        await store.aclose()
+
+
+async def test_after_another_process_forgets_the_caches_keyed_by_text_let_go_at_the_next_read(
+    tmp_path: Path,
+) -> None:
+    store = SqliteMemoryStore(tmp_path)
+    try:
+        await written(store)
+        await read_and_render(store)
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            FORGET_IN_ANOTHER_PROCESS,
+            str(tmp_path),
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
+        assert await asyncio.wait_for(child.wait(), 60) == 0
+        assert caches_hold_the_text(forget=False)  # this process cannot know yet
+
+        assert await store.retrieve(ORG, "deploys release", 5)
+
+        assert not caches_hold_the_text()
+    finally:
         await store.aclose()
 
 
