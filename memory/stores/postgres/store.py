@@ -336,6 +336,10 @@ class PostgresReads:
     async def scope_keys(self) -> builtins.list[str]:
         return await self._guarded("scope_keys", "-", reads.scope_keys, settled=False)
 
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        """None: every scope is rows of the one database, read or failed together."""
+        return []
+
     async def reindex_batch(self, scope_key: str, embedder: Embedder, batch: int) -> tuple[int, int]:
         return await self._guarded(
             "reindex",

@@ -13,6 +13,7 @@ import hashlib
 import re
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -132,18 +133,43 @@ def database_filename(scope_key: str) -> str:
     return f"{prefix}-{digest}.sqlite3"
 
 
-def scope_keys_in(data_dir: Path) -> builtins.list[str]:
-    """The scope key each database file under `data_dir` names (read-only; unreadable files skipped)."""
+@dataclass(frozen=True, slots=True)
+class ScopeFiles:
+    """The scope databases under a data directory: the scope key of each one read, and the name and
+    the reason of each one that could not be read (it holds a scope nobody can name until it is fixed)."""
+
+    keys: builtins.list[str]
+    unreadable: builtins.list[tuple[str, str]]
+
+
+def scope_keys_in(data_dir: Path) -> ScopeFiles:
+    """The scope key each database file under `data_dir` names (read-only). A file holding no scope
+    yet (made a moment ago, its schema not yet committed) is none; one that cannot be read at all
+    (not a database, damaged, not a file, not readable) is `unreadable`, never passed over."""
     keys: builtins.list[str] = []
+    unreadable: builtins.list[tuple[str, str]] = []
     for path in sorted(data_dir.glob("*.sqlite3")) if data_dir.is_dir() else []:
+        if path.name.startswith("_"):  # the ledger's (a scope's file name never starts with "_")
+            continue
         try:
             with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
-                row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
-        except sqlite3.Error:
+                key = _scope_key_of(connection)
+        except sqlite3.Error as error:
+            unreadable.append((path.name, str(error).strip() or type(error).__name__))
             continue
-        if row is not None:
-            keys.append(str(row[0]))
-    return keys
+        if key is not None:
+            keys.append(key)
+    return ScopeFiles(keys, unreadable)
+
+
+def _scope_key_of(connection: sqlite3.Connection) -> str | None:
+    """The scope key a database holds, or None while it has no `meta` table yet. Reading the catalogue
+    is what fails on a file that is no database."""
+    made = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+    if made is None:
+        return None
+    row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def prepare_scope(connection: sqlite3.Connection, scope_key: str) -> None:
