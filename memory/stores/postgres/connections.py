@@ -15,7 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
-from memory.stores.postgres.failures import error_kind, first_line
+from memory.stores.postgres.failures import error_kind, first_line, out_of_reach
 from memory.stores.postgres.rows import Connection
 from memory.stores.postgres.schema import apply_schema, configure
 from memory.types import MemoryStoreError, MemoryUnavailable
@@ -218,8 +218,11 @@ class ServerPool:
         finally:
             self._purge = None
 
-    def _unusable(self, what: str, error: psycopg.Error) -> MemoryUnavailable:
-        return MemoryUnavailable(f"{what} PostgreSQL at {self.where} ({DSN_SETTING}): {first_line(error)}")
+    def _unusable(self, what: str, error: psycopg.Error) -> MemoryStoreError:
+        """A server out of reach is `MemoryUnavailable`; a statement of the schema's that failed on a
+        server that answered (a timeout, a permission) is a fault like any other statement's."""
+        message = f"{what} PostgreSQL at {self.where} ({DSN_SETTING}): {first_line(error)}"
+        return MemoryUnavailable(message) if out_of_reach(error) else MemoryStoreError(message)
 
 
 def quiet_and_idle(conn: Connection) -> bool:

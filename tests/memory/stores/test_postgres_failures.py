@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
+from memory.stores.postgres.schema import _LOCK_SCHEMA
 from memory.stores.postgres.sql import _LOCK_SCOPE
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.types import MemoryStoreError, MemoryUnavailable, WriteResult
@@ -76,6 +77,23 @@ async def test_a_statement_timeout_fails_a_write_naming_it(
             await store.write(SCOPE, [fact("deploy on tuesdays")])
     finally:
         await locked_table.rollback()
+        await store.aclose()
+
+
+async def test_a_statement_timeout_while_the_schema_is_prepared_fails_a_retrieve(schema: TempSchema) -> None:
+    """The first operation opens the store: a statement of the schema's that times out on a server that
+    answered is a fault, not the server out of reach."""
+    store = PostgresMemoryStore(
+        with_options(schema.dsn, "-cstatement_timeout=1000"), application_name=unique_application_name()
+    )
+    try:
+        async with await psycopg.AsyncConnection.connect(schema.dsn) as other:
+            await other.execute(_LOCK_SCHEMA)  # another replica changing the schema, for longer
+            with pytest.raises(MemoryStoreError, match="DATABASE_URL") as failed:
+                await store.retrieve(SCOPE, "deploy", 8)
+            assert not isinstance(failed.value, MemoryUnavailable)
+            assert "statement timeout" in str(failed.value)
+    finally:
         await store.aclose()
 
 
