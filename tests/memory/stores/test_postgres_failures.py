@@ -12,6 +12,7 @@ import psycopg
 import pytest
 from structlog.testing import capture_logs
 
+from memory.stores.postgres.failures import failure, once_more_on_conflict, out_of_reach
 from memory.stores.postgres.schema import _LOCK_SCHEMA
 from memory.stores.postgres.sql import _LOCK_SCOPE
 from memory.stores.postgres.store import PostgresMemoryStore
@@ -155,3 +156,39 @@ async def test_a_server_out_of_reach_degrades_a_retrieve_and_fails_a_write_as_un
     finally:
         await store.aclose()
         await forwarder.stop()
+
+
+async def test_a_second_conflict_in_a_row_is_raised_naming_it() -> None:
+    tries = 0
+
+    async def work() -> None:
+        nonlocal tries
+        tries += 1
+        raise psycopg.errors.SerializationFailure("could not serialize access due to concurrent update")
+
+    with pytest.raises(psycopg.errors.SerializationFailure) as raised:
+        await once_more_on_conflict("merge", work)
+    assert tries == 2
+    error = failure("merge", SCOPE, raised.value)
+    assert type(error) is MemoryStoreError
+    assert str(error) == (
+        "PostgreSQL memory merge failed: serialization failure (40001):"
+        " could not serialize access due to concurrent update"
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "unavailable"),
+    [
+        (psycopg.errors.AdminShutdown("terminating connection due to administrator command"), True),
+        (psycopg.errors.CannotConnectNow("the database system is starting up"), True),
+        (psycopg.errors.ConnectionFailure("connection failure"), True),
+        (psycopg.OperationalError("consuming input failed: server closed the connection unexpectedly"), True),
+        (psycopg.errors.QueryCanceled("canceling statement due to statement timeout"), False),
+        (psycopg.errors.DiskFull("could not extend file: No space left on device"), False),
+        (psycopg.errors.DeadlockDetected("deadlock detected"), False),
+    ],
+)
+def test_only_a_server_out_of_reach_is_unavailable(error: psycopg.Error, unavailable: bool) -> None:
+    assert out_of_reach(error) is unavailable
+    assert isinstance(failure("write", SCOPE, error), MemoryUnavailable) is unavailable
