@@ -116,13 +116,15 @@ async def _waiting_for_a_lock(application_name: str) -> None:
 
 async def test_a_write_the_server_ends_as_a_deadlock_is_run_once_more_and_lands(schema: TempSchema) -> None:
     name = unique_application_name()
-    store = await PostgresMemoryStore.connect(schema.dsn, application_name=name)
+    # The store looks for a deadlock 2 s into its wait (the other asks for its lock well before then,
+    # however loaded the machine), the other only after 30 s: the server ends the store's try.
+    dsn = with_options(schema.dsn, "-cdeadlock_timeout=2s")
+    store = await PostgresMemoryStore.connect(dsn, application_name=name)
     try:
         await store.write(SCOPE, [fact("deploy on tuesdays")])
         async with await psycopg.AsyncConnection.connect(schema.dsn) as other:
             # The other transaction holds the record's row; the store's restatement takes the scope's
             # lock, then waits for that row; the other then asks for the scope's lock: a deadlock.
-            # The other waits long before it looks for one, so the server ends the store's try.
             await other.execute("SET LOCAL deadlock_timeout = '30s'")
             await other.execute("SELECT 1 FROM memory_records WHERE scope_key = %s FOR UPDATE", (SCOPE,))
             with capture_logs() as logs:
