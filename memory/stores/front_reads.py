@@ -176,6 +176,10 @@ class ReadFront:
         """Every scope the store holds records for (`switchboard memory reindex`, the DM migration)."""
         return await self._backend.scope_keys()
 
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        """What holds a scope the store cannot read, which `scope_keys` leaves out (file names)."""
+        return await self._backend.unreadable_scopes()
+
     async def reindex(
         self, scope_key: str, *, batch: int = REINDEX_BATCH, progress: Progress | None = None
     ) -> int:

@@ -356,3 +356,28 @@ async def test_postgres_forget_updates_in_place_and_a_vacuum_leaves_no_copy_in_t
             assert any(b"tuesdays" in t for t in tuples)  # the check can see live text
         finally:
             await store.aclose()
+
+
+async def test_postgres_erasure_scrubs_a_column_another_replica_added_after_this_one_opened() -> None:
+    """A rolling upgrade: a newer replica adds a text column while this one runs, after this one's
+    first erasure read the table's columns; this one's next erasure scrubs the new column too."""
+    with temp_schema() as schema:
+        store = await PostgresMemoryStore.connect(schema.dsn, application_name=unique_application_name())
+        try:
+            await store.write(ORG, [candidate("deploys happen on tuesdays")])
+            await store.write(ORG, [candidate(SECRET_TEXT)])
+            assert await store.forget(ORG, "mem:org:acme:1") is True  # the columns read, before the new one
+            with admin_connect() as conn:
+                conn.execute(f"ALTER TABLE {schema.name}.memory_records ADD COLUMN summary_of_text text")
+                conn.execute(
+                    f"UPDATE {schema.name}.memory_records SET summary_of_text = %s WHERE seq = 2",
+                    (SECRET_TEXT,),
+                )
+            assert await store.forget(ORG, "mem:org:acme:2") is True
+            with admin_connect() as conn:
+                left = conn.execute(
+                    f"SELECT seq, summary_of_text FROM {schema.name}.memory_records ORDER BY seq"
+                )
+                assert left.fetchall() == [(1, None), (2, None)]
+        finally:
+            await store.aclose()
