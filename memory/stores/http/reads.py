@@ -53,8 +53,12 @@ class HttpReads:
     async def rank(
         self, scope_key: str, query: str, terms: Sequence[str], limit: int
     ) -> builtins.list[Ranked]:
-        """One scope through `/retrieve_many`, the route that answers with each record's relevance."""
-        return (await self.rank_many([scope_key], query, terms, limit)).get(scope_key, [])
+        """`/retrieve`, the route a retrieve has always taken (the service's store answers it as its
+        own retrieve does). It answers the records alone: each comes with relevance 0.0, as the
+        front's retrieve reads only the records (`rank_many` answers the real ones)."""
+        body: dict[str, object] = {"scopeKey": scope_key, "query": query, "limit": limit}
+        records = records_of(await self._service.post("/retrieve", body), scope_key, "/retrieve")
+        return [Ranked(record, 0.0) for record in records]
 
     async def rank_many(
         self, scope_keys: Sequence[str], query: str, terms: Sequence[str], limit: int

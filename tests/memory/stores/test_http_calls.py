@@ -124,7 +124,7 @@ async def test_a_request_the_service_refuses_raises_from_a_retrieve_naming_the_r
     with capture_logs() as logs, pytest.raises(MemoryStoreError) as raised:
         await client.retrieve(SCOPE, long_query, 5)
     assert type(raised.value) is MemoryStoreError and raised.value.status == 400
-    assert str(raised.value).startswith("memory service /retrieve_many failed: 400 query must be at most")
+    assert str(raised.value).startswith("memory service /retrieve failed: 400 query must be at most")
     assert retrieve_warnings(logs) == []
 
 
@@ -136,13 +136,16 @@ async def test_a_store_failure_in_the_service_raises_a_500_naming_the_route(tmp_
     with memory_service_process(data, args=("--embedder", "none")) as service:
         store = HttpMemoryStore(service.base_url, TOKEN, timeout=5.0)
         try:
-            for call, route in (
-                (store.list(SCOPE, 5), "/list"),
-                (store.write(SCOPE, [candidate("x")]), "/write"),
-            ):
-                with pytest.raises(MemoryStoreError) as raised:
-                    await call
-                assert type(raised.value) is MemoryStoreError and raised.value.status == 500
-                assert str(raised.value) == f"memory service {route} failed: 500 store failure"
+            with capture_logs() as logs:
+                for call, route in (
+                    (store.retrieve(SCOPE, "deploy", 5), "/retrieve"),  # a fault: never "nothing"
+                    (store.list(SCOPE, 5), "/list"),
+                    (store.write(SCOPE, [candidate("x")]), "/write"),
+                ):
+                    with pytest.raises(MemoryStoreError) as raised:
+                        await call
+                    assert type(raised.value) is MemoryStoreError and raised.value.status == 500
+                    assert str(raised.value) == f"memory service {route} failed: 500 store failure"
         finally:
             await store.aclose()
+    assert retrieve_warnings(logs) == []

@@ -166,9 +166,9 @@ async def test_the_origin_label_round_trips_through_the_service(store: HttpMemor
 async def test_retrieve_posts_the_body_with_the_bearer(store: HttpMemoryStore, recording: Recording) -> None:
     await store.retrieve(SCOPE, "deploy", 8)
     (sent,) = recording.sent
-    assert (sent.method, sent.path) == ("POST", "/retrieve_many")
+    assert (sent.method, sent.path) == ("POST", "/retrieve")
     assert sent.headers["authorization"] == f"Bearer {TOKEN}"
-    assert sent.body == {"scopeKeys": [SCOPE], "query": "deploy", "limit": 8}
+    assert sent.body == {"scopeKey": SCOPE, "query": "deploy", "limit": 8}
 
 
 async def test_the_services_ranking_gates_a_query_never_the_clients() -> None:
@@ -374,10 +374,10 @@ async def test_retrieve_of_a_service_out_of_reach_reads_as_nothing_with_one_warn
         (fixed(400, b'{"error": "query must be a string"}'), 400, "400 query must be a string"),
         (fixed(200, b"not json at all", "text/plain"), 200, "not a JSON object"),
         (fixed(200, b"[1, 2]"), 200, "not a JSON object"),
-        (fixed(200, b'{"scopes": "many"}'), 200, "no scopes object"),
-        (fixed(200, b"{}"), 200, "no scopes object"),
+        (fixed(200, b'{"records": "many", "scopes": "many"}'), 200, "reply has no"),
+        (fixed(200, b"{}"), 200, "reply has no"),
     ],
-    ids=["500", "400", "non-json", "json-array", "scopes-not-object", "scopes-missing"],
+    ids=["500", "400", "non-json", "json-array", "not-an-array", "missing"],
 )
 async def test_retrieve_raises_a_failure_that_is_not_the_service_out_of_reach(
     transport: httpx.ASGITransport, status: int, reason: str
@@ -385,11 +385,14 @@ async def test_retrieve_raises_a_failure_that_is_not_the_service_out_of_reach(
     client = HttpMemoryStore(BASE, TOKEN, transport=transport)
     try:
         with capture_logs() as logs:
-            for call in (client.retrieve(SCOPE, "deploy", 5), client.retrieve_many([SCOPE], "deploy", 5)):
+            for call, route in (
+                (client.retrieve(SCOPE, "deploy", 5), "/retrieve"),
+                (client.retrieve_many([SCOPE], "deploy", 5), "/retrieve_many"),
+            ):
                 with pytest.raises(MemoryStoreError) as raised:
                     await call
                 assert type(raised.value) is MemoryStoreError and raised.value.status == status
-                assert "/retrieve_many" in str(raised.value) and reason in str(raised.value)
+                assert f"{route}" in str(raised.value) and reason in str(raised.value)
     finally:
         await client.aclose()
     assert not [e for e in logs if e["event"] == "memory.retrieve_failed"]
@@ -409,9 +412,9 @@ async def test_retrieve_reads_a_refused_connection_as_nothing() -> None:
 async def test_retrieve_reads_a_timeout_as_nothing_within_the_timeout() -> None:
     async def slow(request: Request) -> Response:
         await asyncio.sleep(5)
-        return Response(b'{"scopes": {}}', media_type="application/json")
+        return Response(b'{"records": []}', media_type="application/json")
 
-    app = Starlette(routes=[Route("/retrieve_many", slow, methods=["POST"])])
+    app = Starlette(routes=[Route("/retrieve", slow, methods=["POST"])])
     client = HttpMemoryStore(BASE, TOKEN, timeout=0.2, transport=httpx.ASGITransport(app=app))
     loop = asyncio.get_running_loop()
     started = loop.time()
@@ -442,9 +445,7 @@ async def test_retrieve_drops_malformed_records_individually() -> None:
         "not even an object",
         wire_record("optional extras", 9, lastUsedAt=1_700_000_100.0, confidence=0.7, supersedes="mem:x:1"),
     ]
-    ranked = [{**r, "relevance": 0.5} if isinstance(r, dict) else r for r in records]
-    reply = json.dumps({"scopes": {SCOPE: ranked}}).encode()
-    client = HttpMemoryStore(BASE, TOKEN, transport=fixed(200, reply))
+    client = HttpMemoryStore(BASE, TOKEN, transport=fixed(200, json.dumps({"records": records}).encode()))
     try:
         with capture_logs() as logs:
             found = await client.retrieve(SCOPE, "deploy", 10)
@@ -459,7 +460,7 @@ async def test_retrieve_drops_malformed_records_individually() -> None:
     (warning,) = logs
     assert (warning["event"], warning["route"], warning["dropped"]) == (
         "memory.reply_dropped_items",
-        "/retrieve_many",
+        "/retrieve",
         11,
     )
 
