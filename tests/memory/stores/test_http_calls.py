@@ -7,9 +7,10 @@ request the service refuses (4xx, from a retrieve too) or its store's failure (5
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Iterator, MutableMapping
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -48,7 +49,7 @@ async def client(service: RunningService) -> AsyncIterator[HttpMemoryStore]:
     await store.aclose()
 
 
-def retrieve_warnings(logs: list[dict[str, object]]) -> list[dict[str, object]]:
+def retrieve_warnings(logs: list[MutableMapping[str, Any]]) -> list[MutableMapping[str, Any]]:
     return [e for e in logs if e["event"] == "memory.retrieve_failed"]
 
 
