@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterator, MutableMapping
-from contextlib import ExitStack
+from contextlib import AsyncExitStack, ExitStack
 from pathlib import Path
 from typing import Any
 
@@ -100,10 +100,12 @@ async def test_a_503_from_a_service_whose_store_is_out_of_reach_is_unavailable_t
     """The real service app over a PostgreSQL store whose server does not answer: the service's own
     front reads its retrieve as nothing; every other route answers 503, which the client raises as
     `MemoryUnavailable`."""
-    gone = PostgresMemoryStore(f"postgresql://nobody@127.0.0.1:{free_port()}/none", timeout=1.0)
-    app = create_app(gone, TOKEN)
-    store = HttpMemoryStore("http://memory.test", TOKEN, transport=httpx.ASGITransport(app=app))
-    try:
+    async with AsyncExitStack() as stack:
+        gone = PostgresMemoryStore(f"postgresql://nobody@127.0.0.1:{free_port()}/none", timeout=1.0)
+        stack.push_async_callback(gone.aclose)
+        transport = httpx.ASGITransport(app=create_app(gone, TOKEN))
+        store = HttpMemoryStore("http://memory.test", TOKEN, transport=transport)
+        stack.push_async_callback(store.aclose)
         assert await store.retrieve(SCOPE, "deploy", 5) == []
         for call, route in (
             (store.list(SCOPE, 5), "/list"),
@@ -113,9 +115,6 @@ async def test_a_503_from_a_service_whose_store_is_out_of_reach_is_unavailable_t
                 await call
             assert raised.value.status == 503
             assert str(raised.value) == f"memory service {route} failed: 503 store unavailable"
-    finally:
-        await store.aclose()
-        await gone.aclose()
 
 
 async def test_a_request_the_service_refuses_raises_from_a_retrieve_naming_the_route(
