@@ -44,6 +44,9 @@ from memory.types import (
 # Field caps of a write batch; the per-field caps live in memory.types, shared with every store.
 # The scope key and record id caps live with their own rules.
 MAX_BATCH = 50
+# The most scopes one /retrieve_many reads: a request has at most org, repo, channel and user (the
+# client asks for more in several requests).
+MAX_SCOPES = 4
 MAX_QUERY_CHARS = 4000
 
 RECORD_STATUSES: frozenset[str] = frozenset(get_args(RecordStatus))

@@ -1,5 +1,5 @@
-"""How a store takes a call's arguments, for every store alike: the store front over its backends and
-the memory service's HTTP client (which is no front, but must refuse and clamp the same way)."""
+"""How a store takes a call's arguments, for every store alike: the store front over each of its
+backends (the memory service's HTTP client among them) applies these."""
 
 from __future__ import annotations
 

@@ -4,6 +4,8 @@
 data route checks, in this order and before the body is read: route (404) and method (405), the bearer
 token (401, constant-time, fail closed on an empty token), then the size fence (411/413). Only then is
 the body read and parsed, and every field validated (400 naming the field) before the store is touched.
+The store's failure is a 500, its storage out of reach (`MemoryUnavailable`) a 503: the bot's client
+reads that as the front reads a store out of reach (memory/stores/http/calls.py).
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from memory.service.checks import Handler, LogFields, Refusal
 from memory.service.curation_routes import CurationRoutes, redacted_uncached
 from memory.service.redact_cache import RedactionCache
 from memory.stores.contract import MemoryStore
-from memory.types import MAX_LIMIT, MemoryRecord
+from memory.types import MAX_LIMIT, MemoryRecord, MemoryUnavailable
 from memory.wire import (
     JsonObject,
     audit_from_wire,
@@ -227,6 +229,10 @@ class _Service:
             reason = str(exc)[:300]
             fields["error"] = reason
             return {"error": reason}, 400
+        except MemoryUnavailable as exc:  # its storage out of reach: the caller may try again later
+            log.warning("memory.service.store_unavailable", route=route, error_type=type(exc).__name__)
+            fields["error"] = "store unavailable"
+            return {"error": "store unavailable"}, 503
         except Exception as exc:  # a store failure: answer 500, keep serving
             log.error("memory.service.store_failed", route=route, error_type=type(exc).__name__)
             return {"error": "store failure"}, 500

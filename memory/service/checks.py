@@ -14,10 +14,15 @@ from memory.rules.engine import is_valid_cap
 from memory.rules.person import USER_PREFIX, validate_pseudonym
 from memory.rules.scope import validate_scope_key
 from memory.types import MAX_LIMIT, MAX_SCOPE_CAP, MemoryCandidate
-from memory.wire import MAX_BATCH, MAX_QUERY_CHARS, WireError, candidate_from_wire, is_unicode_text
+from memory.wire import (
+    MAX_BATCH,
+    MAX_QUERY_CHARS,
+    MAX_SCOPES,
+    WireError,
+    candidate_from_wire,
+    is_unicode_text,
+)
 
-# The most scopes one /retrieve_many reads: a request has at most org, repo, channel and user.
-MAX_SCOPES = 4
 MAX_ID_CHARS = 200
 _ID_FORBIDDEN = re.compile(r"[\s\x00-\x1f\x7f-\x9f]")
 

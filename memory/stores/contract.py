@@ -273,13 +273,16 @@ class ScopeMaintenance(Protocol):
 class ReadBackend(Protocol):
     """The reading and erasing half of a backend, under memory/stores/front_reads.py: arguments
     already checked, limits clamped, cutoffs computed, events logged by the front; a storage failure
-    raised as a `MemoryStoreError`, a storage out of reach as a `MemoryUnavailable`."""
+    raised as a `MemoryStoreError`, a storage out of reach as a `MemoryUnavailable`. A backend that is
+    another store's front (the memory service's client) is handed no cutoff (None, or -inf for the
+    audit's): that store keeps its own retention."""
 
     async def rank(
         self, scope_key: str, query: str, terms: Sequence[str], limit: int
     ) -> builtins.list[Ranked]:
         """The scope's best unexpired active records for the query (`terms`: its prefilter terms,
-        never empty), at most `limit`, best first, as their usage bump leaves them."""
+        never empty; none at all for a backend ranking by its own store's rules, which gates the
+        query there), at most `limit`, best first, as their usage bump leaves them."""
         ...
 
     async def rank_many(

@@ -3,9 +3,10 @@
 Every write and curating call is checked here (scope key, actor, cap, log limit, the candidates
 validated and redacted off the loop), logged here as one structlog event with ids and counts (never
 text), and handed to the backend as one transaction or one read (`StoreBackend` in
-memory/stores/contract.py); every batch is planned by memory/stores/writing.py inside it. The reads,
-erasures, ledger, claims and maintenance are the other half (`ReadFront`, memory/stores/front_reads.py).
-A backend keeps only storage: SQL, its threads or its pool, and turning its driver's failure into a
+memory/stores/contract.py); every batch is planned by memory/stores/writing.py inside it (by the
+memory service's own store, for its HTTP client). The reads, erasures, ledger, claims and maintenance
+are the other half (`ReadFront`, memory/stores/front_reads.py). A backend keeps only storage: SQL, its
+threads or its pool, or the service's routes, and turning its driver's failure into a
 `MemoryStoreError`.
 """
 

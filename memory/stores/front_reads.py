@@ -7,6 +7,11 @@ cutoffs computed, and one structlog event per erasure (`memory.store.forget`, `.
 `.sources_erased`, `.pseudonymized`: ids and counts, `store=` from `_log_fields`). The backend reads
 and erases rows, and turns its driver's failure into a `MemoryStoreError`.
 
+Where the backend is itself a store behind its own front (the memory service's HTTP client,
+`_rules_here` False), the rules that depend on that store's settings run there, not here: this
+process knows neither its ranking nor its retention. The front then gates no query on prefilter terms,
+computes no cutoff and always asks for the start-up sweep, so no rule runs twice in two ways.
+
 Failure policy: a retrieve is advisory only when the storage is out of reach (`MemoryUnavailable`: a
 server down or lost): the reply then goes on without memory, with one `memory.retrieve_failed`
 warning. Any other failure (a closed store, a database file holding another scope) is a fault, raised
@@ -16,6 +21,7 @@ like every other operation's, so it is seen and fixed rather than read as "nothi
 from __future__ import annotations
 
 import builtins
+import math
 from collections.abc import Callable, Mapping, Sequence
 from typing import ClassVar
 
@@ -50,12 +56,15 @@ class ReadFront:
     _retention: Retention
     _clock: Clock
     _log_fields: ClassVar[Mapping[str, str]] = {}
+    # False for a backend that applies its own store's ranking and retention (the memory service's
+    # client): `_ranking` and `_retention` are then never read (see the module's docstring).
+    _rules_here: ClassVar[bool] = True
 
     async def retrieve(self, scope_key: str, query: str, limit: int) -> builtins.list[MemoryRecord]:
         """At most MAX_LIMIT records, like the memory service; `[]` when the storage is out of reach."""
         validate_scope_key(scope_key)
-        limit, terms = log_limit(limit), prefilter_terms(self._ranking, query)
-        if not limit or not terms:
+        limit, terms = log_limit(limit), self._terms(query)
+        if not limit or terms is None:
             return []
         try:
             ranked = await self._backend.rank(scope_key, query, terms, limit)
@@ -70,14 +79,29 @@ class ReadFront:
         """Each scope once, ranked as its own retrieve ranks it, in one hop; `{}` when the storage is
         out of reach."""
         keys = distinct_scopes(scope_keys)
-        limit, terms = log_limit(limit), prefilter_terms(self._ranking, query)
-        if not limit or not terms or not keys:
+        limit, terms = log_limit(limit), self._terms(query)
+        if not limit or terms is None or not keys:
             return {}
         try:
             return await self._backend.rank_many(keys, query, terms, limit)
         except MemoryUnavailable as error:
             self._read_failed(error, scope_keys=keys)
             return {}
+
+    def _terms(self, query: str) -> builtins.list[str] | None:
+        """The query's prefilter terms by the store's ranking; None when it has none (nothing can
+        match: no hop). Where the ranking is the backend's own, none are computed here."""
+        if not self._rules_here:
+            return []
+        return prefilter_terms(self._ranking, query) or None
+
+    def _cutoff(self, scope_key: str) -> float | None:
+        """Records of the scope created before this are expired (None: none, or the backend's rule)."""
+        return self._retention.cutoff(scope_key, self._clock()) if self._rules_here else None
+
+    def _audit_cutoff(self) -> float:
+        """Audit rows older than this are past retention (-inf: the backend keeps its own)."""
+        return self._retention.audit_cutoff(self._clock()) if self._rules_here else -math.inf
 
     def _read_failed(self, error: MemoryUnavailable, **scopes: object) -> None:
         cause = error.__cause__ or error
@@ -95,8 +119,7 @@ class ReadFront:
         limit = log_limit(limit)
         if not limit:
             return []
-        cutoff = self._retention.cutoff(scope_key, self._clock())
-        return await self._backend.list_records(scope_key, limit, query, cutoff)
+        return await self._backend.list_records(scope_key, limit, query, self._cutoff(scope_key))
 
     async def fetch(self, scope_key: str, record_ids: Sequence[str]) -> builtins.list[MemoryRecord]:
         validate_scope_key(scope_key)
@@ -104,8 +127,7 @@ class ReadFront:
         if not ids:
             return []
         # Retention's "never returned by a read" holds by id too (*Why?*, the editor, the review).
-        cutoff = self._retention.cutoff(scope_key, self._clock())
-        return await self._backend.fetch(scope_key, ids, cutoff)
+        return await self._backend.fetch(scope_key, ids, self._cutoff(scope_key))
 
     async def forget(self, scope_key: str, record_id: str) -> bool:
         """A foreign or malformed id forgets nothing: no row of this scope can hold it."""
@@ -128,7 +150,7 @@ class ReadFront:
 
     async def erase_expired(self) -> int:
         """Start-up's sweep (no sweeper runs later: a write erases its scope's expired records)."""
-        if not self._retention.expires:
+        if self._rules_here and not self._retention.expires:
             return 0
         erased = await self._backend.erase_expired()
         if erased:
@@ -162,10 +184,10 @@ class ReadFront:
         return renamed
 
     async def record_read(self, entry: ReadAudit) -> None:
-        await self._backend.record_read(entry, self._retention.audit_cutoff(self._clock()))
+        await self._backend.record_read(entry, self._audit_cutoff())
 
     async def read_audit(self, query: AuditQuery) -> builtins.list[ReadAudit]:
-        return await self._backend.read_audit(query, self._retention.audit_cutoff(self._clock()))
+        return await self._backend.read_audit(query, self._audit_cutoff())
 
     async def claim_event(self, key: str, ttl_seconds: float) -> bool:
         """Once per key across every process sharing the store (memory/rules/claims.py)."""

@@ -120,12 +120,13 @@ Step = Fold | Supersede | Withdraw | Insert | Activate | Erase | Absorb | Evict 
 @dataclass(frozen=True, slots=True)
 class Approval:
     """What an approval did: the active record it left (the pending one, or the one it folded into),
-    what it superseded, how many it evicted."""
+    what it superseded, how many it evicted. The memory service's client knows only the record: it
+    says None for the other two (the service's own `memory.approve` line has them)."""
 
     record: MemoryRecord
     folded: bool
     superseded: str | None
-    evicted: int
+    evicted: int | None
 
 
 @dataclass(frozen=True, slots=True)

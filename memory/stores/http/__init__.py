@@ -1,8 +1,8 @@
-"""The bot's side of the memory service: a thin client of the service's store over HTTP.
+"""The bot's side of the memory service: the store front over the service's routes.
 
-`store` is the client (`HttpMemoryStore`: the data routes, the round trip, timeouts and refusals),
-`curating` its curation routes, `replies` how a reply's JSON becomes records. Every rule runs in the
-service's own store; the client checks only what the wire needs.
+`store` is the store (`HttpMemoryStore`, a `StoreFront`) and its backend, `calls` the round trip and
+what its failure is, `reads` and `curating` the backend's primitives as routes, `replies` how a
+reply's JSON becomes records.
 """
 
 from memory.stores.http.store import HttpMemoryStore

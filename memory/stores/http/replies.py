@@ -1,7 +1,9 @@
 """The HTTP memory client's reading of the service's replies: what a well-formed answer holds.
 
-A reply that is not what the contract promises is a `CallFailed` (or a `MemoryStoreError` where a
-person asked), never a guess; a malformed record is dropped on its own and counted.
+A reply that is not what the contract promises is a `MemoryStoreError` naming the route (status 200:
+the service answered, but not what it promises), never a guess and never an empty answer that only
+looks empty. A malformed item (a record, an entry, a scope key) is dropped on its own, with one
+warning counting them.
 """
 
 from __future__ import annotations
@@ -10,69 +12,77 @@ import builtins
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+import structlog
+
 from memory.types import MemoryRecord, MemoryStoreError, Ranked, WriteResult
 from memory.wire import WireError, ranked_from_wire, record_from_wire
+
+log = structlog.get_logger("memory.http_store")
 
 T = TypeVar("T")
 
 
-class CallFailed(Exception):
-    """One round trip did not produce a 2xx JSON object; `status` is None for transport failures."""
+def malformed(route: str, what: str) -> MemoryStoreError:
+    return MemoryStoreError(f"memory service {route}: {what}", status=200)
 
-    def __init__(self, status: int | None, reason: str) -> None:
-        super().__init__(reason)
-        self.status = status
-        self.reason = reason
+
+def dropped(route: str, count: int, **fields: object) -> None:
+    """One warning for the items of a reply that were dropped (ids and counts only)."""
+    if count:
+        log.warning("memory.reply_dropped_items", route=route, dropped=count, **fields)
 
 
 def ranked_scopes(
-    reply: dict[str, Any], scope_keys: Sequence[str]
-) -> tuple[dict[str, builtins.list[Ranked]], int]:
-    """The reply's well-formed records of the asked scopes (each under its own key), and how many
-    others were dropped: a record filed under another scope than its own never gets through."""
+    reply: dict[str, Any], scope_keys: Sequence[str], route: str
+) -> dict[str, builtins.list[Ranked]]:
+    """The reply's well-formed records of the asked scopes (each under its own key): a record filed
+    under another scope than its own never gets through."""
     raw = reply.get("scopes")
     if not isinstance(raw, dict):
-        raise CallFailed(200, "reply has no scopes object")
+        raise malformed(route, "reply has no scopes object")
     found: dict[str, builtins.list[Ranked]] = {}
-    dropped = 0
+    lost = 0
     for key, items in raw.items():
         if key not in scope_keys or not isinstance(items, builtins.list):
-            dropped += len(items) if isinstance(items, builtins.list) else 1
+            lost += len(items) if isinstance(items, builtins.list) else 1
             continue
-        for item in items:
-            try:
-                ranked = ranked_from_wire(item)
-            except WireError:
-                dropped += 1
-                continue
-            if ranked.record.scope_key != key:
-                dropped += 1
-                continue
-            found.setdefault(key, []).append(ranked)
-    return found, dropped
+        kept = [r for r in well_formed(items, ranked_from_wire) if r.record.scope_key == key]
+        lost += len(items) - len(kept)
+        if kept:
+            found[key] = kept
+    dropped(route, lost, scope_keys=builtins.list(scope_keys))
+    return found
+
+
+def records_of(reply: dict[str, Any], scope_key: str, route: str) -> builtins.list[MemoryRecord]:
+    """The reply's well-formed records of this scope."""
+    raw = reply.get("records")
+    if not isinstance(raw, builtins.list):
+        raise malformed(route, "reply has no records array")
+    records = well_formed(raw, record_from_wire, lambda record: record.scope_key == scope_key)
+    dropped(route, len(raw) - len(records), scope_key=scope_key)
+    return records
 
 
 def count_of(reply: dict[str, Any], name: str, route: str) -> int:
     value = reply.get(name)
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise MemoryStoreError(f"memory service {route}: reply has no count '{name}'", status=200)
+        raise malformed(route, f"reply has no count '{name}'")
     return value
 
 
-def records_of(reply: dict[str, Any], scope_key: str) -> tuple[builtins.list[MemoryRecord], int]:
-    """The reply's well-formed records of this scope, and how many others were dropped."""
-    raw = reply.get("records")
-    if not isinstance(raw, builtins.list):
-        raise CallFailed(200, "reply has no records array")
-    records = well_formed(raw, record_from_wire, lambda record: record.scope_key == scope_key)
-    return records, len(raw) - len(records)
+def flag_of(reply: dict[str, Any], name: str, route: str) -> bool:
+    value = reply.get(name)
+    if not isinstance(value, bool):
+        raise malformed(route, f"reply has no boolean '{name}'")
+    return value
 
 
-def entries_of(reply: dict[str, Any], route: str) -> builtins.list[Any]:
-    """A reply's `entries` array (a log's or the audit's), still on the wire."""
-    raw = reply.get("entries")
+def array_of(reply: dict[str, Any], name: str, route: str) -> builtins.list[Any]:
+    """A reply's array (a log's entries, a history's versions, scope keys), still on the wire."""
+    raw = reply.get(name)
     if not isinstance(raw, builtins.list):
-        raise MemoryStoreError(f"memory service {route}: reply has no entries array", status=200)
+        raise malformed(route, f"reply has no {name} array")
     return raw
 
 
@@ -95,5 +105,5 @@ def write_result(reply: dict[str, Any], route: str) -> WriteResult:
     """A write's counts; absent counts are 0 (a service of an earlier release sends no `evicted`)."""
     counts = {name: reply.get(name, 0) for name in ("inserted", "deduped", "superseded", "evicted")}
     if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in counts.values()):
-        raise MemoryStoreError(f"memory service {route}: reply counts are not integers", status=200)
+        raise malformed(route, "reply counts are not integers")
     return WriteResult(**counts)

@@ -92,7 +92,7 @@ async def test_a_shared_claim_that_cannot_be_reached_is_logged_and_the_message_a
     [reply] = slack_api.bot_replies("C1", posted["ts"])
     assert reply.text == "answer to: still there?"
     [failed] = [entry for entry in logs if entry["event"] == "slack.claim_failed"]
-    assert failed["answered"] is True and failed["event_id"] and failed["error"] == "MemoryStoreError"
+    assert failed["answered"] is True and failed["event_id"] and failed["error"] == "MemoryUnavailable"
 
 
 async def test_two_bots_behind_one_memory_service_answer_an_event_delivered_to_both_once(

@@ -21,9 +21,10 @@ from structlog.testing import capture_logs
 from memory.service.app import MAX_BODY_BYTES, create_app
 from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.null import NullMemoryStore
+from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
-from tests.memory.service_support import AUTH, TOKEN, asgi_client, fact, raw_asgi
+from tests.memory.service_support import AUTH, TOKEN, asgi_client, fact, free_port, raw_asgi
 
 SCOPE = "org:acme"
 
@@ -833,6 +834,25 @@ async def test_a_store_failure_is_a_500_with_a_reason_and_the_service_keeps_serv
     failure = next(e for e in logs if e["event"] == "memory.service.store_failed")
     assert failure["error_type"] == "OSError"
     assert "x marks" not in repr(logs)
+
+
+async def test_a_store_out_of_reach_is_a_503_and_the_service_keeps_serving() -> None:
+    """A PostgreSQL store whose server does not answer raises `MemoryUnavailable`: the service says
+    so with a 503, which its client reads as the service out of reach, not as a fault."""
+    gone = PostgresMemoryStore(f"postgresql://nobody@127.0.0.1:{free_port()}/none", timeout=1.0)
+    app = create_app(gone, TOKEN)
+    try:
+        with capture_logs() as logs:
+            listed = await post(app, "/list", {"scopeKey": SCOPE, "limit": 5})
+        async with asgi_client(app) as client:
+            health = await client.get("/healthz")
+    finally:
+        await gone.aclose()
+    assert (listed.status_code, listed.json()) == (503, {"error": "store unavailable"})
+    assert health.status_code == 200
+    (line,) = [e for e in logs if e["event"] == "memory.service.request"]
+    assert (line["route"], line["status"], line["error"]) == ("/list", 503, "store unavailable")
+    assert "nobody" not in repr(logs)  # nothing of the DSN
 
 
 class _RefusingStore(InProcessMemoryStore):

@@ -291,7 +291,11 @@ async def test_pending_drops_malformed_records_and_other_scopes_one_by_one_with_
         records = await client_of(answering(payload)).pending(SCOPE, 5)
     assert [r.id for r in records] == ["mem:org:acme:1"]
     (warning,) = [e for e in logs if e["log_level"] == "warning"]
-    assert (warning["event"], warning["dropped"]) == ("memory.curation_dropped_records", 2)
+    assert (warning["event"], warning["route"], warning["dropped"]) == (
+        "memory.reply_dropped_items",
+        "/pending/list",
+        2,
+    )
 
 
 async def test_the_curation_log_drops_malformed_entries_and_other_scopes(
@@ -302,7 +306,7 @@ async def test_the_curation_log_drops_malformed_entries_and_other_scopes(
     with capture_logs() as logs:
         entries = await client_of(answering(payload)).curation_log(SCOPE, RID, 5)
     assert entries == [CurationEntry(RID, SCOPE, "approved", ADMIN, 5.0)]
-    assert [e["dropped"] for e in logs if e["event"] == "memory.curation_log_dropped_entries"] == [2]
+    assert [e["dropped"] for e in logs if e["event"] == "memory.reply_dropped_items"] == [2]
 
 
 async def test_expire_pending_sends_system_as_the_actor_by_default(

@@ -1,7 +1,8 @@
 """HttpMemoryStore against the real service app (httpx ASGI transport) and against misbehaving servers.
 
-Spec rows: "WorkerMemoryStore.retrieve: POSTs /retrieve with bearer + body + timeout; degrades to [] +
-warning on non-2xx / non-JSON / transport failure; drops malformed records" (red-verified),
+Spec rows: "WorkerMemoryStore.retrieve: POSTs with bearer + body + timeout; degrades to [] + warning on
+a service out of reach (transport failure, timeout, 502/503/504); drops malformed records" — any other
+failure raises, as the store front's policy says for every store (memory/stores/http/calls.py),
 "WorkerMemoryStore.write: POSTs /write; empty batch skips the round trip; failure throws with
 status/error", "WorkerMemoryStore.list/forget: … non-2xx THROWS", "WorkerMemoryStore.list sends query only
 when a filter is given", "WorkerMemoryStore sends cap on /write when configured and omits it otherwise;
@@ -26,15 +27,18 @@ from starlette.responses import Response
 from starlette.routing import Route
 from structlog.testing import capture_logs
 
+from memory.ranking.fusion import SPEC
+from memory.rules.retention import Retention
 from memory.service.app import create_app
 from memory.stores.contract import MemoryStore
 from memory.stores.http import HttpMemoryStore
 from memory.stores.in_process import InProcessMemoryStore
 from memory.types import MAX_SCOPE_CAP, MemoryCandidate, MemoryStoreError, WriteResult
-from memory.wire import record_to_wire
+from memory.wire import MAX_QUERY_CHARS, MAX_SCOPES, record_to_wire
 from tests.app.runtime_support import app_command, subprocess_env
 from tests.fakes.model_server import FakeModelServer
 from tests.memory.service_support import TOKEN, free_port, memory_service_process
+from tests.memory.store_contract import DAY, FakeClock
 
 SCOPE = "org:acme"
 BASE = "http://memory.test"
@@ -167,6 +171,34 @@ async def test_retrieve_posts_the_body_with_the_bearer(store: HttpMemoryStore, r
     assert sent.body == {"scopeKey": SCOPE, "query": "deploy", "limit": 8}
 
 
+async def test_the_services_ranking_gates_a_query_never_the_clients() -> None:
+    """The service's store ranks by `spec`, where a question word still matches; the client, which
+    knows no ranking, sends the query as it is rather than drop it by a ranking of its own."""
+    service = InProcessMemoryStore(ranking=SPEC)
+    transport = httpx.ASGITransport(app=create_app(service, TOKEN))
+    client = HttpMemoryStore(BASE, TOKEN, transport=transport)
+    try:
+        await client.write(SCOPE, [candidate("the kind of deploy we run")])
+        assert [r.text for r in await client.retrieve(SCOPE, "kind", 5)] == ["the kind of deploy we run"]
+        assert list(await client.retrieve_many([SCOPE], "kind", 5)) == [SCOPE]
+    finally:
+        await client.aclose()
+
+
+async def test_the_services_retention_is_swept_by_the_client_at_start_up() -> None:
+    """The client knows no retention of its own: its start-up sweep asks the service, whose store
+    erases what its own retention says has expired."""
+    clock = FakeClock()
+    service = InProcessMemoryStore(clock=clock, retention=Retention(ttl_days=1.0))
+    client = HttpMemoryStore(BASE, TOKEN, transport=httpx.ASGITransport(app=create_app(service, TOKEN)))
+    try:
+        await client.write(SCOPE, [candidate("we deploy with make ship")])
+        clock.advance(2 * DAY)
+        assert await client.erase_expired() == 1
+    finally:
+        await client.aclose()
+
+
 async def test_write_sends_camel_case_candidates_omitting_unset_optionals(
     store: HttpMemoryStore, recording: Recording
 ) -> None:
@@ -254,13 +286,20 @@ async def test_an_invalid_candidate_is_refused_before_any_request(
     assert recording.sent == []
 
 
-async def test_a_service_refusal_on_write_raises_with_status_and_the_services_reason(
-    store: HttpMemoryStore,
+async def test_a_service_refusal_raises_with_status_and_the_services_reason(store: HttpMemoryStore) -> None:
+    for call in (store.list(SCOPE, 5, "q" * (MAX_QUERY_CHARS + 1)), store.retrieve(SCOPE, "q " * 3000, 5)):
+        with pytest.raises(MemoryStoreError) as raised:
+            await call  # only the service bounds a query's length
+        assert type(raised.value) is MemoryStoreError and raised.value.status == 400
+        assert "query must be at most" in str(raised.value)
+
+
+async def test_a_cap_out_of_range_is_refused_by_the_front_before_any_request(
+    store: HttpMemoryStore, recording: Recording
 ) -> None:
-    with pytest.raises(MemoryStoreError) as raised:
-        await store.write("org:acme", [candidate("x")], cap=MAX_SCOPE_CAP + 1)  # only the service checks
-    assert raised.value.status == 400
-    assert "cap" in str(raised.value)
+    with pytest.raises(ValueError, match="cap"):
+        await store.write(SCOPE, [candidate("x")], cap=MAX_SCOPE_CAP + 1)
+    assert recording.sent == []
 
 
 async def test_a_malformed_scope_key_is_refused_before_any_round_trip(store: HttpMemoryStore) -> None:
@@ -268,7 +307,7 @@ async def test_a_malformed_scope_key_is_refused_before_any_round_trip(store: Htt
         await store.write("org:has space", [candidate("x")])
 
 
-async def test_a_wrong_token_raises_401_on_write_list_forget_and_degrades_retrieve(
+async def test_a_wrong_token_raises_401_on_every_call_retrieve_included(
     service_store: InProcessMemoryStore,
 ) -> None:
     wrong = HttpMemoryStore(
@@ -279,21 +318,14 @@ async def test_a_wrong_token_raises_401_on_write_list_forget_and_degrades_retrie
             wrong.write(SCOPE, [candidate("x")]),
             wrong.list(SCOPE, 5),
             wrong.forget(SCOPE, "mem:org:acme:1"),
+            wrong.retrieve(SCOPE, "x", 5),  # a misconfiguration to fix, not "nothing remembered"
         ):
             with pytest.raises(MemoryStoreError) as raised:
                 await call
             assert raised.value.status == 401
             assert "unauthorized" in str(raised.value)
-        with capture_logs() as logs:
-            assert await wrong.retrieve(SCOPE, "x", 5) == []
     finally:
         await wrong.aclose()
-    (warning,) = [e for e in logs if e["log_level"] == "warning"]
-    assert (warning["event"], warning["status"], warning["log_level"]) == (
-        "memory.retrieve_degraded",
-        401,
-        "warning",
-    )
 
 
 async def test_records_with_the_evicted_status_are_accepted_on_the_wire() -> None:
@@ -306,39 +338,67 @@ async def test_records_with_the_evicted_status_are_accepted_on_the_wire() -> Non
     assert record.status == "evicted"
 
 
-# --- retrieve degrades, never fails ------------------------------------------------------------------------
+# --- retrieve: advisory only when the service is out of reach ---------------------------------------
 
 
 @pytest.mark.parametrize(
     ("transport", "reason"),
     [
-        (fixed(500, b'{"error": "store failure"}'), "500 store failure"),
         (fixed(503, b"<html>upstream down</html>", "text/html"), "503"),
-        (fixed(200, b"not json at all", "text/plain"), "not a JSON object"),
-        (fixed(200, b"[1, 2]"), "not a JSON object"),
-        (fixed(200, b'{"records": "many"}'), "no records array"),
-        (fixed(200, b"{}"), "no records array"),
+        (fixed(502, b"Bad Gateway", "text/plain"), "502"),
+        (fixed(504, b'{"error": "gateway timeout"}'), "504 gateway timeout"),
     ],
-    ids=["500", "503-html", "non-json", "json-array", "records-not-list", "records-missing"],
+    ids=["503-html", "502-text", "504-json"],
 )
-async def test_retrieve_degrades_to_empty_with_one_warning(
+async def test_retrieve_of_a_service_out_of_reach_reads_as_nothing_with_one_warning(
     transport: httpx.ASGITransport, reason: str
 ) -> None:
     client = HttpMemoryStore(BASE, TOKEN, transport=transport)
     try:
         with capture_logs() as logs:
             assert await client.retrieve(SCOPE, "deploy", 5) == []
+            assert await client.retrieve_many([SCOPE], "deploy", 5) == {}
     finally:
         await client.aclose()
-    (warning,) = logs
-    assert warning["event"] == "memory.retrieve_degraded"
-    assert warning["log_level"] == "warning"
-    assert warning["scope_key"] == SCOPE
-    assert reason in warning["reason"]
+    assert [(e["event"], e["log_level"], e["error"]) for e in logs] == [
+        ("memory.retrieve_failed", "warning", "MemoryUnavailable")
+    ] * 2
+    assert reason in logs[0]["message"] and logs[0]["scope_key"] == SCOPE
     assert TOKEN not in repr(logs)
 
 
-async def test_retrieve_degrades_on_a_refused_connection() -> None:
+@pytest.mark.parametrize(
+    ("transport", "status", "reason"),
+    [
+        (fixed(500, b'{"error": "store failure"}'), 500, "500 store failure"),
+        (fixed(400, b'{"error": "query must be a string"}'), 400, "400 query must be a string"),
+        (fixed(200, b"not json at all", "text/plain"), 200, "not a JSON object"),
+        (fixed(200, b"[1, 2]"), 200, "not a JSON object"),
+        (fixed(200, b'{"records": "many", "scopes": "many"}'), 200, "reply has no"),
+        (fixed(200, b"{}"), 200, "reply has no"),
+    ],
+    ids=["500", "400", "non-json", "json-array", "not-an-array", "missing"],
+)
+async def test_retrieve_raises_a_failure_that_is_not_the_service_out_of_reach(
+    transport: httpx.ASGITransport, status: int, reason: str
+) -> None:
+    client = HttpMemoryStore(BASE, TOKEN, transport=transport)
+    try:
+        with capture_logs() as logs:
+            for call, route in (
+                (client.retrieve(SCOPE, "deploy", 5), "/retrieve"),
+                (client.retrieve_many([SCOPE], "deploy", 5), "/retrieve_many"),
+            ):
+                with pytest.raises(MemoryStoreError) as raised:
+                    await call
+                assert type(raised.value) is MemoryStoreError and raised.value.status == status
+                assert f"{route}" in str(raised.value) and reason in str(raised.value)
+    finally:
+        await client.aclose()
+    assert not [e for e in logs if e["event"] == "memory.retrieve_failed"]
+
+
+async def test_retrieve_reads_a_refused_connection_as_nothing() -> None:
     client = HttpMemoryStore(f"http://127.0.0.1:{free_port()}", TOKEN)
     try:
         with capture_logs() as logs:
@@ -346,11 +406,10 @@ async def test_retrieve_degrades_on_a_refused_connection() -> None:
     finally:
         await client.aclose()
     (warning,) = logs
-    assert warning["status"] is None
-    assert "transport error" in warning["reason"]
+    assert warning["event"] == "memory.retrieve_failed" and "transport error" in warning["message"]
 
 
-async def test_retrieve_degrades_on_timeout_within_the_timeout() -> None:
+async def test_retrieve_reads_a_timeout_as_nothing_within_the_timeout() -> None:
     async def slow(request: Request) -> Response:
         await asyncio.sleep(5)
         return Response(b'{"records": []}', media_type="application/json")
@@ -366,7 +425,7 @@ async def test_retrieve_degrades_on_timeout_within_the_timeout() -> None:
         await client.aclose()
     assert loop.time() - started < 2.0
     (warning,) = logs
-    assert warning["reason"] == "timed out"
+    assert "timed out" in warning["message"]
 
 
 async def test_retrieve_drops_malformed_records_individually() -> None:
@@ -399,7 +458,11 @@ async def test_retrieve_drops_malformed_records_individually() -> None:
         "mem:x:1",
     )
     (warning,) = logs
-    assert (warning["event"], warning["dropped"]) == ("memory.retrieve_dropped_records", 11)
+    assert (warning["event"], warning["route"], warning["dropped"]) == (
+        "memory.reply_dropped_items",
+        "/retrieve",
+        11,
+    )
 
 
 async def test_records_round_trip_through_the_shared_wire_format() -> None:
@@ -549,12 +612,16 @@ async def test_retrieve_many_drops_records_filed_under_another_scope() -> None:
     }
 
 
-async def test_a_failing_retrieve_many_reads_as_nothing() -> None:
-    http = HttpMemoryStore(BASE, TOKEN, transport=fixed(500, b'{"error": "store failure"}'))
-    try:
-        assert await http.retrieve_many([SCOPE], "deploy", 5) == {}
-    finally:
-        await http.aclose()
+async def test_retrieve_many_asks_for_more_scopes_than_a_request_takes_in_several(
+    store: HttpMemoryStore, recording: Recording
+) -> None:
+    scopes = [SCOPE, "repo:acme/api", "channel:slack:C1", "user:slack:U1", "user:slack:U2"]
+    for scope in scopes:
+        await store.write(scope, [candidate("we deploy with make ship")])
+    before = len(recording.sent)
+    found = await store.retrieve_many(scopes, "deploy", 5)
+    assert [len(sent.body["scopeKeys"]) for sent in recording.sent[before:]] == [MAX_SCOPES, 1]
+    assert sorted(found) == sorted(scopes)
 
 
 # ---- open: the start-up check -----------------------------------------------------------------------

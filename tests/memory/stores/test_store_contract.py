@@ -20,13 +20,7 @@ from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import DEFAULT_SCOPE_CAP
 from tests.memory.curation_contract import CurationContract
 from tests.memory.service_support import TOKEN
-from tests.memory.store_contract import (
-    DatesContract,
-    FrontContract,
-    ProvenanceContract,
-    StoreContract,
-    StoreFactory,
-)
+from tests.memory.store_contract import StoreContract, StoreFactory
 
 
 @pytest.fixture(params=["in_memory", "sqlite"])
@@ -90,16 +84,9 @@ async def _make_service_store(tmp_path: Path) -> AsyncIterator[StoreFactory]:
         await store.aclose()
 
 
-class TestServiceProvenanceContract(ProvenanceContract):
-    """The provenance behaviours through the service's routes and the bot's HTTP client."""
-
-    @pytest.fixture
-    def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
-        return make_service_store
-
-
-class TestServiceDatesContract(DatesContract):
-    """`observedAt` on the wire both ways, and the service's store ranks by it."""
+class TestServiceStoreContract(StoreContract):
+    """Every behaviour through the memory service's routes and the bot's HTTP client: the store front
+    over the service as its backend, over a SQLite store behind the service's own front."""
 
     @pytest.fixture
     def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
@@ -109,14 +96,6 @@ class TestServiceDatesContract(DatesContract):
 class TestServiceCurationContract(CurationContract):
     """The review queue, edits, history, merges and the curation log through the service's curation
     routes and the bot's HTTP client, over a SQLite store."""
-
-    @pytest.fixture
-    def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
-        return make_service_store
-
-
-class TestServiceFrontContract(FrontContract):
-    """The front's argument checks and limits as the bot's HTTP client meets them."""
 
     @pytest.fixture
     def make_store(self, make_service_store: StoreFactory) -> StoreFactory:
