@@ -133,6 +133,10 @@ class HttpReads:
         dropped("/pending/scopes", len(raw) - len(keys))
         return keys
 
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        """None known here: the service's own log names a scope file it cannot read."""
+        return []
+
     async def reindex_batch(self, scope_key: str, embedder: Embedder, batch: int) -> tuple[int, int]:
         raise _on_the_services_host("reindex")
 
