@@ -10,7 +10,8 @@ the service derives its own from the query.
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
+import contextlib
+from collections.abc import Iterator, Sequence
 
 from memory.ranking.embedder import Embedder
 from memory.rules.person import PersonRename
@@ -30,6 +31,7 @@ from memory.types import (
     EraseReason,
     MemoryRecord,
     MemoryStoreError,
+    MemoryUnavailable,
     Ranked,
     ReadAudit,
     SourceLink,
@@ -45,6 +47,20 @@ from memory.wire import (
 )
 
 
+@contextlib.contextmanager
+def advisory() -> Iterator[None]:
+    """Retrieval over the wire is advisory (spec §19): whatever fails — no answer, a refusal, the
+    service's own failure, a reply that is no records — reads as the service out of reach, so the
+    front answers nothing with one `memory.retrieve_failed` warning naming it. Every other route
+    raises its failure: a person asked, and a silent empty answer would be a lie."""
+    try:
+        yield
+    except MemoryUnavailable:
+        raise
+    except MemoryStoreError as error:
+        raise MemoryUnavailable(str(error), status=error.status) from None
+
+
 class HttpReads:
     """`ReadBackend` over the service's data routes; `_service` makes the round trips."""
 
@@ -57,7 +73,8 @@ class HttpReads:
         own retrieve does). It answers the records alone: each comes with relevance 0.0, as the
         front's retrieve reads only the records (`rank_many` answers the real ones)."""
         body: dict[str, object] = {"scopeKey": scope_key, "query": query, "limit": limit}
-        records = records_of(await self._service.post("/retrieve", body), scope_key, "/retrieve")
+        with advisory():
+            records = records_of(await self._service.post("/retrieve", body), scope_key, "/retrieve")
         return [Ranked(record, 0.0) for record in records]
 
     async def rank_many(
@@ -68,8 +85,9 @@ class HttpReads:
         for start in range(0, len(scope_keys), MAX_SCOPES):
             keys = builtins.list(scope_keys[start : start + MAX_SCOPES])
             body: dict[str, object] = {"scopeKeys": keys, "query": query, "limit": limit}
-            reply = await self._service.post("/retrieve_many", body)
-            found.update(ranked_scopes(reply, keys, "/retrieve_many"))
+            with advisory():
+                reply = await self._service.post("/retrieve_many", body)
+                found.update(ranked_scopes(reply, keys, "/retrieve_many"))
         return found
 
     async def list_records(

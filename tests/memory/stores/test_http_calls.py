@@ -117,18 +117,17 @@ async def test_a_503_from_a_service_whose_store_is_out_of_reach_is_unavailable_t
             assert str(raised.value) == f"memory service {route} failed: 503 store unavailable"
 
 
-async def test_a_request_the_service_refuses_raises_from_a_retrieve_naming_the_route(
+async def test_a_request_the_service_refuses_reads_as_nothing_from_a_retrieve_naming_the_route(
     client: HttpMemoryStore,
 ) -> None:
     long_query = "deploy " * (MAX_QUERY_CHARS // 7 + 1)  # only the service bounds a query's length
-    with capture_logs() as logs, pytest.raises(MemoryStoreError) as raised:
-        await client.retrieve(SCOPE, long_query, 5)
-    assert type(raised.value) is MemoryStoreError and raised.value.status == 400
-    assert str(raised.value).startswith("memory service /retrieve failed: 400 query must be at most")
-    assert retrieve_warnings(logs) == []
+    with capture_logs() as logs:
+        assert await client.retrieve(SCOPE, long_query, 5) == []
+    [warning] = retrieve_warnings(logs)
+    assert "memory service /retrieve failed: 400 query must be at most" in warning["message"]
 
 
-async def test_a_store_failure_in_the_service_raises_a_500_naming_the_route(tmp_path: Path) -> None:
+async def test_a_store_failure_in_the_service_is_a_500_naming_the_route(tmp_path: Path) -> None:
     data = tmp_path / "data"
     scope_file = memory_dir(data) / database_filename(SCOPE)
     scope_file.parent.mkdir(parents=True)
@@ -137,9 +136,9 @@ async def test_a_store_failure_in_the_service_raises_a_500_naming_the_route(tmp_
         store = HttpMemoryStore(service.base_url, TOKEN, timeout=5.0)
         try:
             with capture_logs() as logs:
+                assert await store.retrieve(SCOPE, "deploy", 5) == []  # advisory, with a warning
                 for call, route in (
-                    (store.retrieve(SCOPE, "deploy", 5), "/retrieve"),  # a fault: never "nothing"
-                    (store.list(SCOPE, 5), "/list"),
+                    (store.list(SCOPE, 5), "/list"),  # a person asked: never a silent empty list
                     (store.write(SCOPE, [candidate("x")]), "/write"),
                 ):
                     with pytest.raises(MemoryStoreError) as raised:
@@ -148,4 +147,5 @@ async def test_a_store_failure_in_the_service_raises_a_500_naming_the_route(tmp_
                     assert str(raised.value) == f"memory service {route} failed: 500 store failure"
         finally:
             await store.aclose()
-    assert retrieve_warnings(logs) == []
+    [warning] = retrieve_warnings(logs)
+    assert "memory service /retrieve failed: 500 store failure" in warning["message"]
