@@ -11,6 +11,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import structlog
@@ -151,7 +152,18 @@ async def _ask_extractor(
 ) -> str | None:
     """The extractor's reply, or None (with one warning) when the call failed."""
     # Redacting a whole transcript is CPU work of milliseconds: off the event loop.
-    user_text = await asyncio.to_thread(build_reflection_input, shown, run.history, run.request, run.answer)
+    user_text = await asyncio.to_thread(
+        partial(
+            build_reflection_input,
+            shown,
+            run.history,
+            run.request,
+            run.answer,
+            # A reply only the requester reads (their DM with the bot, their terminal): nobody else wrote
+            # its earlier turns. Anywhere else any member of the channel may have.
+            requester_alone=run.reader is not None and run.reader.audience == "self",
+        )
+    )
     request = ExtractionRequest(
         model=model,
         system=REFLECTION_SYSTEM,

@@ -175,9 +175,9 @@ def test_input_shows_existing_records_with_ids_then_the_transcript_in_order() ->
         text.index(part)
         for part in (
             "mem:org:acme:3",
-            "user: how do we deploy?",
+            "participant: how do we deploy?",
             "assistant: let me look",
-            "user: deploy it now",
+            "requester: deploy it now",
             "assistant: Deployed.",
         )
     ]
@@ -229,9 +229,9 @@ def test_input_is_tail_capped_keeping_the_end_of_the_transcript() -> None:
 def test_input_tail_cap_never_leaves_half_a_secret_behind() -> None:
     # The cut falls inside the token: the secret must be redacted before the transcript is cut.
     answer = "done"
-    tail = f"\n\nuser: req\n\nassistant: {answer}"
+    tail = f"\n\nrequester: req\n\nassistant: {answer}"
     secret = "xoxb-" + "9" * 40
-    # "user: head " is 11 characters: the TRANSCRIPT_TAIL_CHARS cut lands 10 characters into the token.
+    # The TRANSCRIPT_TAIL_CHARS cut drops "participant: head " and the token's first 10 characters.
     filler = "y" * (TRANSCRIPT_TAIL_CHARS + 10 - len(secret) - len(tail))
     history = (HistoryTurn("user", "head " + secret + filler),)
     text = build_reflection_input([], history, "req", answer)
@@ -408,7 +408,7 @@ async def test_reflect_makes_exactly_one_model_call_with_the_extractor_prompt_an
     assert request.tools == ()
     assert request.max_tokens == REFLECTION_MAX_TOKENS == 1024
     assert len(request.messages) == 1 and request.messages[0].role == "user"
-    assert "user: deploy the api service" in request.messages[0].text
+    assert "requester: deploy the api service" in request.messages[0].text
 
 
 async def test_reflect_shows_existing_records_of_every_scope_with_ids() -> None:
