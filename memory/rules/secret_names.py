@@ -71,20 +71,34 @@ _CLI_FLAG = re.compile(
 _USER_PASSWORD = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:\"']*:(?=\S)" + _VALUE)
 _NAME_THEN_VALUE = re.compile(r"(?i)\b(?:password|passwd|passphrase|pwd)[ \t]+(?=[^\s-])" + _VALUE)
 # Programs that take a password in a short flag after their name: mysql's `-pVALUE` (attached, as
-# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm login's `-p`, redis-cli's `-a`, openssl's
-# `-k`, zip's and unzip's `-P`.
+# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm/az login's `-p`, mongosh's `-p`, redis-cli's
+# `-a`, openssl's `-k`, zip's, unzip's and sqlcmd's `-P`, the OpenLDAP tools' `-w`, and Samba's
+# `-U user%password`.
 _PASSWORD_PROGRAM = re.compile(
     r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|(?P<openssl>openssl)"
-    r"|(?P<zip>unzip|zip)|sshpass"
-    r"|(?:docker|podman|nerdctl)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
+    r"|(?P<zip>unzip|zip|sqlcmd|bcp)|(?P<ldap>ldap(?:search|add|modify|delete|modrdn|compare|whoami|passwd))"
+    r"|(?P<samba>smbclient|smbget|smbcacls|rpcclient)|sshpass|mongosh|mongo"
+    r"|(?:docker|podman|nerdctl|az)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
 )
 _ATTACHED_P = re.compile(r"(?<=[ \t])-p(?=\S)" + _VALUE)
 _FLAG_P = re.compile(r"(?<=[ \t])-p[ \t]*(?=[^\s-])" + _VALUE)
 _FLAG_A = re.compile(r"(?<=[ \t])-a[ \t]+(?=[^\s-])" + _VALUE)
 _FLAG_K = re.compile(r"(?<=[ \t])-k[ \t]+(?=[^\s-])" + _VALUE)
 _FLAG_CAPITAL_P = re.compile(r"(?<=[ \t])-P[ \t]*(?=[^\s-])" + _VALUE)
+_FLAG_W = re.compile(r"(?<=[ \t])-w[ \t]*(?=[^\s-])" + _VALUE)
+_USER_PERCENT = re.compile(r"(?<=[ \t])(?:-U[ \t]*|--user[= \t])[\"']?[^\s%\"']+%(?=\S)" + _VALUE)
+# Java's keytool and jarsigner: `-storepass`, `-keypass` (and their `src`/`dest`/`new` forms) take the
+# password itself, whatever it looks like.
+_JAVA_PASS = re.compile(r"(?i)(?<![A-Za-z0-9_-])-(?:src|dest|new)?(?:store|key)pass[ \t]+(?=[^\s-])" + _VALUE)
 # An XML element named as a secret (`<password>hunter2</password>`, Maven's settings.xml).
 _ELEMENT = re.compile(rf"(?i)<(?P<tag>{_STRONG_NAME})>(?P<value>[^<\n]{{1,256}})</(?P=tag)>")
+# An XML element that names a secret in an attribute and holds it in `value`: .NET's appSettings
+# `<add key="DbPassword" value="…"/>`, Spring's `<property name="password" value="…"/>`.
+_NAMED_VALUE = re.compile(
+    r"(?i)<[A-Za-z][\w.:-]*[ \t]+(?:[\w.:-]+[ \t]*=[ \t]*(?:\"[^\"\n]*\"|'[^'\n]*')[ \t]+)*?"
+    rf"(?:key|name)[ \t]*=[ \t]*(?P<quote>[\"'])(?P<strong>{_STRONG_NAME})(?P=quote)[ \t]+value[ \t]*=[ \t]*"
+    r"(?=[\"'])" + _VALUE
+)
 # A Markdown table row whose cell names a secret and whose next cell is one word: its value.
 _TABLE_CELL = re.compile(
     rf"(?i)\|[ \t]*{_QUOTE}(?P<strong>{_STRONG_NAME}){_QUOTE}[ \t]*\|[ \t]*(?=[^\s|])"
@@ -256,13 +270,28 @@ def _prose(match: re.Match[str]) -> str:
     if looks_random(value):
         return _replace_value(match, True)
     if _password_word(match.group("word")):
-        word = _PROSE_SHAPE.fullmatch(value) is not None
+        word = _PROSE_SHAPE.fullmatch(value) is not None and not _passphrase(value)
         return _replace_value(match, _ends_clause(match.string, end) and not word)
     return _replace_value(match, len(value) >= 20 and re.fullmatch(r"[A-Za-z0-9_+/=-]+", value) is not None)
 
 
 # What ends a clause after a value: the line's end, or punctuation before a space or the end.
 _CLAUSE_END = re.compile(r"[ \t]*(?:$|[.,;:!?)\]}…]+(?:[ \t]|$))")
+
+
+# Words that make a hyphenated compound read as prose ("up-to-date", "state-of-the-art").
+_LINKING_WORDS = frozenset(
+    ("a", "an", "the", "to", "of", "in", "on", "at", "by", "for", "and", "or", "up", "out", "off", "with",
+     "from", "per", "as", "be", "not", "non", "self", "re", "pre", "co")
+)  # fmt: skip
+
+
+def _passphrase(value: str) -> bool:
+    """Three or more words joined by `-` with no linking word among them: a generated passphrase
+    (`purple-monkey-dishwasher`, as diceware and the password managers' generators make), not a
+    compound adjective ("case-sensitive", "up-to-date")."""
+    parts = value.split("-")
+    return len(parts) >= 3 and all(parts) and not _LINKING_WORDS.intersection(parts)
 
 
 def _ends_clause(line: str, end: int) -> bool:
@@ -331,7 +360,14 @@ def _program_password(line: str) -> str:
     program = _PASSWORD_PROGRAM.search(line)
     if program is None:
         return line
-    flags = {"mysql": _ATTACHED_P, "redis": _FLAG_A, "openssl": _FLAG_K, "zip": _FLAG_CAPITAL_P}
+    flags = {
+        "mysql": _ATTACHED_P,
+        "redis": _FLAG_A,
+        "openssl": _FLAG_K,
+        "zip": _FLAG_CAPITAL_P,
+        "ldap": _FLAG_W,
+        "samba": _USER_PERCENT,
+    }
     flag = next((flags[name] for name, seen in program.groupdict().items() if seen), _FLAG_P)
     return line[: program.end()] + flag.sub(_attached, line[program.end() :])
 
@@ -347,6 +383,7 @@ def _attached(match: re.Match[str]) -> str:
 _NAME_WORDS = (
     "pass", "pwd", "secret", "token", "key", "auth", "cred", "salt", "hmac", "sig", "cookie", "session",
     "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat", "openssl", "zip",
+    "ldap", "sqlcmd", "bcp", "mongo",
 )  # fmt: skip
 
 
@@ -418,12 +455,13 @@ def _redact_line(line: str) -> str:
         return line
     line = _ASSIGNMENT.sub(_assignment, line)
     if "<" in line:
-        line = _ELEMENT.sub(_element, line)
+        line = _NAMED_VALUE.sub(_setter, _ELEMENT.sub(_element, line))
     if "(" in line:
         line = _SETTER.sub(_setter, line)
     if "|" in line:
         line = _TABLE_CELL.sub(_cell, line)
     line = _CLI_FLAG.sub(_flag, line)
+    line = _JAVA_PASS.sub(_attached, line)
     line = _USER_PASSWORD.sub(_attached, line)
     line = _program_password(line)
     line = _NETRC.sub(_attached, line)

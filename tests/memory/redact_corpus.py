@@ -314,6 +314,36 @@ SECRET_CASES: tuple[SecretCase, ...] = (
     _case("aws key id split by a null notehead", "AKIAIOSFOD\U0001d159NN7EXAMPLE", "NN7EXAMPLE"),
     _case("pypi token in lower case", "pypi-" + _B62.lower() + "abcdefghij", _B62.lower()),
     _case("google key in lower case", "aiza" + _B62.lower() + "ab", _B62.lower()),
+    # Forms an attack review found, each in the shape its vendor's documentation gives.
+    # Oracle keytool / jarsigner: `-storepass` and `-keypass` on the command line.
+    _case(
+        "keytool store and key passwords",
+        "keytool -genkey -keystore .keystore -storepass myKeypass -keypass myKeypass -alias svc",
+        "myKeypass",
+    ),
+    # Microsoft sqlcmd: `-U login_id -P password`.
+    _case("sqlcmd -P password", "sqlcmd -S tcp:db.internal,1433 -U sa -P Winter2026sa", "Winter2026sa"),
+    # Azure CLI: `az login -u <username> -p <password>`.
+    _case("az login -p password", "az login -u ops@contoso.example -p Winter2026az", "Winter2026az"),
+    # MongoDB Shell: `mongosh … --username <user> -p <password>`.
+    _case("mongosh -p password", "mongosh mongodb://db:27017 -u admin -p Winter2026mg", "Winter2026mg"),
+    # OpenLDAP ldapsearch(1): `-w passwd` (simple authentication).
+    _case(
+        "ldapsearch -w password",
+        "ldapsearch -x -H ldap://ldap -D cn=admin,dc=example,dc=org -w Winter2026ld",
+        "Winter2026ld",
+    ),
+    # Samba smbclient(1): `-U [DOMAIN\\]USERNAME[%PASSWORD]`.
+    _case("smbclient -U user%password", "smbclient //fs/share -U alice%Winter2026sm", "Winter2026sm"),
+    # .NET appSettings (`<add key=… value=…/>`) and Spring XML bean properties (`<property name=… value=…/>`).
+    _case("dotnet appSettings password", '<add key="DbPassword" value="Winter2026nt" />', "Winter2026nt"),
+    _case("spring xml password property", '<property name="password" value="Winter2026sp"/>', "Winter2026sp"),
+    # A diceware / xkcd passphrase (1Password's and Bitwarden's generators join words with `-`).
+    _case(
+        "prose passphrase of joined words",
+        "the wifi password is purple-monkey-dishwasher.",
+        "purple-monkey-dishwasher",
+    ),
 )
 
 # Ordinary engineering sentences: none may be altered (≤ 1 % is the bar).

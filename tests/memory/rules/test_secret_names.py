@@ -1,0 +1,77 @@
+"""Credential context an attack review found escaping: program flags, Java's keytool, XML settings
+named by an attribute, and generated passphrases in prose. Each form is its vendor's documented
+command or file shape, with made-up values (the corpus in tests/memory/redact_corpus.py holds them too)."""
+
+import pytest
+
+from memory.rules.redact import REDACTED, redact_secrets
+
+
+def test_keytool_store_and_key_password_flags_are_redacted_whatever_the_value() -> None:
+    text = "keytool -importkeystore -srcstorepass changeit -deststorepass myKeypass -destkeypass hunter"
+    assert redact_secrets(text) == text.replace("changeit", REDACTED).replace("myKeypass", REDACTED).replace(
+        "hunter", REDACTED
+    )
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("sqlcmd -S tcp:db,1433 -U sa -P Winter2026sa -Q 'select 1'", "Winter2026sa"),
+        ("bcp db.dbo.t out t.dat -S db -U sa -PWinter2026bc", "Winter2026bc"),
+        ("az login -u ops@contoso.example -p Winter2026az", "Winter2026az"),
+        ("mongosh mongodb://db -u admin -p Winter2026mg", "Winter2026mg"),
+        ("ldapsearch -x -D cn=admin,dc=example,dc=org -w Winter2026ld -b dc=example,dc=org", "Winter2026ld"),
+        ("ldapmodify -D cn=admin -wWinter2026lm -f change.ldif", "Winter2026lm"),
+    ],
+)
+def test_the_password_flag_of_sqlcmd_az_login_mongosh_and_the_ldap_tools_is_redacted(
+    text: str, secret: str
+) -> None:
+    out = redact_secrets(text)
+    assert secret not in out and REDACTED in out
+
+
+def test_samba_user_percent_password_is_redacted_keeping_the_user() -> None:
+    assert redact_secrets("smbclient //fs/share -U alice%Winter2026sm -c ls") == (
+        f"smbclient //fs/share -U alice%{REDACTED} -c ls"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '<add key="DbPassword" value="Winter2026nt" />',
+        "<add key='ApiToken' value='Winter2026tk'/>",
+        '<property name="password" value="Winter2026sp"/>',
+        '<add name="smtp" key="smtp.password" value="Winter2026sm"/>',
+    ],
+)
+def test_an_xml_element_naming_a_secret_by_key_or_name_has_its_value_attribute_redacted(text: str) -> None:
+    out = redact_secrets(text)
+    assert "Winter2026" not in out and REDACTED in out
+
+
+def test_a_passphrase_of_joined_words_after_the_password_is_is_redacted() -> None:
+    assert (
+        redact_secrets("the wifi password is purple-monkey-dishwasher.")
+        == f"the wifi password is {REDACTED}."
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the password is case-sensitive",
+        "the password is up-to-date",
+        "the password is state-of-the-art",
+        '<add key="LogLevel" value="Debug"/>',
+        '<add key="DbPassword" value="${DB_PASSWORD}"/>',
+        "keytool -list -keystore ca.jks -storepass $STOREPASS",
+        "ldapsearch -x -b dc=example,dc=org -W",
+        "sqlcmd -S db -E -Q 'select 1'",
+        "smbclient //fs/share -U alice%$SMB_PASSWORD",
+    ],
+)
+def test_prose_settings_and_references_in_those_forms_are_left_alone(text: str) -> None:
+    assert redact_secrets(text) == text
