@@ -37,11 +37,13 @@ _ASSIGN = (
     r"(?:[|>][+-]?[0-9]?[ \t]+(?=\S))?"
 )
 # A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`);
-# a value quoted with escaped quotes (`\"hunter2\"`) ends at the first escaped quote.
+# a value quoted with escaped quotes (`\"hunter2\"`) ends at the first escaped quote. A bare value ends
+# before `&name=`, the next parameter of a query string, so one whose value is kept (a reference, a path,
+# a key id already redacted) does not hide the parameters after it; an `&` inside it stays (`p&ss`).
 _VALUE = (
     r"(?:\\\"(?P<eq>[^\"\\\n]*(?:\\(?!\")[^\"\\\n]*)*)\\\""
     r"|\"(?P<dq>(?:[^\"\\\n]|\\.)*\\?)\"|'(?P<sq>(?:[^'\\\n]|\\.)*\\?)'|`(?P<bq>[^`\n]*)`"
-    r"|(?P<bare>[^\s\"'`]+))"
+    r"|(?P<bare>(?:[^\s\"'`&]|&(?![A-Za-z0-9_.-]+=))+))"
 )
 
 _ASSIGNMENT = re.compile(

@@ -338,6 +338,19 @@ SECRET_CASES: tuple[SecretCase, ...] = (
     # .NET appSettings (`<add key=… value=…/>`) and Spring XML bean properties (`<property name=… value=…/>`).
     _case("dotnet appSettings password", '<add key="DbPassword" value="Winter2026nt" />', "Winter2026nt"),
     _case("spring xml password property", '<property name="password" value="Winter2026sp"/>', "Winter2026sp"),
+    # AWS S3 presigned URL (Signature Version 4 query parameters) made with temporary credentials: the
+    # session token and the signature are each a credential, after an access key id already redacted.
+    _case(
+        "aws presigned url with a session token",
+        "https://examplebucket.s3.amazonaws.com/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        "&X-Amz-Credential=ASIAQNOXLMNOPQRSTUVW%2F20130524%2Fus-east-1%2Fs3%2Faws4_request"
+        "&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400"
+        "&X-Amz-Security-Token=IQoJb3JpZ2luX2VjEJr%2F%2F%2F%2FwEaCXVzLWVhc3QtMSJHMEUCIQDk3pQ9rT2vX7yB4nM8wL1c"
+        "&X-Amz-SignedHeaders=host"
+        "&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
+        "IQoJb3JpZ2luX2VjEJr",
+        "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
+    ),
     # A diceware / xkcd passphrase (1Password's and Bitwarden's generators join words with `-`).
     _case(
         "prose passphrase of joined words",

@@ -75,3 +75,28 @@ def test_a_passphrase_of_joined_words_after_the_password_is_is_redacted() -> Non
 )
 def test_prose_settings_and_references_in_those_forms_are_left_alone(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        (
+            "https://b.s3.amazonaws.com/k.pdf?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE/20130524/us-east-1/s3/"
+            "aws4_request&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
+            "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
+        ),
+        ("https://x.example/cb?pwd=/home/ci&token=hunter2hunter2hunter2", "hunter2hunter2hunter2"),
+        (
+            "https://x.example/cb?token=${TOKEN}&api_key=Zk3pQ9rT2vX7yB4nM8wL1cD6fG5hJ0sA",
+            "Zk3pQ9rT2vX7yB4nM8wL",
+        ),
+    ],
+)
+def test_a_query_parameter_after_one_whose_value_is_kept_is_still_read_on_its_own(
+    text: str, secret: str
+) -> None:
+    assert secret not in redact_secrets(text)
+
+
+def test_an_ampersand_inside_a_password_stays_part_of_it() -> None:
+    assert redact_secrets("DB_PASSWORD=p&ssw0rd&more") == f"DB_PASSWORD={REDACTED}"
