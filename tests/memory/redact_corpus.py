@@ -351,6 +351,12 @@ SECRET_CASES: tuple[SecretCase, ...] = (
         "IQoJb3JpZ2luX2VjEJr",
         "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
     ),
+    # A token a shell command continues onto the next line (`\\` at the end of the line).
+    _case(
+        "slack token continued by a backslash",
+        "export SLACK_BOT_TOKEN=xoxb-2223334445-5556667778889-AbCdEf\\\nGhIjKlMnOpQrStUvWx",
+        "GhIjKlMnOpQrStUvWx",
+    ),
     # A diceware / xkcd passphrase (1Password's and Bitwarden's generators join words with `-`).
     _case(
         "prose passphrase of joined words",
