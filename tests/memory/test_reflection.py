@@ -427,7 +427,8 @@ async def test_reflect_shows_existing_records_of_every_scope_with_ids() -> None:
 
 async def test_reflect_writes_with_provenance_and_supersede_applied() -> None:
     store = RecordingStore()
-    await store.write("org:acme", [MemoryCandidate("fact", "deploy runs on fridays", "t0", origin="public")])
+    learned = MemoryCandidate("fact", "deploy runs on fridays", "t0", source_run_id="run-1", origin="public")
+    await store.write("org:acme", [learned])
     store.writes.clear()
     outcome, store, _ = await run_reflect(
         envelope(fact("deploy runs on mondays", supersedes="mem:org:acme:1", keywords=["deploy"])),
@@ -439,6 +440,26 @@ async def test_reflect_writes_with_provenance_and_supersede_applied() -> None:
     new = rows["mem:org:acme:2"]
     assert (new.text, new.supersedes, new.status) == ("deploy runs on mondays", "mem:org:acme:1", "active")
     assert (new.source_thread_key, new.source_run_id) == (THREAD, RUN_ID)
+
+
+async def test_a_reflection_never_retires_a_note_a_person_put_into_a_shared_scope() -> None:
+    # `memory remember --scope org` (an admin's note: no run id). A public channel's run that argues it
+    # away leaves it standing: its correction lands beside it, superseding nothing.
+    store = RecordingStore()
+    await store.write(
+        "org:acme", [MemoryCandidate("fact", "deploys always run the tests", "t0", origin="public")]
+    )
+    store.writes.clear()
+    _, store, provider = await run_reflect(
+        envelope(fact("deploys skip the tests", supersedes="mem:org:acme:1")), store=store
+    )
+    assert "mem:org:acme:1" in provider.requests[0].messages[0].text
+    rows = {r.id: r for r in store.records("org:acme")}
+    assert rows["mem:org:acme:1"].status == "active"
+    assert (rows["mem:org:acme:2"].text, rows["mem:org:acme:2"].supersedes) == (
+        "deploys skip the tests",
+        None,
+    )
 
 
 @pytest.mark.parametrize("reply", ["I could not find anything", '{"facts": 3}', "[]"])
