@@ -38,12 +38,13 @@ _ASSIGN = (
 )
 # A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`);
 # a value quoted with escaped quotes (`\"hunter2\"`) ends at the first escaped quote. A bare value ends
-# before `&name=`, the next parameter of a query string, so one whose value is kept (a reference, a path,
-# a key id already redacted) does not hide the parameters after it; an `&` inside it stays (`p&ss`).
+# before `&name=` or `?name=`, where a query string's next parameter starts, so one whose value is kept
+# (a reference, a path, a key id already redacted) does not hide the parameters after it; an `&` or `?`
+# inside it stays (`p&ss`).
 _VALUE = (
     r"(?:\\\"(?P<eq>[^\"\\\n]*(?:\\(?!\")[^\"\\\n]*)*)\\\""
     r"|\"(?P<dq>(?:[^\"\\\n]|\\.)*\\?)\"|'(?P<sq>(?:[^'\\\n]|\\.)*\\?)'|`(?P<bq>[^`\n]*)`"
-    r"|(?P<bare>(?:[^\s\"'`&]|&(?![A-Za-z0-9_.-]+=))+))"
+    r"|(?P<bare>(?:[^\s\"'`&?]|[&?](?![A-Za-z0-9_.-]+=))+))"
 )
 
 _ASSIGNMENT = re.compile(
@@ -253,11 +254,19 @@ def _assignment(match: re.Match[str]) -> str:
     if name is not None:
         if name.lower() == "pass" and value.lower() in _PROSE_WORDS:
             return match.group(0)  # the verb: "pass: the ball to Bob"
-        redact = _strong_secret(match, value)
+        redact = _strong_secret(match, value) or _query_secret(match, value)
         return _replace_value(match, redact, _clause_length(match) if redact else None)
     run = _TOKEN_RUN.match(value)
     token = run.group(0) if run else ""
     return _replace_value(match, high_entropy(token), len(token))
+
+
+def _query_secret(match: re.Match[str], value: str) -> bool:
+    """A query parameter a strong name names (`?secret=…`, `&token=…`) is a credential whatever its
+    length: a URL carries no prose, nor a setting's count (a number still is none)."""
+    at = match.start()
+    in_query = at > 0 and match.string[at - 1] in "?&"
+    return in_query and not value.isdigit() and not _not_a_value(match, value)
 
 
 def _prose(match: re.Match[str]) -> str:

@@ -351,6 +351,12 @@ SECRET_CASES: tuple[SecretCase, ...] = (
         "IQoJb3JpZ2luX2VjEJr",
         "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
     ),
+    # Google Authenticator's Key Uri Format: the TOTP shared secret, base32, in `secret=`.
+    _case(
+        "totp otpauth uri secret",
+        "scan otpauth://totp/ACME:alice@acme.example?secret=JBSWY3DPEHPK3PXP&issuer=ACME",
+        "JBSWY3DPEHPK3PXP",
+    ),
     # A token a shell command continues onto the next line (`\\` at the end of the line).
     _case(
         "slack token continued by a backslash",

@@ -100,3 +100,29 @@ def test_a_query_parameter_after_one_whose_value_is_kept_is_still_read_on_its_ow
 
 def test_an_ampersand_inside_a_password_stays_part_of_it() -> None:
     assert redact_secrets("DB_PASSWORD=p&ssw0rd&more") == f"DB_PASSWORD={REDACTED}"
+
+
+def test_a_totp_secret_in_an_otpauth_uri_is_redacted() -> None:
+    uri = "otpauth://totp/ACME:alice@acme.example?secret=JBSWY3DPEHPK3PXP&issuer=ACME&digits=6"
+    assert (
+        redact_secrets(uri)
+        == f"otpauth://totp/ACME:alice@acme.example?secret={REDACTED}&issuer=ACME&digits=6"
+    )
+
+
+def test_a_query_parameter_a_strong_word_names_is_redacted_whatever_its_length() -> None:
+    assert redact_secrets("https://hooks.example/in?secret=swordfish&channel=ops") == (
+        f"https://hooks.example/in?secret={REDACTED}&channel=ops"
+    )
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.example/v1?page_token=2",
+        "https://x.example/?auth=oauth2",
+        "https://x.example/?token=${T}",
+    ],
+)
+def test_a_query_parameter_that_is_a_number_a_scheme_or_a_reference_is_left_alone(url: str) -> None:
+    assert redact_secrets(url) == url
