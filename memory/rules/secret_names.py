@@ -132,6 +132,17 @@ _KEYED = re.compile(
     r"[ \t]*[:=]?[ \t]+(?P<value>[A-Za-z0-9+/_~.-]{16,}={0,2})(?![A-Za-z0-9+/_~=-])"
 )
 
+# A wallet's BIP-39 mnemonic after the words that name it ("seed phrase: witch collapse …"): 12, 15,
+# 18, 21 or 24 lowercase words of 3 to 8 letters (the wordlist's), ending the clause — the wallet's
+# private key. Prose breaks such a run within a few words (a word of one or two letters, punctuation).
+_SEED_PHRASE = re.compile(
+    r"(?i:\b(?:mnemonic|wallet[ \t]+seed"
+    r"|(?:secret[ \t]+)?(?:seed|recovery|backup)[ \t]+(?:phrase|words|sentence))"
+    r"(?:[ \t]+(?:is|was)[ \t]*:?|[ \t]*[:=])[ \t]*)[\"'`]?(?P<value>[a-z]{3,8}(?:[ \t,]+[a-z]{3,8}){11,23})"
+    r"(?=[ \t]*(?:$|[.;:!?\"'`)\]]))"
+)
+_MNEMONIC_LENGTHS = frozenset({12, 15, 18, 21, 24})
+
 # Values that are no secret: references (`${…}`, `$(…)`, `$NAME`), placeholders (`<your token>`),
 # code (a call or an index), types, paths, auth scheme names, YAML block indicators, the marker.
 _NOT_A_VALUE = re.compile(
@@ -394,7 +405,7 @@ def _attached(match: re.Match[str]) -> str:
 _NAME_WORDS = (
     "pass", "pwd", "secret", "token", "key", "auth", "cred", "salt", "hmac", "sig", "cookie", "session",
     "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat", "openssl", "zip",
-    "ldap", "sqlcmd", "bcp", "mongo",
+    "ldap", "sqlcmd", "bcp", "mongo", "mnemonic", "seed", "phrase",
 )  # fmt: skip
 
 
@@ -479,4 +490,12 @@ def _redact_line(line: str) -> str:
     line = _PROSE.sub(_prose, line)
     line = _LONE_PASSWORD.sub(_lone, line)
     line = _NAME_THEN_VALUE.sub(_flag, line)
+    line = _SEED_PHRASE.sub(_seed_phrase, line)
     return _KEYED.sub(_keyed, line)
+
+
+def _seed_phrase(match: re.Match[str]) -> str:
+    if len(re.findall(r"[a-z]+", match.group("value"))) not in _MNEMONIC_LENGTHS:
+        return match.group(0)
+    start, end = match.start("value") - match.start(), match.end("value") - match.start()
+    return match.group(0)[:start] + REDACTED + match.group(0)[end:]

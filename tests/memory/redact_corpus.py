@@ -357,6 +357,14 @@ SECRET_CASES: tuple[SecretCase, ...] = (
         "scan otpauth://totp/ACME:alice@acme.example?secret=JBSWY3DPEHPK3PXP&issuer=ACME",
         "JBSWY3DPEHPK3PXP",
     ),
+    # BIP-39: a wallet's mnemonic sentence is its private key (the specification's first test vector;
+    # MetaMask calls it the Secret Recovery Phrase).
+    _case(
+        "bip-39 seed phrase",
+        "Secret Recovery Phrase: abandon abandon abandon abandon abandon abandon abandon abandon abandon "
+        "abandon abandon about",
+        "abandon abandon abandon",
+    ),
     # A token a shell command continues onto the next line (`\\` at the end of the line).
     _case(
         "slack token continued by a backslash",

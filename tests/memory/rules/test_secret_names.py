@@ -126,3 +126,34 @@ def test_a_query_parameter_a_strong_word_names_is_redacted_whatever_its_length()
 )
 def test_a_query_parameter_that_is_a_number_a_scheme_or_a_reference_is_left_alone(url: str) -> None:
     assert redact_secrets(url) == url
+
+
+SEED = "witch collapse practice feed shame open despair creek road again ice least"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"mnemonic: {SEED}",
+        f'my seed phrase is "{SEED}"',
+        f"BACKUP PHRASE = {SEED}.",
+        f"seed words: {SEED.replace(' ', ', ')}",
+        f"recovery phrase: {SEED} {SEED}",  # 24 words
+    ],
+)
+def test_a_wallet_seed_phrase_after_the_words_that_name_it_is_redacted(text: str) -> None:
+    out = redact_secrets(text)
+    assert "collapse" not in out and REDACTED in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the seed phrase is stored in the vault and never leaves the hardware module",
+        "mnemonic: a way to remember a list, like the planets",
+        f"seed phrase: {' '.join(SEED.split()[:11])}",  # not a mnemonic's length
+        f"seed phrase: {SEED} and then some more words follow here",  # the clause goes on
+    ],
+)
+def test_prose_about_seed_phrases_is_left_alone(text: str) -> None:
+    assert redact_secrets(text) == text
