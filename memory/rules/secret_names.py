@@ -58,12 +58,20 @@ _ASSIGNMENT = re.compile(
 )
 
 _PROSE = re.compile(
-    r"(?i)\b(?P<word>pass(?:word|wd|phrase|code)|pwd|secret|token|api[ _-]?key|apikey|access[ _-]?key"
+    r"(?i)\b(?P<word>pass(?:word|wd|phrase|code)|pwd|pw|secret|token|api[ _-]?key|apikey|access[ _-]?key"
     r"|secret[ _-]?key|private[ _-]?key)s?"
-    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+(?:[ \t]+[A-Za-z0-9./@_-]+){0,2})?"
-    r"(?P<verb>[ \t]+(?:(?:is|was|are|were|has[ \t]+been|got)(?:[ \t]+(?:now|still))?"
-    r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?|became|(?:set|changed|reset|updated)[ \t]+to):?[ \t]+)"
-    + _VALUE
+    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+(?:[ \t]+[A-Za-z0-9./@_-]+){0,2}"
+    # "the password for the db: …", "password for prod db -> …": a separator after the clause is the verb
+    r"(?P<sep>[ \t]*(?:->|\u2192|:)(?=[ \t]))?)?"
+    r"(?P<verb>(?(sep)[ \t]+|[ \t]+(?:(?:is|was|are|were|has[ \t]+been|got)(?:[ \t]+(?:now|still))?"
+    r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?|became|(?:set|changed|reset|updated)[ \t]+to)"
+    r":?[ \t]+))" + _VALUE
+)
+# "I changed my password to …", "set the wifi password to …": the verb before the word.
+_SET_TO = re.compile(
+    r"(?i)\b(?:set|setting|change[ds]?|changing|reset(?:ting|s)?|update[ds]?|updating)[ \t]+"
+    r"(?:(?:the|my|our|your|his|her|their|its|this|that|a|new)[ \t]+)?(?:[A-Za-z0-9_-]+[ \t]+)?"
+    r"(?P<word>pass(?:word|wd|phrase|code)|pwd|pw)[ \t]+to[ \t]+" + _VALUE
 )
 
 # CLI spellings: `--password VALUE`, mysql's `-pVALUE`, curl's `-u user:VALUE`; and `password VALUE`.
@@ -171,7 +179,7 @@ _PROSE_WORDS = frozenset(
         "mounted", "configured", "defined", "ignored", "included", "excluded", "cached", "logged",
         "printed", "what", "how", "why", "where", "when", "which", "who", "whatever", "probably", "likely",
         "usually", "definitely", "actually", "really", "fine", "ok", "okay", "good", "bad", "easy", "hard",
-        "simple", "long", "short", "old", "new",
+        "simple", "long", "short", "old", "new", "expire", "rotate", "change", "something",
     )
 )  # fmt: skip
 _PUNCTUATION_TAIL = ".,;:!?)]}…"
@@ -324,7 +332,7 @@ def _ends_clause(line: str, end: int) -> bool:
 
 def _password_word(word: str) -> bool:
     word = word.lower()
-    return word.startswith("pass") or word == "pwd"
+    return word.startswith("pass") or word in ("pwd", "pw")
 
 
 def _flag(match: re.Match[str]) -> str:
@@ -487,7 +495,7 @@ def _redact_line(line: str) -> str:
     line = _USER_PASSWORD.sub(_attached, line)
     line = _program_password(line)
     line = _NETRC.sub(_attached, line)
-    line = _PROSE.sub(_prose, line)
+    line = _PROSE.sub(_prose, _SET_TO.sub(_prose, line))
     line = _LONE_PASSWORD.sub(_lone, line)
     line = _NAME_THEN_VALUE.sub(_flag, line)
     line = _SEED_PHRASE.sub(_seed_phrase, line)

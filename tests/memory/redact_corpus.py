@@ -365,6 +365,10 @@ SECRET_CASES: tuple[SecretCase, ...] = (
         "abandon abandon about",
         "abandon abandon abandon",
     ),
+    # Chat prose: the verb before the word, a separator after a "for …" clause, the short "pw".
+    _case("prose password set to", "I changed my password to Summer2026! yesterday", "Summer2026"),
+    _case("prose password for a target with a colon", "the password for the db: Summer2026", "Summer2026"),
+    _case("prose pw is", "the staging pw is Summer2026", "Summer2026"),
     # A token a shell command continues onto the next line (`\\` at the end of the line).
     _case(
         "slack token continued by a backslash",

@@ -157,3 +157,41 @@ def test_a_wallet_seed_phrase_after_the_words_that_name_it_is_redacted(text: str
 )
 def test_prose_about_seed_phrases_is_left_alone(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "I changed my password to Summer2026!",
+        "set the wifi password to Summer2026",
+        "resetting the admin password to Summer2026.",
+    ],
+)
+def test_a_password_set_to_a_value_in_prose_is_redacted(text: str) -> None:
+    out = redact_secrets(text)
+    assert "Summer2026" not in out and REDACTED in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["the password for the db: Summer2026", "password for prod db -> Summer2026", "the pw is Summer2026"],
+)
+def test_a_password_after_a_for_clause_and_its_separator_or_after_pw_is_is_redacted(text: str) -> None:
+    out = redact_secrets(text)
+    assert "Summer2026" not in out and REDACTED in out
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "set the password to something stronger",
+        "I changed my password to match the policy",
+        "set password to expire",
+        "the password for the db: see the vault",
+        "the password for staging: rotate it monthly",
+        "pw is wrong",
+        "the password manager",
+    ],
+)
+def test_prose_about_setting_a_password_is_left_alone(text: str) -> None:
+    assert redact_secrets(text) == text
