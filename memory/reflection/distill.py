@@ -11,6 +11,7 @@ import asyncio
 from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Literal
 
 import structlog
@@ -98,7 +99,7 @@ async def _reflect(
         return ReflectionOutcome(outcome="extract_failed", reasons={"extract_failed": 1})
     parsed = parse_reflection(
         reply,
-        (record.id for record in shown),
+        (record.id for record in shown if review_shared or may_retire(record)),
         source_thread_key=run.thread_key,
         source_run_id=run.run_id,
         observed_at=run.observed_at,
@@ -151,7 +152,18 @@ async def _ask_extractor(
 ) -> str | None:
     """The extractor's reply, or None (with one warning) when the call failed."""
     # Redacting a whole transcript is CPU work of milliseconds: off the event loop.
-    user_text = await asyncio.to_thread(build_reflection_input, shown, run.history, run.request, run.answer)
+    user_text = await asyncio.to_thread(
+        partial(
+            build_reflection_input,
+            shown,
+            run.history,
+            run.request,
+            run.answer,
+            # A reply only the requester reads (their DM with the bot, their terminal): nobody else wrote
+            # its earlier turns. Anywhere else any member of the channel may have.
+            requester_alone=run.reader is not None and run.reader.audience == "self",
+        )
+    )
     request = ExtractionRequest(
         model=model,
         system=REFLECTION_SYSTEM,
@@ -226,6 +238,14 @@ def _log_outcome(
         reasons=dict(sorted(reasons.items())),
         **({"pending_scopes": [key for key, _ in writes if held_for_review(key)]} if review_shared else {}),
     )
+
+
+def may_retire(record: MemoryRecord) -> bool:
+    """Whether a reflection's correction may supersede `record` without review: any record a run
+    learned, but not one a person put into a shared scope (`memory remember`, the App Home's note: no
+    run id), which only people curate — such a correction lands beside it (under review an admin
+    approves it, superseding the note)."""
+    return not is_shared(record.scope_key) or record.source_run_id is not None
 
 
 def held_for_review(scope_key: str) -> bool:

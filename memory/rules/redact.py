@@ -93,14 +93,16 @@ _HEAD = re.compile(r"[A-Za-z0-9+/_~-]+={0,2}(?=$|[\s\"'`,;)\]}])")
 
 def _rejoin(text: str) -> str:
     """A token wrapped onto the next line is one token: where a line ends in the marker or in token
-    characters and the next begins with random-looking token characters, the two are redacted as
-    the one line they were; the second half goes into the first half's marker."""
+    characters (either perhaps followed by the `\\` that continues a shell line) and the next begins
+    with random-looking token characters, the two are redacted as the one line they were; the second
+    half goes into the first half's marker."""
     lines = text.split("\n")
     for at in range(len(lines) - 1):
         first, second = lines[at], lines[at + 1]
         head = _HEAD.match(second)
         if head is None or not looks_random(head.group(0)):
             continue
+        first = first.removesuffix("\\")
         joined = first + head.group(0)
         if first.endswith(REDACTED):
             lines[at + 1] = second[head.end() :]

@@ -37,11 +37,14 @@ _ASSIGN = (
     r"(?:[|>][+-]?[0-9]?[ \t]+(?=\S))?"
 )
 # A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`);
-# a value quoted with escaped quotes (`\"hunter2\"`) ends at the first escaped quote.
+# a value quoted with escaped quotes (`\"hunter2\"`) ends at the first escaped quote. A bare value ends
+# before `&name=` or `?name=`, where a query string's next parameter starts, so one whose value is kept
+# (a reference, a path, a key id already redacted) does not hide the parameters after it; an `&` or `?`
+# inside it stays (`p&ss`).
 _VALUE = (
     r"(?:\\\"(?P<eq>[^\"\\\n]*(?:\\(?!\")[^\"\\\n]*)*)\\\""
     r"|\"(?P<dq>(?:[^\"\\\n]|\\.)*\\?)\"|'(?P<sq>(?:[^'\\\n]|\\.)*\\?)'|`(?P<bq>[^`\n]*)`"
-    r"|(?P<bare>[^\s\"'`]+))"
+    r"|(?P<bare>(?:[^\s\"'`&?]|[&?](?![A-Za-z0-9_.-]+=))+))"
 )
 
 _ASSIGNMENT = re.compile(
@@ -55,12 +58,20 @@ _ASSIGNMENT = re.compile(
 )
 
 _PROSE = re.compile(
-    r"(?i)\b(?P<word>pass(?:word|wd|phrase|code)|pwd|secret|token|api[ _-]?key|apikey|access[ _-]?key"
+    r"(?i)\b(?P<word>pass(?:word|wd|phrase|code)|pwd|pw|secret|token|api[ _-]?key|apikey|access[ _-]?key"
     r"|secret[ _-]?key|private[ _-]?key)s?"
-    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+(?:[ \t]+[A-Za-z0-9./@_-]+){0,2})?"
-    r"(?P<verb>[ \t]+(?:(?:is|was|are|were|has[ \t]+been|got)(?:[ \t]+(?:now|still))?"
-    r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?|became|(?:set|changed|reset|updated)[ \t]+to):?[ \t]+)"
-    + _VALUE
+    r"(?:[ \t]+(?:for|of|on|to|in)[ \t]+(?:the[ \t]+)?[A-Za-z0-9./@_-]+(?:[ \t]+[A-Za-z0-9./@_-]+){0,2}"
+    # "the password for the db: …", "password for prod db -> …": a separator after the clause is the verb
+    r"(?P<sep>[ \t]*(?:->|\u2192|:)(?=[ \t]))?)?"
+    r"(?P<verb>(?(sep)[ \t]+|[ \t]+(?:(?:is|was|are|were|has[ \t]+been|got)(?:[ \t]+(?:now|still))?"
+    r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?|became|(?:set|changed|reset|updated)[ \t]+to)"
+    r":?[ \t]+))" + _VALUE
+)
+# "I changed my password to …", "set the wifi password to …": the verb before the word.
+_SET_TO = re.compile(
+    r"(?i)\b(?:set|setting|change[ds]?|changing|reset(?:ting|s)?|update[ds]?|updating)[ \t]+"
+    r"(?:(?:the|my|our|your|his|her|their|its|this|that|a|new)[ \t]+)?(?:[A-Za-z0-9_-]+[ \t]+)?"
+    r"(?P<word>pass(?:word|wd|phrase|code)|pwd|pw)[ \t]+to[ \t]+" + _VALUE
 )
 
 # CLI spellings: `--password VALUE`, mysql's `-pVALUE`, curl's `-u user:VALUE`; and `password VALUE`.
@@ -71,20 +82,34 @@ _CLI_FLAG = re.compile(
 _USER_PASSWORD = re.compile(r"(?<![A-Za-z0-9_-])(?:-u|--user)(?:[ \t]+|=)?[\"']?[^\s:\"']*:(?=\S)" + _VALUE)
 _NAME_THEN_VALUE = re.compile(r"(?i)\b(?:password|passwd|passphrase|pwd)[ \t]+(?=[^\s-])" + _VALUE)
 # Programs that take a password in a short flag after their name: mysql's `-pVALUE` (attached, as
-# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm login's `-p`, redis-cli's `-a`, openssl's
-# `-k`, zip's and unzip's `-P`.
+# `-p VALUE` prompts), sshpass's `-p`, docker/podman/helm/az login's `-p`, mongosh's `-p`, redis-cli's
+# `-a`, openssl's `-k`, zip's, unzip's and sqlcmd's `-P`, the OpenLDAP tools' `-w`, and Samba's
+# `-U user%password`.
 _PASSWORD_PROGRAM = re.compile(
     r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|(?P<openssl>openssl)"
-    r"|(?P<zip>unzip|zip)|sshpass"
-    r"|(?:docker|podman|nerdctl)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
+    r"|(?P<zip>unzip|zip|sqlcmd|bcp)|(?P<ldap>ldap(?:search|add|modify|delete|modrdn|compare|whoami|passwd))"
+    r"|(?P<samba>smbclient|smbget|smbcacls|rpcclient)|sshpass|mongosh|mongo"
+    r"|(?:docker|podman|nerdctl|az)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
 )
 _ATTACHED_P = re.compile(r"(?<=[ \t])-p(?=\S)" + _VALUE)
 _FLAG_P = re.compile(r"(?<=[ \t])-p[ \t]*(?=[^\s-])" + _VALUE)
 _FLAG_A = re.compile(r"(?<=[ \t])-a[ \t]+(?=[^\s-])" + _VALUE)
 _FLAG_K = re.compile(r"(?<=[ \t])-k[ \t]+(?=[^\s-])" + _VALUE)
 _FLAG_CAPITAL_P = re.compile(r"(?<=[ \t])-P[ \t]*(?=[^\s-])" + _VALUE)
+_FLAG_W = re.compile(r"(?<=[ \t])-w[ \t]*(?=[^\s-])" + _VALUE)
+_USER_PERCENT = re.compile(r"(?<=[ \t])(?:-U[ \t]*|--user[= \t])[\"']?[^\s%\"']+%(?=\S)" + _VALUE)
+# Java's keytool and jarsigner: `-storepass`, `-keypass` (and their `src`/`dest`/`new` forms) take the
+# password itself, whatever it looks like.
+_JAVA_PASS = re.compile(r"(?i)(?<![A-Za-z0-9_-])-(?:src|dest|new)?(?:store|key)pass[ \t]+(?=[^\s-])" + _VALUE)
 # An XML element named as a secret (`<password>hunter2</password>`, Maven's settings.xml).
 _ELEMENT = re.compile(rf"(?i)<(?P<tag>{_STRONG_NAME})>(?P<value>[^<\n]{{1,256}})</(?P=tag)>")
+# An XML element that names a secret in an attribute and holds it in `value`: .NET's appSettings
+# `<add key="DbPassword" value="…"/>`, Spring's `<property name="password" value="…"/>`.
+_NAMED_VALUE = re.compile(
+    r"(?i)<[A-Za-z][\w.:-]*[ \t]+(?:[\w.:-]+[ \t]*=[ \t]*(?:\"[^\"\n]*\"|'[^'\n]*')[ \t]+)*?"
+    rf"(?:key|name)[ \t]*=[ \t]*(?P<quote>[\"'])(?P<strong>{_STRONG_NAME})(?P=quote)[ \t]+value[ \t]*=[ \t]*"
+    r"(?=[\"'])" + _VALUE
+)
 # A Markdown table row whose cell names a secret and whose next cell is one word: its value.
 _TABLE_CELL = re.compile(
     rf"(?i)\|[ \t]*{_QUOTE}(?P<strong>{_STRONG_NAME}){_QUOTE}[ \t]*\|[ \t]*(?=[^\s|])"
@@ -115,6 +140,17 @@ _KEYED = re.compile(
     r"[ \t]*[:=]?[ \t]+(?P<value>[A-Za-z0-9+/_~.-]{16,}={0,2})(?![A-Za-z0-9+/_~=-])"
 )
 
+# A wallet's BIP-39 mnemonic after the words that name it ("seed phrase: witch collapse …"): 12, 15,
+# 18, 21 or 24 lowercase words of 3 to 8 letters (the wordlist's), ending the clause — the wallet's
+# private key. Prose breaks such a run within a few words (a word of one or two letters, punctuation).
+_SEED_PHRASE = re.compile(
+    r"(?i:\b(?:mnemonic|wallet[ \t]+seed"
+    r"|(?:secret[ \t]+)?(?:seed|recovery|backup)[ \t]+(?:phrase|words|sentence))"
+    r"(?:[ \t]+(?:is|was)[ \t]*:?|[ \t]*[:=])[ \t]*)[\"'`]?(?P<value>[a-z]{3,8}(?:[ \t,]+[a-z]{3,8}){11,23})"
+    r"(?=[ \t]*(?:$|[.;:!?\"'`)\]]))"
+)
+_MNEMONIC_LENGTHS = frozenset({12, 15, 18, 21, 24})
+
 # Values that are no secret: references (`${…}`, `$(…)`, `$NAME`), placeholders (`<your token>`),
 # code (a call or an index), types, paths, auth scheme names, YAML block indicators, the marker.
 _NOT_A_VALUE = re.compile(
@@ -143,7 +179,7 @@ _PROSE_WORDS = frozenset(
         "mounted", "configured", "defined", "ignored", "included", "excluded", "cached", "logged",
         "printed", "what", "how", "why", "where", "when", "which", "who", "whatever", "probably", "likely",
         "usually", "definitely", "actually", "really", "fine", "ok", "okay", "good", "bad", "easy", "hard",
-        "simple", "long", "short", "old", "new",
+        "simple", "long", "short", "old", "new", "expire", "rotate", "change", "something",
     )
 )  # fmt: skip
 _PUNCTUATION_TAIL = ".,;:!?)]}…"
@@ -237,11 +273,19 @@ def _assignment(match: re.Match[str]) -> str:
     if name is not None:
         if name.lower() == "pass" and value.lower() in _PROSE_WORDS:
             return match.group(0)  # the verb: "pass: the ball to Bob"
-        redact = _strong_secret(match, value)
+        redact = _strong_secret(match, value) or _query_secret(match, value)
         return _replace_value(match, redact, _clause_length(match) if redact else None)
     run = _TOKEN_RUN.match(value)
     token = run.group(0) if run else ""
     return _replace_value(match, high_entropy(token), len(token))
+
+
+def _query_secret(match: re.Match[str], value: str) -> bool:
+    """A query parameter a strong name names (`?secret=…`, `&token=…`) is a credential whatever its
+    length: a URL carries no prose, nor a setting's count (a number still is none)."""
+    at = match.start()
+    in_query = at > 0 and match.string[at - 1] in "?&"
+    return in_query and not value.isdigit() and not _not_a_value(match, value)
 
 
 def _prose(match: re.Match[str]) -> str:
@@ -256,13 +300,28 @@ def _prose(match: re.Match[str]) -> str:
     if looks_random(value):
         return _replace_value(match, True)
     if _password_word(match.group("word")):
-        word = _PROSE_SHAPE.fullmatch(value) is not None
+        word = _PROSE_SHAPE.fullmatch(value) is not None and not _passphrase(value)
         return _replace_value(match, _ends_clause(match.string, end) and not word)
     return _replace_value(match, len(value) >= 20 and re.fullmatch(r"[A-Za-z0-9_+/=-]+", value) is not None)
 
 
 # What ends a clause after a value: the line's end, or punctuation before a space or the end.
 _CLAUSE_END = re.compile(r"[ \t]*(?:$|[.,;:!?)\]}…]+(?:[ \t]|$))")
+
+
+# Words that make a hyphenated compound read as prose ("up-to-date", "state-of-the-art").
+_LINKING_WORDS = frozenset(
+    ("a", "an", "the", "to", "of", "in", "on", "at", "by", "for", "and", "or", "up", "out", "off", "with",
+     "from", "per", "as", "be", "not", "non", "self", "re", "pre", "co")
+)  # fmt: skip
+
+
+def _passphrase(value: str) -> bool:
+    """Three or more words joined by `-` with no linking word among them: a generated passphrase
+    (`purple-monkey-dishwasher`, as diceware and the password managers' generators make), not a
+    compound adjective ("case-sensitive", "up-to-date")."""
+    parts = value.split("-")
+    return len(parts) >= 3 and all(parts) and not _LINKING_WORDS.intersection(parts)
 
 
 def _ends_clause(line: str, end: int) -> bool:
@@ -273,7 +332,7 @@ def _ends_clause(line: str, end: int) -> bool:
 
 def _password_word(word: str) -> bool:
     word = word.lower()
-    return word.startswith("pass") or word == "pwd"
+    return word.startswith("pass") or word in ("pwd", "pw")
 
 
 def _flag(match: re.Match[str]) -> str:
@@ -331,7 +390,14 @@ def _program_password(line: str) -> str:
     program = _PASSWORD_PROGRAM.search(line)
     if program is None:
         return line
-    flags = {"mysql": _ATTACHED_P, "redis": _FLAG_A, "openssl": _FLAG_K, "zip": _FLAG_CAPITAL_P}
+    flags = {
+        "mysql": _ATTACHED_P,
+        "redis": _FLAG_A,
+        "openssl": _FLAG_K,
+        "zip": _FLAG_CAPITAL_P,
+        "ldap": _FLAG_W,
+        "samba": _USER_PERCENT,
+    }
     flag = next((flags[name] for name, seen in program.groupdict().items() if seen), _FLAG_P)
     return line[: program.end()] + flag.sub(_attached, line[program.end() :])
 
@@ -347,6 +413,7 @@ def _attached(match: re.Match[str]) -> str:
 _NAME_WORDS = (
     "pass", "pwd", "secret", "token", "key", "auth", "cred", "salt", "hmac", "sig", "cookie", "session",
     "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat", "openssl", "zip",
+    "ldap", "sqlcmd", "bcp", "mongo", "mnemonic", "seed", "phrase",
 )  # fmt: skip
 
 
@@ -418,16 +485,25 @@ def _redact_line(line: str) -> str:
         return line
     line = _ASSIGNMENT.sub(_assignment, line)
     if "<" in line:
-        line = _ELEMENT.sub(_element, line)
+        line = _NAMED_VALUE.sub(_setter, _ELEMENT.sub(_element, line))
     if "(" in line:
         line = _SETTER.sub(_setter, line)
     if "|" in line:
         line = _TABLE_CELL.sub(_cell, line)
     line = _CLI_FLAG.sub(_flag, line)
+    line = _JAVA_PASS.sub(_attached, line)
     line = _USER_PASSWORD.sub(_attached, line)
     line = _program_password(line)
     line = _NETRC.sub(_attached, line)
-    line = _PROSE.sub(_prose, line)
+    line = _PROSE.sub(_prose, _SET_TO.sub(_prose, line))
     line = _LONE_PASSWORD.sub(_lone, line)
     line = _NAME_THEN_VALUE.sub(_flag, line)
+    line = _SEED_PHRASE.sub(_seed_phrase, line)
     return _KEYED.sub(_keyed, line)
+
+
+def _seed_phrase(match: re.Match[str]) -> str:
+    if len(re.findall(r"[a-z]+", match.group("value"))) not in _MNEMONIC_LENGTHS:
+        return match.group(0)
+    start, end = match.start("value") - match.start(), match.end("value") - match.start()
+    return match.group(0)[:start] + REDACTED + match.group(0)[end:]

@@ -314,6 +314,73 @@ SECRET_CASES: tuple[SecretCase, ...] = (
     _case("aws key id split by a null notehead", "AKIAIOSFOD\U0001d159NN7EXAMPLE", "NN7EXAMPLE"),
     _case("pypi token in lower case", "pypi-" + _B62.lower() + "abcdefghij", _B62.lower()),
     _case("google key in lower case", "aiza" + _B62.lower() + "ab", _B62.lower()),
+    # Forms an attack review found, each in the shape its vendor's documentation gives.
+    # Oracle keytool / jarsigner: `-storepass` and `-keypass` on the command line.
+    _case(
+        "keytool store and key passwords",
+        "keytool -genkey -keystore .keystore -storepass myKeypass -keypass myKeypass -alias svc",
+        "myKeypass",
+    ),
+    # Microsoft sqlcmd: `-U login_id -P password`.
+    _case("sqlcmd -P password", "sqlcmd -S tcp:db.internal,1433 -U sa -P Winter2026sa", "Winter2026sa"),
+    # Azure CLI: `az login -u <username> -p <password>`.
+    _case("az login -p password", "az login -u ops@contoso.example -p Winter2026az", "Winter2026az"),
+    # MongoDB Shell: `mongosh … --username <user> -p <password>`.
+    _case("mongosh -p password", "mongosh mongodb://db:27017 -u admin -p Winter2026mg", "Winter2026mg"),
+    # OpenLDAP ldapsearch(1): `-w passwd` (simple authentication).
+    _case(
+        "ldapsearch -w password",
+        "ldapsearch -x -H ldap://ldap -D cn=admin,dc=example,dc=org -w Winter2026ld",
+        "Winter2026ld",
+    ),
+    # Samba smbclient(1): `-U [DOMAIN\\]USERNAME[%PASSWORD]`.
+    _case("smbclient -U user%password", "smbclient //fs/share -U alice%Winter2026sm", "Winter2026sm"),
+    # .NET appSettings (`<add key=… value=…/>`) and Spring XML bean properties (`<property name=… value=…/>`).
+    _case("dotnet appSettings password", '<add key="DbPassword" value="Winter2026nt" />', "Winter2026nt"),
+    _case("spring xml password property", '<property name="password" value="Winter2026sp"/>', "Winter2026sp"),
+    # AWS S3 presigned URL (Signature Version 4 query parameters) made with temporary credentials: the
+    # session token and the signature are each a credential, after an access key id already redacted.
+    _case(
+        "aws presigned url with a session token",
+        "https://examplebucket.s3.amazonaws.com/test.txt?X-Amz-Algorithm=AWS4-HMAC-SHA256"
+        "&X-Amz-Credential=ASIAQNOXLMNOPQRSTUVW%2F20130524%2Fus-east-1%2Fs3%2Faws4_request"
+        "&X-Amz-Date=20130524T000000Z&X-Amz-Expires=86400"
+        "&X-Amz-Security-Token=IQoJb3JpZ2luX2VjEJr%2F%2F%2F%2FwEaCXVzLWVhc3QtMSJHMEUCIQDk3pQ9rT2vX7yB4nM8wL1c"
+        "&X-Amz-SignedHeaders=host"
+        "&X-Amz-Signature=aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
+        "IQoJb3JpZ2luX2VjEJr",
+        "aeeed9bbccd4d02ee5c0109b86d86835f995330da4c265957d157751f604d404",
+    ),
+    # Google Authenticator's Key Uri Format: the TOTP shared secret, base32, in `secret=`.
+    _case(
+        "totp otpauth uri secret",
+        "scan otpauth://totp/ACME:alice@acme.example?secret=JBSWY3DPEHPK3PXP&issuer=ACME",
+        "JBSWY3DPEHPK3PXP",
+    ),
+    # BIP-39: a wallet's mnemonic sentence is its private key (the specification's first test vector;
+    # MetaMask calls it the Secret Recovery Phrase).
+    _case(
+        "bip-39 seed phrase",
+        "Secret Recovery Phrase: abandon abandon abandon abandon abandon abandon abandon abandon abandon "
+        "abandon abandon about",
+        "abandon abandon abandon",
+    ),
+    # Chat prose: the verb before the word, a separator after a "for …" clause, the short "pw".
+    _case("prose password set to", "I changed my password to Summer2026! yesterday", "Summer2026"),
+    _case("prose password for a target with a colon", "the password for the db: Summer2026", "Summer2026"),
+    _case("prose pw is", "the staging pw is Summer2026", "Summer2026"),
+    # A token a shell command continues onto the next line (`\\` at the end of the line).
+    _case(
+        "slack token continued by a backslash",
+        "export SLACK_BOT_TOKEN=xoxb-2223334445-5556667778889-AbCdEf\\\nGhIjKlMnOpQrStUvWx",
+        "GhIjKlMnOpQrStUvWx",
+    ),
+    # A diceware / xkcd passphrase (1Password's and Bitwarden's generators join words with `-`).
+    _case(
+        "prose passphrase of joined words",
+        "the wifi password is purple-monkey-dishwasher.",
+        "purple-monkey-dishwasher",
+    ),
 )
 
 # Ordinary engineering sentences: none may be altered (≤ 1 % is the bar).

@@ -175,9 +175,9 @@ def test_input_shows_existing_records_with_ids_then_the_transcript_in_order() ->
         text.index(part)
         for part in (
             "mem:org:acme:3",
-            "user: how do we deploy?",
+            "participant: how do we deploy?",
             "assistant: let me look",
-            "user: deploy it now",
+            "requester: deploy it now",
             "assistant: Deployed.",
         )
     ]
@@ -229,9 +229,9 @@ def test_input_is_tail_capped_keeping_the_end_of_the_transcript() -> None:
 def test_input_tail_cap_never_leaves_half_a_secret_behind() -> None:
     # The cut falls inside the token: the secret must be redacted before the transcript is cut.
     answer = "done"
-    tail = f"\n\nuser: req\n\nassistant: {answer}"
+    tail = f"\n\nrequester: req\n\nassistant: {answer}"
     secret = "xoxb-" + "9" * 40
-    # "user: head " is 11 characters: the TRANSCRIPT_TAIL_CHARS cut lands 10 characters into the token.
+    # The TRANSCRIPT_TAIL_CHARS cut drops "participant: head " and the token's first 10 characters.
     filler = "y" * (TRANSCRIPT_TAIL_CHARS + 10 - len(secret) - len(tail))
     history = (HistoryTurn("user", "head " + secret + filler),)
     text = build_reflection_input([], history, "req", answer)
@@ -408,7 +408,7 @@ async def test_reflect_makes_exactly_one_model_call_with_the_extractor_prompt_an
     assert request.tools == ()
     assert request.max_tokens == REFLECTION_MAX_TOKENS == 1024
     assert len(request.messages) == 1 and request.messages[0].role == "user"
-    assert "user: deploy the api service" in request.messages[0].text
+    assert "requester: deploy the api service" in request.messages[0].text
 
 
 async def test_reflect_shows_existing_records_of_every_scope_with_ids() -> None:
@@ -427,7 +427,8 @@ async def test_reflect_shows_existing_records_of_every_scope_with_ids() -> None:
 
 async def test_reflect_writes_with_provenance_and_supersede_applied() -> None:
     store = RecordingStore()
-    await store.write("org:acme", [MemoryCandidate("fact", "deploy runs on fridays", "t0", origin="public")])
+    learned = MemoryCandidate("fact", "deploy runs on fridays", "t0", source_run_id="run-1", origin="public")
+    await store.write("org:acme", [learned])
     store.writes.clear()
     outcome, store, _ = await run_reflect(
         envelope(fact("deploy runs on mondays", supersedes="mem:org:acme:1", keywords=["deploy"])),
@@ -439,6 +440,26 @@ async def test_reflect_writes_with_provenance_and_supersede_applied() -> None:
     new = rows["mem:org:acme:2"]
     assert (new.text, new.supersedes, new.status) == ("deploy runs on mondays", "mem:org:acme:1", "active")
     assert (new.source_thread_key, new.source_run_id) == (THREAD, RUN_ID)
+
+
+async def test_a_reflection_never_retires_a_note_a_person_put_into_a_shared_scope() -> None:
+    # `memory remember --scope org` (an admin's note: no run id). A public channel's run that argues it
+    # away leaves it standing: its correction lands beside it, superseding nothing.
+    store = RecordingStore()
+    await store.write(
+        "org:acme", [MemoryCandidate("fact", "deploys always run the tests", "t0", origin="public")]
+    )
+    store.writes.clear()
+    _, store, provider = await run_reflect(
+        envelope(fact("deploys skip the tests", supersedes="mem:org:acme:1")), store=store
+    )
+    assert "mem:org:acme:1" in provider.requests[0].messages[0].text
+    rows = {r.id: r for r in store.records("org:acme")}
+    assert rows["mem:org:acme:1"].status == "active"
+    assert (rows["mem:org:acme:2"].text, rows["mem:org:acme:2"].supersedes) == (
+        "deploys skip the tests",
+        None,
+    )
 
 
 @pytest.mark.parametrize("reply", ["I could not find anything", '{"facts": 3}', "[]"])

@@ -10,6 +10,7 @@ from app.reflection_hook import provider_extractor
 from memory.reflection import ReflectionOutcome, ReflectionRun, reflect
 from memory.stores.contract import MemoryStore
 from memory.stores.in_process import InProcessMemoryStore
+from memory.types import MemoryCandidate
 from tests.memory.reflection_fakes import (
     RUN_ID,
     SCOPES,
@@ -102,3 +103,14 @@ async def test_a_restated_fact_under_review_folds_into_the_active_record() -> No
     assert await store.pending(SCOPES.org, 10) == []
     [record] = await store.list(SCOPES.org, 10)
     assert record.text == ORG_FACT
+
+
+async def test_under_review_a_correction_of_a_persons_note_waits_to_supersede_it() -> None:
+    # An admin decides: approving the correction is a person's act, so it may retire the note.
+    store = InProcessMemoryStore()
+    await store.write(
+        SCOPES.org, [MemoryCandidate("fact", "deploys always run the tests", "t0", origin="public")]
+    )
+    await run(store, review=True, reply=envelope(fact("deploys skip the tests", supersedes="mem:org:acme:1")))
+    [waiting] = await store.pending(SCOPES.org, 10)
+    assert (waiting.text, waiting.supersedes) == ("deploys skip the tests", "mem:org:acme:1")

@@ -209,3 +209,15 @@ def test_a_joiner_after_a_combining_mark_cannot_hide_the_rest_of_a_key() -> None
     # it into É, which then split the AWS key id at its seventh character.
     text = "key AKIAIOSFODNN7E\u0301\u200dXAMPLE"
     assert redact_secrets(text) == "key [REDACTED]"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "export SLACK_BOT_TOKEN=xoxb-2223334445-5556667778889-AbCdEf\\\nGhIjKlMnOpQrStUvWx",
+        'curl -H "Authorization: Bearer Zk3pQ9rT2vX7yB4n\\\nM8wL1cD6fG5hJ0sA" https://api.example',
+    ],
+)
+def test_a_token_continued_onto_the_next_line_by_a_backslash_is_redacted_whole(text: str) -> None:
+    out = redact_secrets(text)
+    assert "GhIjKlMnOpQrStUvWx" not in out and "M8wL1cD6fG5hJ0sA" not in out
