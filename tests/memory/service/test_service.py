@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from starlette.applications import Starlette
+from starlette.routing import Route
 from structlog.testing import capture_logs
 
 from memory.service.app import MAX_BODY_BYTES, create_app
@@ -114,6 +115,26 @@ async def test_data_routes_refuse_a_missing_wrong_or_non_bearer_token(
     assert reply.status_code == 401
     assert reply.json() == {"error": "unauthorized"}
     assert store.records(SCOPE) == []
+
+
+OPEN_ROUTES = frozenset({"/healthz", "/readyz"})
+
+
+async def test_every_route_the_app_serves_but_health_and_readiness_refuses_a_missing_or_wrong_token(
+    app: Starlette,
+) -> None:
+    """Enumerated from the app itself, so a route added later cannot skip the token unseen."""
+    served = [(route.path, sorted(route.methods or ())) for route in app.routes if isinstance(route, Route)]
+    assert len(served) > 20 and {path for path, _ in served} >= OPEN_ROUTES
+    client = asgi_client(app)
+    async with client:
+        for path, methods in served:
+            if path in OPEN_ROUTES:
+                continue
+            method = "POST" if "POST" in methods else "GET"
+            for headers in ({}, {"Authorization": f"Bearer {TOKEN}x"}, {"Authorization": "Bearer "}):
+                reply = await client.request(method, path, json={"scopeKey": SCOPE}, headers=headers)
+                assert reply.status_code == 401, (path, headers)
 
 
 async def test_bearer_scheme_is_case_insensitive(app: Starlette) -> None:
