@@ -76,6 +76,24 @@ class ScopeConnections:
                 self._scopes.synced_index(connection, scope_key)
             return result
 
+    def retire(self, scope_key: str, work: Callable[[sqlite3.Connection], T], missing: T) -> T:
+        """`work` on the scope's connection holding its lock (`missing`: no database), its pending
+        bumps written first; then the connection is closed and forgotten with the scope's index, so
+        the file can take another name (memory/stores/sqlite/person.py)."""
+        with self.scope_lock(scope_key):
+            connection = self.checkout(scope_key, create=False)
+            if connection is None:
+                return missing
+            try:
+                self._scopes.write_bumps(connection, scope_key)
+                result = work(connection)
+            finally:
+                with self._lock:
+                    self._connections.pop(scope_key, None)
+                    self._scopes.indexes.pop(scope_key, None)
+                connection.close()
+            return result
+
     def checkout(self, scope_key: str, create: bool) -> sqlite3.Connection | None:
         """The scope's connection, opened on first use (None: no database and `create` False — reads
         never create files); the caller holds the scope lock."""
