@@ -67,6 +67,12 @@ def person_user_id(person_key: str) -> str:
     return person_key.removeprefix(USER_PREFIX)
 
 
+def logged_scope(scope_key: str, reason: str) -> dict[str, str]:
+    """What an erasure's log line says of its scope: nothing for a person's own erasure
+    (`user_request`), whose key the line would otherwise keep after every store forgot it."""
+    return {} if reason == "user_request" else {"scope_key": scope_key}
+
+
 def draw_pseudonym() -> str:
     """A fresh random pseudonym (`erased:<32 hex>`): nothing of the person's id goes into it."""
     return PSEUDONYM_PREFIX + secrets.token_hex(_PSEUDONYM_BYTES)

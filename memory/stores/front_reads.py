@@ -28,7 +28,7 @@ from memory.rules.arguments import distinct_scopes, fetch_ids, linkable
 from memory.rules.claims import validate_claim
 from memory.rules.curation import log_limit
 from memory.rules.engine import parse_record_id
-from memory.rules.person import PersonRename
+from memory.rules.person import PersonRename, logged_scope
 from memory.rules.retention import Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import ReadBackend
@@ -118,7 +118,8 @@ class ReadFront:
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
         validate_scope_key(scope_key)
         erased = await self._backend.erase_scope(scope_key, reason)
-        log.info("memory.store.erased", **self._log_fields, scope_key=scope_key, reason=reason, erased=erased)
+        named = logged_scope(scope_key, reason)
+        log.info("memory.store.erased", **self._log_fields, **named, reason=reason, erased=erased)
         return erased
 
     async def erase_expired(self) -> int:

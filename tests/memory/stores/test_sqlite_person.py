@@ -10,9 +10,10 @@ from pathlib import Path
 
 from commands.erase_person import erase_person
 from memory.rules.person import PersonRename, draw_pseudonym
+from memory.stores.front import StoreFront
 from memory.stores.sqlite import person
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import AuditQuery, CurationEntry, ReadAudit
+from memory.types import CurationEntry, ReadAudit
 from tests.memory.store_contract import START, FakeClock, fact, rid
 
 BOB = "user:slack:T1:UBOB"
@@ -37,7 +38,7 @@ def markers(data_dir: Path) -> list[Path]:
     return list(data_dir.glob("*" + person.MOVING))
 
 
-async def bob_everywhere(store: SqliteMemoryStore) -> None:
+async def bob_everywhere(store: StoreFront) -> None:
     """Bob's own scope (a record, an edit that supersedes it, a pending one he approved: curation
     entries in his own file), his approval in the org's log, his read in the ledger; Alice's too."""
     await store.write(BOB, [fact("prefers tabs over spaces")])
@@ -67,32 +68,6 @@ async def test_a_persons_erasure_leaves_no_byte_of_their_id_in_any_file_or_file_
     finally:
         await store.aclose()
     assert traces(tmp_path) == []  # nor after the connections close
-
-
-async def test_the_persons_scope_lives_on_under_the_pseudonym_their_audit_names(tmp_path: Path) -> None:
-    store = SqliteMemoryStore(tmp_path, clock=FakeClock())
-    try:
-        await bob_everywhere(store)
-        pseudonym = draw_pseudonym()
-        await store.erase_scope(BOB, "user_request")
-        await store.pseudonymize_person(BOB, pseudonym)
-
-        key = f"user:{pseudonym}"
-        [read] = await store.read_audit(AuditQuery(user_id=pseudonym))
-        assert read.thread_key == pseudonym
-        [(record_id, _)] = read.records
-        versions = await store.history(key, record_id)
-        assert [(v.id, v.scope_key, v.text) for v in versions] == [
-            (rid(key, 1), key, None),
-            (rid(key, 2), key, None),
-        ]
-        assert [e.record_id for e in versions[0].entries] == [rid(key, 1)]
-        assert [(e.scope_key, e.actor) for e in await store.curation_log(key, rid(key, 1), 10)] == [
-            (key, key)
-        ]
-        assert key in await store.scope_keys() and BOB not in await store.scope_keys()
-    finally:
-        await store.aclose()
 
 
 async def test_a_move_committed_before_a_crash_is_renamed_at_the_next_start(tmp_path: Path) -> None:
