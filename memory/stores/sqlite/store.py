@@ -277,16 +277,18 @@ class SqliteReads:
 
     async def pseudonymize(self, rename: PersonRename) -> int:
         """The person's own scope moves to the pseudonym (memory/stores/sqlite/person.py), then every
-        scope's curation log and the ledger's read audit rename them (memory/rules/person.py)."""
+        scope's curation log and the ledger's read audit rename them (memory/rules/person.py). The
+        ledger notes the pseudonym until the end: a run again after a failure takes the same one."""
         store = self._store
+        rename = await store._run_ledger(lambda c: ledger.begin_erasure(c, rename))
         renamed = await store._on_pool(functools.partial(self._move_scope, rename), "sqlite memory store")
         rename_actor = functools.partial(
             curation_log.rename_actor, person_key=rename.person_key, pseudonym_key=rename.pseudonym_key
         )
         for scope_key in await self.scope_keys():
             renamed += await store._run(scope_key, rename_actor, 0)
-        if await store._ledger_exists():
-            renamed += await store._run_ledger(lambda c: ledger.rename_person(c, rename))
+        renamed += await store._run_ledger(lambda c: ledger.rename_person(c, rename))
+        await store._run_ledger(lambda c: ledger.end_erasure(c, rename.person_key))
         return renamed
 
     def _move_scope(self, rename: PersonRename) -> int:

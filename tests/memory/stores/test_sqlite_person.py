@@ -4,6 +4,7 @@ crash between the move's commit and the file's rename is finished by the next st
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import sqlite3
 from pathlib import Path
@@ -11,9 +12,9 @@ from pathlib import Path
 from commands.erase_person import erase_person
 from memory.rules.person import PersonRename, draw_pseudonym
 from memory.stores.front import StoreFront
-from memory.stores.sqlite import person
+from memory.stores.sqlite import ledger, person
 from memory.stores.sqlite.store import SqliteMemoryStore
-from memory.types import CurationEntry, ReadAudit
+from memory.types import AuditQuery, CurationEntry, ReadAudit
 from tests.memory.store_contract import START, FakeClock, fact, rid
 
 BOB = "user:slack:T1:UBOB"
@@ -110,3 +111,33 @@ async def test_a_crash_before_the_move_commits_leaves_the_scope_as_it_was(tmp_pa
         assert [r.text for r in await reopened.list(BOB, 10)] == ["prefers tabs over spaces"]
     finally:
         await reopened.aclose()
+
+
+async def test_a_run_again_after_a_crash_renames_what_is_left_to_the_pseudonym_first_drawn(
+    tmp_path: Path,
+) -> None:
+    """The crash: the first run noted its pseudonym and moved the scope, then stopped before the logs."""
+    store = SqliteMemoryStore(tmp_path, clock=FakeClock())
+    await bob_everywhere(store)
+    await store.erase_scope(BOB, "user_request")
+    path = store.database_path(BOB)
+    await store.aclose()
+    first = PersonRename(BOB, draw_pseudonym())
+    noted = ledger.Ledger(tmp_path)
+    noted.run(lambda c: ledger.begin_erasure(c, first))
+    noted.close()
+    marker = person.mark_move(path)
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        person.move_rows(connection, first, START)
+    person.finish_move(path, marker)
+
+    again = SqliteMemoryStore(tmp_path, clock=FakeClock())
+    try:
+        await again.pseudonymize_person(BOB, draw_pseudonym())
+
+        [read] = await again.read_audit(AuditQuery(run_id="run-b"))
+        assert read.asker == first.pseudonym
+        assert await again.history(first.pseudonym_key, read.records[0][0])
+        assert traces(tmp_path) == []
+    finally:
+        await again.aclose()
