@@ -54,6 +54,16 @@ async def bob_everywhere(store: StoreFront) -> None:
     await store.record_read(ReadAudit("run-b", DM_THREAD, BOB_ID, (ORG, BOB), ((rid(BOB, 1), 1),), START))
 
 
+async def bob_erased_and_closed(data_dir: Path) -> Path:
+    """`bob_everywhere`, his scope erased (the first step of his erasure), the store closed: his
+    scope file's path."""
+    store = SqliteMemoryStore(data_dir, clock=FakeClock())
+    await bob_everywhere(store)
+    await store.erase_scope(BOB, "user_request")
+    await store.aclose()
+    return store.database_path(BOB)
+
+
 async def test_a_persons_erasure_leaves_no_byte_of_their_id_in_any_file_or_file_name(tmp_path: Path) -> None:
     store = SqliteMemoryStore(tmp_path, clock=FakeClock())
     try:
@@ -73,11 +83,7 @@ async def test_a_persons_erasure_leaves_no_byte_of_their_id_in_any_file_or_file_
 
 async def test_a_move_committed_before_a_crash_is_renamed_at_the_next_start(tmp_path: Path) -> None:
     """The crash is the rename never run: the marker and the moved file under the old name stay."""
-    store = SqliteMemoryStore(tmp_path, clock=FakeClock())
-    await bob_everywhere(store)
-    await store.erase_scope(BOB, "user_request")
-    old_path = store.database_path(BOB)
-    await store.aclose()
+    old_path = await bob_erased_and_closed(tmp_path)
     rename = PersonRename(BOB, draw_pseudonym())
     person.mark_move(old_path)
     connection = sqlite3.connect(old_path, isolation_level=None)
@@ -117,11 +123,7 @@ async def test_a_run_again_after_a_crash_renames_what_is_left_to_the_pseudonym_f
     tmp_path: Path,
 ) -> None:
     """The crash: the first run noted its pseudonym and moved the scope, then stopped before the logs."""
-    store = SqliteMemoryStore(tmp_path, clock=FakeClock())
-    await bob_everywhere(store)
-    await store.erase_scope(BOB, "user_request")
-    path = store.database_path(BOB)
-    await store.aclose()
+    path = await bob_erased_and_closed(tmp_path)
     first = PersonRename(BOB, draw_pseudonym())
     noted = ledger.Ledger(tmp_path)
     noted.run(lambda c: ledger.begin_erasure(c, first))
