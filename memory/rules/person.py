@@ -68,9 +68,10 @@ def person_user_id(person_key: str) -> str:
 
 
 def logged_scope(scope_key: str, reason: str) -> dict[str, str]:
-    """What an erasure's log line says of its scope: nothing for a person's own erasure
-    (`user_request`), whose key the line would otherwise keep after every store forgot it."""
-    return {} if reason == "user_request" else {"scope_key": scope_key}
+    """What an erasure's log line says of its scope: nothing for a person's own erasure (their user
+    scope, `user_request`), whose key the line would otherwise keep after every store forgot it."""
+    erasing_a_person = reason == "user_request" and scope_key.startswith(USER_PREFIX)
+    return {} if erasing_a_person else {"scope_key": scope_key}
 
 
 def draw_pseudonym() -> str:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from memory.stores.sqlite.index import OpenScopes
+from memory.stores.sqlite.person import finish_move, marker_of
 from memory.stores.sqlite.schema import database_filename, open_database, prepare_scope
 
 # (scope_key, sql) for every statement SQLite runs on a scope's connection: lets tests count real SQL.
@@ -86,23 +87,33 @@ class ScopeConnections:
                 return missing
             try:
                 self._scopes.write_bumps(connection, scope_key)
-                result = work(connection)
+                return work(connection)
             finally:
-                with self._lock:
-                    self._connections.pop(scope_key, None)
-                    self._scopes.indexes.pop(scope_key, None)
-                connection.close()
-            return result
+                self._let_go(scope_key)
+
+    def _let_go(self, scope_key: str) -> None:
+        """The scope's connection closed (its pending bumps written) and forgotten with its index;
+        the caller holds the scope's lock."""
+        with self._lock:
+            connection = self._connections.pop(scope_key, None)
+            self._scopes.indexes.pop(scope_key, None)
+        if connection is not None:
+            self._scopes.write_bumps(connection, scope_key)
+            connection.close()
 
     def checkout(self, scope_key: str, create: bool) -> sqlite3.Connection | None:
         """The scope's connection, opened on first use (None: no database and `create` False — reads
-        never create files); the caller holds the scope lock."""
+        never create files); the caller holds the scope lock. A file a person's erasure is moving
+        (in this process or another) is let go first, and the move finished when it can be."""
+        path = self.path(scope_key)
+        if marker_of(path).exists():
+            self._let_go(scope_key)
+            finish_move(path, marker_of(path), unmoved_too=False)
         with self._lock:
             connection = self._connections.get(scope_key)
             if connection is not None:
                 self._connections.move_to_end(scope_key)
                 return connection
-        path = self.path(scope_key)
         if not create and not path.exists():
             return None
         self._data_dir.mkdir(parents=True, exist_ok=True)

@@ -76,21 +76,30 @@ def move_rows(connection: sqlite3.Connection, rename: PersonRename, now: float) 
 
 def mark_move(path: Path) -> Path:
     """The marker that a move of `path` has begun (durable before the move's transaction)."""
-    marker = path.with_name(path.name + MOVING)
+    marker = marker_of(path)
     marker.touch()
     _sync_dir(path.parent)
     return marker
 
 
-def finish_move(path: Path, marker: Path) -> bool:
+def marker_of(path: Path) -> Path:
+    return path.with_name(path.name + MOVING)
+
+
+def finish_move(path: Path, marker: Path, *, unmoved_too: bool = True) -> bool:
     """A closed database whose `meta` names another scope takes that scope's file name; the marker
-    goes. False (the marker stays) when another process still has the file open."""
+    goes (of a file not moved, only when `unmoved_too`: at an open, where it is a crash's, not a move
+    under way in another process). False (the marker stays) when another process still has the
+    file open."""
     key = _checkpointed_key(path) if path.exists() else None
     if key is not None and path.name != database_filename(key):
         if Path(f"{path}-wal").exists():  # another process's connection: never rename under it
+            marker.touch()
             log.warning("memory.store.move_deferred")
             return False
         os.rename(path, path.with_name(database_filename(key)))
+    elif not unmoved_too:
+        return False
     marker.unlink(missing_ok=True)
     _sync_dir(path.parent)
     return True

@@ -296,13 +296,13 @@ class SqliteReads:
         store = self._store
         person.settle_moves(store._data_dir)
         path = store._connections.path(rename.person_key)
-        if not path.exists():
-            return 0
-        marker = person.mark_move(path)
-        moved = store._connections.retire(
-            rename.person_key, lambda c: person.move_rows(c, rename, store._clock()), 0
-        )
-        person.finish_move(path, marker)
+
+        def move(connection: sqlite3.Connection) -> int:
+            person.mark_move(path)
+            return person.move_rows(connection, rename, store._clock())
+
+        moved = store._connections.retire(rename.person_key, move, 0)
+        person.finish_move(path, person.marker_of(path))
         return moved
 
     async def record_read(self, entry: ReadAudit, cutoff: float) -> None:

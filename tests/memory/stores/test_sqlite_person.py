@@ -143,3 +143,27 @@ async def test_a_run_again_after_a_crash_renames_what_is_left_to_the_pseudonym_f
         assert traces(tmp_path) == []
     finally:
         await again.aclose()
+
+
+async def test_a_scope_another_process_holds_open_moves_when_that_process_next_touches_it(
+    tmp_path: Path,
+) -> None:
+    """The bot holds Bob's scope open while the terminal erases him: the file is not renamed under the
+    bot, and the bot's next use of Bob's scope lets it go, finishes the move and starts him afresh."""
+    bot = SqliteMemoryStore(tmp_path, clock=FakeClock())
+    terminal = SqliteMemoryStore(tmp_path, clock=FakeClock())
+    try:
+        await bob_everywhere(bot)
+        erased = await erase_person(terminal, None, BOB)
+        assert erased.problem is None
+        assert markers(tmp_path) != []  # deferred: the bot's connection is still on the file
+
+        await bot.write(BOB, [fact("starts in the platform team")])
+
+        assert markers(tmp_path) == []
+        assert [r.text for r in await bot.list(BOB, 10)] == ["starts in the platform team"]
+        new_file = bot.database_path(BOB).name  # his new scope's own file (and its WAL) only
+        assert {name.removesuffix("-wal").removesuffix("-shm") for name in traces(tmp_path)} == {new_file}
+    finally:
+        await bot.aclose()
+        await terminal.aclose()
