@@ -60,10 +60,11 @@ _SINCE_MARK: Final = f"""
 """
 # A relation some change left dead versions of a person's key in (a person's erasure moves their
 # scope's rows to another partition and deletes their usage rows, tombstones and source links): named
-# in `memory_meta` under this prefix, rewritten by the next compaction, and the note dropped then.
+# in `memory_meta` under this prefix with the id of the transaction that left them, rewritten by every
+# compaction until one whose mark is past that id (no snapshot could still see them) drops the note.
 NOTE_PREFIX: Final = "compact:"
 _NOTED: Final = f"SELECT key FROM memory_meta WHERE key LIKE '{NOTE_PREFIX}%' ORDER BY key"
-_DROP_NOTES: Final = "DELETE FROM memory_meta WHERE key = ANY(%s::text[])"
+_DROP_NOTES: Final = "DELETE FROM memory_meta WHERE key = ANY(%s::text[]) AND value::xid8 < %s::xid8"
 _ERASED_SINCE: Final = (
     f"SELECT EXISTS (SELECT 1 FROM memory_records WHERE {_SINCE_MARK})"
     f" OR EXISTS (SELECT 1 FROM memory_meta WHERE key LIKE '{NOTE_PREFIX}%')"
@@ -161,7 +162,7 @@ async def _rewrite(conn: Connection, waited: float) -> CompactionReport:
     noted = [note.removeprefix(NOTE_PREFIX) for note in notes]
     rewritten = [await _rewrite_table(conn, table) for table in dict.fromkeys([*tables, *noted])]
     await conn.execute(_SET_MARK, (mark,))
-    await conn.execute(_DROP_NOTES, (notes,))
+    await conn.execute(_DROP_NOTES, (notes, mark))
     checkpointed = await _checkpoint(conn)
     report = CompactionReport(tuple(rewritten), waited, checkpointed)
     log.info(

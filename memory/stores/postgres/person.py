@@ -56,7 +56,12 @@ _MOVE_LOG: Final = f"""
 """
 _LEFTOVER_TABLES: Final = ("memory_term_df", "memory_usage", "memory_deleted", "memory_run_sources")
 _LEFTOVERS: Final = tuple(f"DELETE FROM {table} WHERE scope_key = %(key)s" for table in _LEFTOVER_TABLES)
-_NOTE: Final = "INSERT INTO memory_meta (key, value) VALUES (%s, '') ON CONFLICT (key) DO NOTHING"
+# Valued with this transaction's id: the compaction drops the note once no snapshot can see the dead
+# versions it left (compaction.py).
+_NOTE: Final = (
+    "INSERT INTO memory_meta (key, value) VALUES (%s, pg_current_xact_id()::text)"
+    " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
+)
 
 
 def rename_params(rename: PersonRename) -> dict[str, object]:
