@@ -11,6 +11,7 @@ import pytest
 from psycopg import sql
 
 from commands.erase_person import erase_person
+from memory.stores.contract import CompactingStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from tests.memory.postgres_support import admin_connect, temp_schema, unique_application_name
 from tests.memory.store_contract import rid
@@ -68,6 +69,20 @@ def naming_pages(conn: Conn, schema: str) -> list[str]:
     return found
 
 
+async def pages_after_compacting(compaction: CompactingStore, schema: str) -> list[str]:
+    """`naming_pages` after a compaction, compacted again while some remain: another session's
+    snapshot older than the erasure (the machine's other tests run beside these) keeps the dead
+    versions through a rewrite, and the compaction comes again, as its watch would."""
+    for _ in range(20):
+        await compaction.compact()
+        with admin_connect() as conn:
+            found = naming_pages(conn, schema)
+        if not found:
+            break
+        await asyncio.sleep(0.5)
+    return found
+
+
 async def test_a_persons_erasure_leaves_no_value_naming_them_in_any_table() -> None:
     with temp_schema() as schema:
         store = PostgresMemoryStore(schema.dsn, application_name=unique_application_name())
@@ -97,16 +112,7 @@ async def test_after_the_compaction_no_heap_page_holds_the_persons_id() -> None:
                 assert naming_pages(conn, schema.name)  # dead versions until the rewrite
             compaction = store.compaction()
             assert compaction is not None
-            # Another session's snapshot older than the erasure (the machine's other tests) keeps the
-            # dead versions through a rewrite: the compaction comes again, as its watch would.
-            for _ in range(20):
-                await compaction.compact()
-                with admin_connect() as conn:
-                    found = naming_pages(conn, schema.name)
-                if not found:
-                    break
-                await asyncio.sleep(0.5)
-            assert found == []
+            assert await pages_after_compacting(compaction, schema.name) == []
         finally:
             await store.aclose()
 
@@ -128,13 +134,6 @@ async def test_a_snapshot_older_than_the_erasure_keeps_the_rewrites_coming_until
                 with admin_connect() as conn:
                     assert naming_pages(conn, schema.name)  # kept for the report's snapshot
                 report.execute("COMMIT")
-            for _ in range(20):  # other sessions of the machine's tests may hold older snapshots too
-                await compaction.compact()
-                with admin_connect() as conn:
-                    found = naming_pages(conn, schema.name)
-                if not found:
-                    break
-                await asyncio.sleep(0.5)
-            assert found == []
+            assert await pages_after_compacting(compaction, schema.name) == []
         finally:
             await store.aclose()
