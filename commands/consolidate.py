@@ -18,7 +18,7 @@ import structlog
 
 from commands.memory import _terminal_cell as terminal_cell
 from commands.plain import plain_text
-from commands.render import store_failure
+from commands.render import store_failure, unreadable_scopes_line
 from memory.rules.consolidate import Cluster, clusters
 from memory.rules.scope import validate_scope_key
 from memory.rules.visibility import Reader, may_show
@@ -71,8 +71,9 @@ def parse_consolidate_args(argv: Sequence[str]) -> ConsolidateArgs:
 async def run_consolidate(
     store: MemoryStore, argv: Sequence[str], *, reader: Reader, out: TextIO, err: TextIO
 ) -> int:
-    """0 when every scope asked was consolidated (or shown), 1 on a refusal or a store failure, 2 on
-    misuse. Record text is shown only where `reader` may see it (the read rule)."""
+    """0 when every scope asked was consolidated (or shown), 1 on a refusal, a store failure or a scope
+    the store cannot read (`--scope all`), 2 on misuse. Record text is shown only where `reader` may
+    see it (the read rule)."""
     if any(word in _HELP for word in argv):
         print(f"usage: {CONSOLIDATE_USAGE}", file=out)
         return 0
@@ -119,7 +120,7 @@ async def run_consolidate(
         applied=args.apply,
     )
     print(_summary(found, duplicates, progress.merged, len(scope_keys), applied=args.apply), file=out)
-    return 0
+    return await _skipped(store, args.scope, err)
 
 
 async def _scopes(store: MemoryStore, scope: str) -> list[str] | None:
@@ -129,6 +130,22 @@ async def _scopes(store: MemoryStore, scope: str) -> list[str] | None:
     if maintenance is None:
         return None
     return sorted(await maintenance.scope_keys())
+
+
+async def _skipped(store: MemoryStore, scope: str, err: TextIO) -> int:
+    """1, said on `err`, when `--scope all` passed over scopes the store cannot read; else 0."""
+    maintenance = store.maintenance()
+    if scope != "all" or maintenance is None:
+        return 0
+    try:
+        skipped = unreadable_scopes_line("consolidate", await maintenance.unreadable_scopes())
+    except Exception as error:  # a store failure is one line, never a traceback
+        print(f"⚠️ switchboard memory consolidate: {plain_text(store_failure(error))}", file=err)
+        return 1
+    if skipped is None:
+        return 0
+    print(skipped, file=err)
+    return 1
 
 
 @dataclass

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 from typing import TextIO
 
+from commands.render import unreadable_scopes_line
 from memory.stores.contract import MemoryStore
 
 
 async def run_reindex(store: MemoryStore, *, out: TextIO, err: TextIO) -> int:
-    """0 when every scope is done, 1 when this store has no vectors to build here."""
+    """0 when every scope is done, 1 when this store has no vectors to build here or holds scopes it
+    cannot read (named on `err`)."""
     maintenance = store.maintenance()
     if maintenance is None:
         print(
@@ -26,6 +28,10 @@ async def run_reindex(store: MemoryStore, *, out: TextIO, err: TextIO) -> int:
     for scope_key in await maintenance.scope_keys():
         total += await maintenance.reindex(scope_key, progress=lambda key, done, of: _bar(err, key, done, of))
     print(f"reindexed {total} record(s)", file=out)
+    skipped = unreadable_scopes_line("reindex", await maintenance.unreadable_scopes())
+    if skipped is not None:
+        print(skipped, file=err)
+        return 1
     return 0
 
 

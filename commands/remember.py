@@ -25,7 +25,7 @@ from memory.rules.redact import REDACTED, redact_secrets
 from memory.rules.restate import meaning_key
 from memory.rules.scope import RequestScopes, derive_scope_key, list_scope_keys, scope_kind
 from memory.rules.scorer import query_tokens
-from memory.rules.visibility import origin_from_visibility
+from memory.rules.visibility import origin_from_visibility, typed_alone
 from memory.rules.write_gate import MemoryScopeResource, WriteGate
 from memory.stores.contract import MemoryStore
 from memory.types import MAX_LIMIT, MAX_TEXT_CHARS, MemoryCandidate, Origin
@@ -293,9 +293,7 @@ def said_in(caller: Caller, scope_key: str) -> Origin:
     Home's notes are; a shared scope's note is written for that scope's audience, as typed."""
     origin = origin_from_visibility(caller.channel_visibility)
     alone = caller.reader is not None and caller.reader.audience == "self"
-    if alone and origin in ("public", "private", "mpim") and scope_kind(scope_key) == "user":
-        return "dm"
-    return origin
+    return typed_alone(origin, scope_key) if alone else origin
 
 
 def _land(gate: WriteGate, scopes: RequestScopes, asked: str, candidate: MemoryCandidate) -> _Landing:

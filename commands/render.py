@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from commands.plain import TERMINAL_SURFACES
+from collections.abc import Sequence
+
+from commands.plain import TERMINAL_SURFACES, terminal_text
 from commands.registry import Caller
 from memory.rules.scorer import clean_memory_field, escape_memory_field
 from memory.types import MemoryStoreError
@@ -41,3 +43,20 @@ def quoted_text(text: str, *, machine: bool) -> str:
     if machine:
         return f"{UNTRUSTED_OPEN}{escape_memory_field(clean_memory_field(text))}{UNTRUSTED_CLOSE}"
     return code_span(text)
+
+
+# How many unreadable scope files a command's warning names before it counts the rest.
+_FILES_NAMED = 10
+
+
+def unreadable_scopes_line(command: str, files: Sequence[str]) -> str | None:
+    """The ⚠️ line of a command that walked every scope of a store holding some it cannot read (the
+    files' names, as the terminal may show them): they were not walked. None when there are none."""
+    if not files:
+        return None
+    named = ", ".join(terminal_text(clean_memory_field(name)) for name in files[:_FILES_NAMED])
+    more = f" and {len(files) - _FILES_NAMED} more" if len(files) > _FILES_NAMED else ""
+    return (
+        f"⚠️ switchboard memory {command}: skipped {len(files)} scope file(s) the store cannot read: "
+        f"{named}{more} (each logged as memory.store.unreadable_scope; repair or move it)"
+    )

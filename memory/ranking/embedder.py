@@ -127,9 +127,10 @@ _LOADED: dict[str, Embedder] = {}
 _LOADING = threading.Lock()
 
 
-def load_embedder(name: str) -> Embedder | None:
-    """The embedder `memory.embedder` names, loaded once a process; None for `none`. Raises
-    EmbedderUnavailable (one line naming the setting and the fix) when it cannot load here."""
+def load_embedder(name: str, *, threads: int | None = None) -> Embedder | None:
+    """The embedder `memory.embedder` names, loaded once a process; None for `none`. `threads`: the
+    forward pass's, at that first load (default: the encoder's choice). Raises EmbedderUnavailable (one
+    line naming the setting and the fix) when it cannot load here."""
     if name == "none":
         return None
     if name not in EMBEDDER_NAMES:
@@ -140,7 +141,7 @@ def load_embedder(name: str) -> Embedder | None:
     with _LOADING:
         loaded = _LOADED.get(name)
         if loaded is None:
-            loaded = _LOADED[name] = minilm_embedder() if name == "minilm" else _wordllama()
+            loaded = _LOADED[name] = minilm_embedder(threads) if name == "minilm" else _wordllama()
     return loaded
 
 

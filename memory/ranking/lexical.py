@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import Stemmer
 
-from memory.rules.scorer import query_terms, tokenize
+from memory.rules.scorer import clean_memory_field, query_terms, tokenize
 from memory.types import MemoryRecord
 
 # A PyStemmer object may be used by one thread at a time: each thread gets its own.
@@ -53,6 +53,14 @@ def stems_of(text: str, keywords: Iterable[str] = ()) -> frozenset[str]:
 def _stems(joined: str) -> frozenset[str]:
     """Memoized: every retrieve stems its candidates, and the same records come back again and again."""
     return frozenset(stem_words(tokenize(joined)))
+
+
+def forget_cached_texts() -> None:
+    """Let go of every record text the process-wide caches hold (the stems memoized by text, the
+    cleaned fields): a forgotten or erased record's words must not wait in memory for those caches to
+    fill. Forgetting is rare; the caches refill from the next reads."""
+    _stems.cache_clear()
+    clean_memory_field.cache_clear()
 
 
 def record_stems(record: MemoryRecord) -> frozenset[str]:

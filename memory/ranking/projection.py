@@ -9,15 +9,21 @@ scope index uses it to score exactly only the records that could reach the top (
 scope_index.py), with the float32 vectors, so the order is the full scan's.
 
 Any orthonormal basis keeps the bound true; the principal one keeps it tight. The basis is made from
-the vectors the scope holds when it is built, and later vectors are projected on it as they come.
+a sample of the vectors the scope holds when it is built, and later vectors are projected on it as they
+come. A basis made from a vector carries something of it: a removal of a sampled slot
+(`made_from`) must drop the whole projection (`wipe`), not just the slot's row (`drop`).
 """
 
 from __future__ import annotations
+
+from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from memory.ranking.fusion import Floats, Vectors, row_products
+
+_Array = TypeVar("_Array", bound=npt.NDArray[Any])
 
 # Columns kept, out of the vectors' own: a quarter of the bytes a query reads (96 of MiniLM's 384,
 # which leave about a fifth of a unit vector's length to bound).
@@ -40,6 +46,7 @@ class Projection:
         self._basis = basis  # (the vectors' dimensions, fewer), orthonormal columns
         self._rows: Vectors = np.zeros((capacity, basis.shape[1]), dtype=np.float32)
         self._residuals = np.zeros(capacity, dtype=np.float64)
+        self._sampled = np.zeros(capacity, dtype=np.bool_)  # the slots the basis was made from
 
     @classmethod
     def of(cls, matrix: Vectors, present: npt.NDArray[np.bool_], capacity: int) -> Projection | None:
@@ -52,13 +59,14 @@ class Projection:
         slots = np.flatnonzero(present)
         if width == 0 or slots.size == 0:
             return None
-        sample = matrix[slots[:: max(1, slots.size // _SAMPLE)]]
-        wide = sample.astype(np.float64)
+        sampled = slots[:: max(1, slots.size // _SAMPLE)]
+        wide = matrix[sampled].astype(np.float64)
         covariance = np.einsum("ki,kj->ij", wide, wide)
         basis = _orthonormal(covariance[:, np.argsort(-np.diag(covariance))[:width]])
         for _ in range(_ITERATIONS):  # subspace iteration: towards the directions that carry the most
             basis = _orthonormal(np.einsum("ij,jk->ik", covariance, basis))
         projection = cls(basis, capacity)
+        projection._sampled[sampled] = True
         for start in range(0, slots.size, _CHUNK):
             projection._put(slots[start : start + _CHUNK], matrix[slots[start : start + _CHUNK]])
         return projection
@@ -74,17 +82,26 @@ class Projection:
         outside = lengths - np.einsum("ij,ij->i", projected, projected)
         self._residuals[slots] = np.sqrt(np.maximum(outside, 0.0))
 
+    def made_from(self, slot: int) -> bool:
+        """Whether the basis was made from the slot's vector: its removal then calls for `wipe`."""
+        return bool(self._sampled[slot])
+
     def drop(self, slot: int) -> None:
-        """A removed record leaves no trace of its vector here either."""
+        """A removed record leaves no trace of its vector here either (one the basis was not made from)."""
         self._rows[slot] = 0.0
         self._residuals[slot] = 0.0
 
+    def wipe(self) -> None:
+        """Every array zeroed in place, before the projection is let go: the basis, and every row
+        projected on it, carry something of the vectors it was made from, and freed memory is not
+        cleared."""
+        for array in (self._basis, self._rows, self._residuals):
+            array.fill(0.0)
+
     def grow(self, capacity: int) -> None:
-        rows = np.zeros((capacity, self._rows.shape[1]), dtype=np.float32)
-        rows[: len(self._rows)] = self._rows
-        residuals = np.zeros(capacity, dtype=np.float64)
-        residuals[: len(self._residuals)] = self._residuals
-        self._rows, self._residuals = rows, residuals
+        self._rows = resized(self._rows, capacity)
+        self._residuals = resized(self._residuals, capacity)
+        self._sampled = resized(self._sampled, capacity)
 
     def cosines(self, size: int, query: Vectors) -> tuple[Floats, Floats]:
         """Per slot, the cosine read off the small rows and how far the exact one can be from it."""
@@ -95,6 +112,13 @@ class Projection:
         spread = self._residuals[:size] * outside
         spread += SLACK
         return approximate, spread
+
+
+def resized(array: _Array, capacity: int) -> _Array:
+    """`array` with `capacity` rows, the new ones zero (False, no vector)."""
+    grown: _Array = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)  # type: ignore[assignment]
+    grown[: len(array)] = array
+    return grown
 
 
 def _orthonormal(columns: Floats) -> Floats:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -40,19 +39,24 @@ from memory.ranking.fusion import (
     score_with_feedback,
 )
 from memory.ranking.lexical import TermStats, idf_weights
-from memory.ranking.projection import Projection
+from memory.ranking.projection import Projection, resized
 from memory.rules.scorer import last_seen, observed_time
 from memory.rules.visibility import shown_to_anyone
 from memory.rules.when import TimeWindow
 from memory.types import MemoryRecord
 
 _FIRST_CAPACITY = 64
-_Array = TypeVar("_Array", bound=npt.NDArray[Any])
 # A compaction rewrites every array: only once dead slots are a good share of them.
 _MIN_DEAD_TO_COMPACT = 256
 # From this many vectors a query reads the projected rows first and the full vectors of a shortlist
 # only (memory/ranking/projection.py); below it the full pass costs less than the detour.
 _PROJECT_FROM = 2048
+# Reads that take the full pass after a removal dropped the basis, before it is made again. A rebuild
+# projects every row on every column of the basis (besides the sample's covariance): it costs what the
+# shortlist saves over a few hundred reads. So a scope whose removals go on (a write over the cap evicts
+# one) spends on rebuilds about what it spends on full passes, and one whose removals stop gets the
+# shortlist back.
+_READS_BEFORE_REBUILD = 256
 # Records scored exactly to set the floor of the shortlist, per record asked for.
 _PROBE_PER_PLACE = 4
 # A shortlist longer than this share of the scope reads more than the full pass would: score them all.
@@ -94,9 +98,11 @@ class _Slots:
         self._vectors = 0
         # The centroid and each vector's dot product with it, kept until a vector comes or goes.
         self._centering: Centering | None = None
-        # The vectors projected on a small basis, and how many there were when it was made.
+        # The vectors projected on a small basis, how many there were when it was made, and the reads
+        # left before it may be made again after a removal took a vector it was made from.
         self._projection: Projection | None = None
         self._projected_from = 0
+        self._reads_unprojected = 0
         self._records: list[MemoryRecord | None] = []
         self._stems: list[frozenset[str]] = []
         self._slot: dict[int, int] = {}
@@ -158,8 +164,7 @@ class _Slots:
             self._centering = None
             self._matrix[slot] = 0.0  # a forgotten record's vector is not kept in any form
             self._norms[slot] = 0.0
-            if self._projection is not None:
-                self._projection.drop(slot)
+            self._unproject(slot)
         self._live[slot] = False
         self._records[slot] = None
         for stem in self._stems[slot]:
@@ -187,9 +192,27 @@ class _Slots:
         """The scope's document frequencies for `stems`, counted over the active records."""
         return TermStats(len(self._slot), {stem: self._frequencies.get(stem, 0) for stem in stems})
 
+    def _unproject(self, slot: int) -> None:
+        """The removed slot's vector out of the projection: its row, or the whole projection when the
+        basis was made from it (made again from the live vectors after `_READS_BEFORE_REBUILD` reads)."""
+        projection = self._projection
+        if projection is None:
+            return
+        if not projection.made_from(slot):
+            projection.drop(slot)
+            return
+        projection.wipe()
+        self._projection = None
+        self._projected_from = 0
+        self._reads_unprojected = _READS_BEFORE_REBUILD
+
     def _projection_of(self) -> Projection | None:
-        """The projected rows, (re)made once the scope holds twice the vectors its basis was made from."""
+        """The projected rows, (re)made once the scope holds twice the vectors its basis was made from;
+        None for the reads that take the full pass after a removal dropped them."""
         if self._vectors < self._project_from or self._matrix is None:
+            return None
+        if self._reads_unprojected > 0:
+            self._reads_unprojected -= 1
             return None
         if self._projected_from == 0 or self._vectors > 2 * self._projected_from:
             present = self._live & self._has_vector
@@ -238,16 +261,16 @@ class _Slots:
 
     def _grow(self) -> None:
         capacity = 2 * len(self._seqs)
-        self._seqs = _resized(self._seqs, capacity)
-        self._live = _resized(self._live, capacity)
-        self._created = _resized(self._created, capacity)
-        self._seen = _resized(self._seen, capacity)
-        self._observed = _resized(self._observed, capacity)
-        self._norms = _resized(self._norms, capacity)
-        self._has_vector = _resized(self._has_vector, capacity)
-        self._open = _resized(self._open, capacity)
+        self._seqs = resized(self._seqs, capacity)
+        self._live = resized(self._live, capacity)
+        self._created = resized(self._created, capacity)
+        self._seen = resized(self._seen, capacity)
+        self._observed = resized(self._observed, capacity)
+        self._norms = resized(self._norms, capacity)
+        self._has_vector = resized(self._has_vector, capacity)
+        self._open = resized(self._open, capacity)
         if self._matrix is not None:
-            self._matrix = _resized(self._matrix, capacity)
+            self._matrix = resized(self._matrix, capacity)
         if self._projection is not None:
             self._projection.grow(capacity)
 
@@ -504,10 +527,3 @@ class _Shortlist:
         if held.size >= count:
             candidates &= upper.score >= np.partition(held, held.size - count)[held.size - count]
         return np.flatnonzero(candidates)
-
-
-def _resized(array: _Array, capacity: int) -> _Array:
-    """`array` with `capacity` rows, the new ones zero (False, no vector)."""
-    grown: _Array = np.zeros((capacity, *array.shape[1:]), dtype=array.dtype)  # type: ignore[assignment]
-    grown[: len(array)] = array
-    return grown

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal, cast
 
-from memory.rules.scope import dm_channel_scope
+from memory.rules.scope import dm_channel_scope, scope_kind
 from memory.types import ORIGINS, MemoryRecord, Origin
 
 # Who will see a reply: everyone in a public channel, the members of a private channel or group DM,
@@ -106,6 +106,26 @@ def legacy_origin(scope_key: str) -> tuple[Origin, str | None]:
     if kind == "channel" and sep and rest:
         return "private", rest
     return "unknown", None
+
+
+# The labels of a conversation that others read. A note for the typist's own scope typed there only to
+# the bot (the `/memory` slash command, answered ephemerally) was never seen by them.
+_SEEN_BY_OTHERS: frozenset[Origin] = frozenset({"public", "private", "mpim"})
+
+# How the `/memory` slash command's thread key ends (app/slack/slash.py): what a note saved with it
+# keeps as its source thread.
+SLASH_THREAD_SUFFIX = ":slash"
+
+
+def typed_alone(origin: Origin, scope_key: str) -> Origin:
+    """The label of words typed where only the typist reads the reply (a slash command in a channel),
+    labelled `origin` as the conversation is: a note for the typist's own scope is theirs alone, `dm`,
+    as the App Home's notes are; a shared scope's note is written for that scope's audience, as typed.
+    Used where the words arrive (commands/remember.py) and by the stores' one-time relabelling of the
+    notes saved before that rule (memory/stores/sql_common.py `slash_relabels`)."""
+    if origin in _SEEN_BY_OTHERS and scope_kind(scope_key) == "user":
+        return "dm"
+    return origin
 
 
 def record_owner(scope_key: str) -> str | None:

@@ -40,6 +40,7 @@ from memory.ranking.embedder import (
     tuned_feedback,
     tuned_weight,
 )
+from memory.ranking.encoder import intra_op_threads
 from memory.ranking.fusion import DEFAULT_RANKING, RANKING_MODES, Ranking
 from memory.rules.retention import DEFAULT_AUDIT_DAYS, NO_RETENTION, Retention
 from memory.service.app import ReadinessProbe, create_app
@@ -237,10 +238,14 @@ def main(argv: list[str]) -> int:
                     supervise(WorkerPlan(command, workers, args.host, args.port, os.environ))
                 )
             configure_tracing(os.environ, "switchboard-memory")
+            # Each of several workers on the same cores takes its share of them for the forward pass.
+            threads = intra_op_threads(processes=workers)
             try:
-                embedder = load_embedder(args.embedder)
+                embedder = load_embedder(args.embedder, threads=threads)
             except EmbedderUnavailable as error:
                 raise MemoryStoreError(str(error).replace("memory.embedder", "--embedder")) from None
+            if embedder is not None:
+                log.info("memory.service_encoder", embedder=args.embedder, threads=threads)
             retention = Retention(ttl_days=args.ttl_days, audit_days=args.audit_retention_days)
             run_event_loop(
                 serve(

@@ -250,7 +250,13 @@ class ScopeMaintenance(Protocol):
     the start-up DM migration walk them."""
 
     async def scope_keys(self) -> builtins.list[str]:
-        """Every scope the store holds records for."""
+        """Every scope the store holds records for that it can read."""
+        ...
+
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        """What holds a scope the store cannot read (a damaged SQLite file: its name), which
+        `scope_keys` therefore leaves out: a list shown to a person says so. [] where every scope is
+        rows of one database."""
         ...
 
     async def reindex(self, scope_key: str, *, batch: int = ..., progress: Progress | None = None) -> int:
@@ -335,7 +341,12 @@ class ReadBackend(Protocol):
         ...
 
     async def scope_keys(self) -> builtins.list[str]:
-        """Every scope holding a record not yet erased."""
+        """Every scope holding a record not yet erased, of those it can read (each one it cannot, a
+        `memory.store.unreadable_scope` warning)."""
+        ...
+
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        """What holds a scope that cannot be read (a file's name); not logged again."""
         ...
 
     async def reindex_batch(self, scope_key: str, embedder: Embedder, batch: int) -> tuple[int, int]:

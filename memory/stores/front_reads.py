@@ -23,6 +23,7 @@ import structlog
 
 from memory.ranking.embedder import Embedder
 from memory.ranking.fusion import Ranked, Ranking, prefilter_terms
+from memory.ranking.lexical import forget_cached_texts
 from memory.ranking.vectors import REINDEX_BATCH, Progress
 from memory.rules.arguments import distinct_scopes, fetch_ids, linkable
 from memory.rules.claims import validate_claim
@@ -110,6 +111,8 @@ class ReadFront:
         """A foreign or malformed id forgets nothing: no row of this scope can hold it."""
         validate_scope_key(scope_key)
         forgotten = own_id(scope_key, record_id) and await self._backend.forget(scope_key, record_id)
+        if forgotten:
+            forget_cached_texts()
         log.info(
             "memory.store.forget", **self._log_fields, scope_key=scope_key, id=record_id, forgotten=forgotten
         )
@@ -118,6 +121,8 @@ class ReadFront:
     async def erase_scope(self, scope_key: str, reason: EraseReason) -> int:
         validate_scope_key(scope_key)
         erased = await self._backend.erase_scope(scope_key, reason)
+        if erased:
+            forget_cached_texts()
         named = logged_scope(scope_key, reason)
         log.info("memory.store.erased", **self._log_fields, **named, reason=reason, erased=erased)
         return erased
@@ -128,6 +133,7 @@ class ReadFront:
             return 0
         erased = await self._backend.erase_expired()
         if erased:
+            forget_cached_texts()
             log.info("memory.store.expired", **self._log_fields, erased=erased)
         return erased
 
@@ -140,6 +146,8 @@ class ReadFront:
         if not wanted:
             return 0
         erased = await self._backend.erase_sources(wanted, reason)
+        if erased:
+            forget_cached_texts()
         log.info(
             "memory.store.sources_erased",
             **self._log_fields,
@@ -151,6 +159,7 @@ class ReadFront:
 
     async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
         renamed = await self._backend.pseudonymize(PersonRename(person_key, pseudonym))
+        forget_cached_texts()  # a row the person's scope took since its erasure is erased by the move
         log.info("memory.store.pseudonymized", **self._log_fields, renamed=renamed)
         return renamed
 
@@ -168,6 +177,10 @@ class ReadFront:
     async def scope_keys(self) -> builtins.list[str]:
         """Every scope the store holds records for (`switchboard memory reindex`, the DM migration)."""
         return await self._backend.scope_keys()
+
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        """What holds a scope the store cannot read, which `scope_keys` leaves out (file names)."""
+        return await self._backend.unreadable_scopes()
 
     async def reindex(
         self, scope_key: str, *, batch: int = REINDEX_BATCH, progress: Progress | None = None

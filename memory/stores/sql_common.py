@@ -16,6 +16,7 @@ import structlog
 
 from memory.ranking.fusion import Ranked
 from memory.rules.engine import ERASE_KEEPS
+from memory.rules.visibility import SLASH_THREAD_SUFFIX, typed_alone
 from memory.types import (
     AuditQuery,
     CurationAction,
@@ -112,6 +113,31 @@ def scrub_assignments(columns: Iterable[tuple[str, bool, str | None]]) -> str:
         value = "NULL" if nullable else (default if default is not None else "''")
         parts.append(f"{name} = {value}")
     return ", ".join(parts)
+
+
+# The notes saved with the `/memory` slash command: a `LIKE` pattern on the source thread key.
+SLASH_THREADS = f"%{SLASH_THREAD_SUFFIX}"
+
+# The marker (in each store's meta table) that the slash notes saved before `typed_alone` are relabelled.
+SLASH_MARKER = ("slash_notes", "typed_alone")
+
+
+def slash_relabels(found: Iterable[tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """The one-time relabelling of notes saved with the `/memory` slash command in a channel before
+    such a note for the typist's own scope was labelled `dm` (`typed_alone`): of the (scope key,
+    label) pairs the slash notes hold, each to change, as (new label, scope key, old label)."""
+    changes: list[tuple[str, str, str]] = []
+    for scope_key, label in found:
+        old = _ORIGINS.get(label, "unknown")
+        new = typed_alone(old, scope_key)
+        if new != old:
+            changes.append((new, scope_key, label))
+    return changes
+
+
+def log_relabelled(store: str, records: int, **fields: object) -> None:
+    if records:
+        log.info("memory.store.relabelled", store=store, records=records, reason="slash_notes", **fields)
 
 
 def bumped(ranked: Iterable[Ranked], now: float) -> list[Ranked]:

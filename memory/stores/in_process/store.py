@@ -238,6 +238,9 @@ class InProcessReads:
         r = self._rows
         return [key for key, rows in r._scopes.items() if any(row.id not in r._erased for row in rows)]
 
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        return []
+
     async def reindex_batch(self, scope_key: str, embedder: Embedder, batch: int) -> tuple[int, int]:
         """Nothing to do: every active record got its vector when it was written."""
         return 0, 0

@@ -31,7 +31,7 @@ import structlog
 from psycopg import sql
 
 from memory.stores.postgres import partitions
-from memory.stores.postgres.connections import error_kind, first_line
+from memory.stores.postgres.failures import error_kind, first_line
 from memory.stores.postgres.rows import Connection, one
 from memory.types import DEFAULT_COMPACT_AFTER_SECONDS, CompactionReport, RewrittenTable
 

@@ -15,6 +15,7 @@ from psycopg.conninfo import conninfo_to_dict
 from psycopg.pq import TransactionStatus
 from psycopg_pool import AsyncConnectionPool
 
+from memory.stores.postgres.failures import error_kind, first_line, out_of_reach
 from memory.stores.postgres.rows import Connection
 from memory.stores.postgres.schema import apply_schema, configure
 from memory.types import MemoryStoreError, MemoryUnavailable
@@ -54,20 +55,6 @@ def describe(params: dict[str, str]) -> str:
 def autovacuum_on(setting: str) -> bool:
     """`SHOW autovacuum`'s answer read as PostgreSQL reads a boolean setting."""
     return setting.strip().lower() in {"on", "true", "yes", "1"}
-
-
-def first_line(error: BaseException) -> str:
-    text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
-
-
-def failure(action: str, scope_key: str, error: psycopg.Error) -> MemoryStoreError:
-    log.warning(f"memory.{action}_failed", store="postgres", scope_key=scope_key, error=error_kind(error))
-    return MemoryStoreError(f"PostgreSQL memory {action} failed: {first_line(error)}")
-
-
-def error_kind(error: BaseException) -> str:
-    return type(error).__name__
 
 
 class ServerPool:
@@ -231,8 +218,11 @@ class ServerPool:
         finally:
             self._purge = None
 
-    def _unusable(self, what: str, error: psycopg.Error) -> MemoryUnavailable:
-        return MemoryUnavailable(f"{what} PostgreSQL at {self.where} ({DSN_SETTING}): {first_line(error)}")
+    def _unusable(self, what: str, error: psycopg.Error) -> MemoryStoreError:
+        """A server out of reach is `MemoryUnavailable`; a statement of the schema's that failed on a
+        server that answered (a timeout, a permission) is a fault like any other statement's."""
+        message = f"{what} PostgreSQL at {self.where} ({DSN_SETTING}): {first_line(error)}"
+        return MemoryUnavailable(message) if out_of_reach(error) else MemoryStoreError(message)
 
 
 def quiet_and_idle(conn: Connection) -> bool:

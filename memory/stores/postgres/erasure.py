@@ -71,15 +71,33 @@ async def live_scrub(conn: Connection) -> str:
     )
 
 
+# The records table's shape in two numbers: its highest column number (never reused, so any column
+# added raises it) and how many columns it has now (a column dropped lowers it). One catalogue lookup.
+_SHAPE = (
+    "SELECT max(attnum), count(*) FILTER (WHERE NOT attisdropped) FROM pg_attribute"
+    " WHERE attrelid = 'memory_records'::regclass AND attnum > 0"
+)
+_HOLD_SHAPE = "LOCK TABLE ONLY memory_records IN ROW EXCLUSIVE MODE"
+
+
 class ScrubList:
-    """The erase's SET list, read once from the live table's columns (by the first erase that needs it)."""
+    """The erase's SET list, read from the live table's columns, and read again whenever the table's
+    shape has changed since: in a rolling upgrade a newer replica adds a column, and this replica's
+    next erasure scrubs it too. Erasures are rare; each costs one catalogue lookup more."""
 
     def __init__(self) -> None:
         self._assignments: str | None = None
+        self._shape: tuple[object, ...] | None = None
 
     async def of(self, conn: Connection) -> str:
-        if self._assignments is None:
+        """Inside the erasure's transaction: the lock its UPDATE takes anyway, taken first, so no column
+        is added (that needs the table's exclusive lock) between this lookup and the UPDATE."""
+        await conn.execute(_HOLD_SHAPE)
+        cursor = await conn.execute(_SHAPE)
+        shape = tuple(await cursor.fetchone() or ())
+        if self._assignments is None or shape != self._shape:
             self._assignments = await live_scrub(conn)
+            self._shape = shape
         return self._assignments
 
 

@@ -28,7 +28,7 @@ from typing import Final
 from psycopg.rows import TupleRow
 
 from memory.ranking.fusion import Ranked
-from memory.ranking.lexical import record_stems
+from memory.ranking.lexical import forget_cached_texts, record_stems
 from memory.ranking.scope_index import Candidate, ScopeIndex
 from memory.ranking.vectors import from_blob
 from memory.stores.postgres.changes import Changes, Since
@@ -196,6 +196,8 @@ class ScopeIndexes:
             stems, embedding, model, *stamps = row[_COLUMN_COUNT:]  # the record's, its usage row's
             xids.update(int(xid) for xid in stamps if xid is not None)
             if record.status != "active":
+                if record.status == "forgotten":  # perhaps by another replica: its words go from memory too
+                    forget_cached_texts()
                 index.remove(seq)
                 continue
             record = self.bumps.overlay(scope_key, record)

@@ -32,7 +32,8 @@ from memory.rules.engine import (
 from memory.rules.retention import Retention
 from memory.rules.when import TimeWindow
 from memory.stores.postgres.changes import WRITE_BUMPS, Changes, read_many
-from memory.stores.postgres.connections import ServerPool, error_kind
+from memory.stores.postgres.connections import ServerPool
+from memory.stores.postgres.failures import error_kind
 from memory.stores.postgres.index import ScopeIndexes
 from memory.stores.postgres.rows import Connection, fetch_rows, own_seq
 from memory.stores.postgres.sql import (

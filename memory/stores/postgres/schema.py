@@ -21,6 +21,7 @@ from memory.stores.postgres.changes import make_trigger
 from memory.stores.postgres.rows import MAX_LEXEME, Connection, one
 from memory.stores.postgres.sql import _LOCK_NAMESPACE
 from memory.stores.postgres.word_stats import unsample_words
+from memory.stores.sql_common import SLASH_MARKER, SLASH_THREADS, log_relabelled, slash_relabels
 
 log = structlog.get_logger("memory")
 
@@ -166,13 +167,13 @@ _MIGRATE_OBSERVED: Final = (
 # The marker that the stored `norm` is the dedup key the engine uses now (`meaning_key`).
 _NORM_MARKER: Final = ("norm_key", "meaning")
 
-_NORM_MIGRATED: Final = "SELECT value FROM memory_meta WHERE key = %s"
+_META_VALUE: Final = "SELECT value FROM memory_meta WHERE key = %s"
 
 _STORED_NORMS: Final = "SELECT scope_key, seq, text, norm FROM memory_records WHERE erased_at IS NULL"
 
 _SET_NORM: Final = "UPDATE memory_records SET norm = %s WHERE scope_key = %s AND seq = %s"
 
-_MARK_NORM: Final = (
+_SET_META: Final = (
     "INSERT INTO memory_meta (key, value) VALUES (%s, %s)"
     " ON CONFLICT (key) DO UPDATE SET value = EXCLUDED.value"
 )
@@ -221,6 +222,7 @@ async def _apply_schema_once(conn: Connection) -> None:
         await _migrate_origin(conn)
         await _migrate_observed(conn)
         await _migrate_norm(conn)
+        await _relabel_slash_notes(conn)
         stemmed = await _backfill_stems(conn)
         cursor = await conn.execute(_TERM_DF_BUILT)
         if stemmed or await cursor.fetchone() is None:
@@ -250,10 +252,7 @@ async def _migrate_norm(conn: Connection) -> None:
     written under the older, stricter key would otherwise never meet the restatements that should
     fold into them. Two old rows that now share a key both stay; a new restatement folds into the
     earlier."""
-    key, value = _NORM_MARKER
-    cursor = await conn.execute(_NORM_MIGRATED, (key,))
-    marked = await cursor.fetchone()
-    if marked is not None and marked[0] == value:
+    if await _marked(conn, _NORM_MARKER):
         return
     cursor = await conn.execute(_STORED_NORMS)
     keyed = [
@@ -265,7 +264,38 @@ async def _migrate_norm(conn: Connection) -> None:
         async with conn.cursor() as batch:
             await batch.executemany(_SET_NORM, changed)
         log.info("memory.store.norm_migrated", store="postgres", records=len(changed))
-    await conn.execute(_MARK_NORM, (key, value))
+    await conn.execute(_SET_META, _NORM_MARKER)
+
+
+async def _marked(conn: Connection, marker: tuple[str, str]) -> bool:
+    """Whether `memory_meta` holds the marker (key, value): its migration is done."""
+    key, value = marker
+    cursor = await conn.execute(_META_VALUE, (key,))
+    found = await cursor.fetchone()
+    return found is not None and found[0] == value
+
+
+_SLASH_LABELS: Final = "SELECT DISTINCT scope_key, origin FROM memory_records WHERE source_thread_key LIKE %s"
+
+_RELABEL: Final = (
+    "UPDATE memory_records SET origin = %s WHERE scope_key = %s AND origin = %s AND source_thread_key LIKE %s"
+)
+
+
+async def _relabel_slash_notes(conn: Connection) -> None:
+    """Notes saved with the `/memory` slash command in a channel before such a note for the typist's
+    own scope was labelled `dm` carry the channel's label: relabelled as `typed_alone` labels them
+    now, once (a marker in `memory_meta`; the first open scans the table for them)."""
+    if await _marked(conn, SLASH_MARKER):
+        return
+    cursor = await conn.execute(_SLASH_LABELS, (SLASH_THREADS,))
+    found = [(str(scope_key), str(label)) for scope_key, label in await cursor.fetchall()]
+    relabelled = 0
+    for new, scope_key, old in slash_relabels(found):
+        cursor = await conn.execute(_RELABEL, (new, scope_key, old, SLASH_THREADS))
+        relabelled += max(cursor.rowcount, 0)
+    await conn.execute(_SET_META, SLASH_MARKER)
+    log_relabelled("postgres", relabelled)
 
 
 async def _backfill_stems(conn: Connection) -> int:

@@ -38,8 +38,9 @@ from memory.stores.postgres.compaction import (
     Compactor,
     compact_now,
 )
-from memory.stores.postgres.connections import DSN_SETTING, ServerPool, failure, first_line
+from memory.stores.postgres.connections import DSN_SETTING, ServerPool
 from memory.stores.postgres.erasure import ScrubList, erase, expiry_filters
+from memory.stores.postgres.failures import failure, once_more_on_conflict, out_of_reach, unavailable
 from memory.stores.postgres.retrieve import Retriever
 from memory.stores.postgres.rows import NO_CUTOFF, Connection, match_query, own_seq, tsquery_of
 from memory.stores.postgres.versions import forget_chain
@@ -53,7 +54,6 @@ from memory.types import (
     EraseReason,
     MemoryCandidate,
     MemoryRecord,
-    MemoryUnavailable,
     OriginLabel,
     ReadAudit,
     RecordVersion,
@@ -217,13 +217,24 @@ class PostgresReads:
     _store: PostgresMemoryStore
 
     async def _guarded(
-        self, action: str, scope_key: str, work: Callable[[Pool], Awaitable[T]], *, settled: bool = True
+        self,
+        action: str,
+        scope_key: str,
+        work: Callable[[Pool], Awaitable[T]],
+        *,
+        settled: bool = True,
+        retry: bool = True,
     ) -> T:
         """`work` on the pool (settled: this replica's held usage bumps written first, what every
-        operation on records wants); a lost server or a failed statement one clear error."""
+        operation on records wants); a lost server or a failed statement one clear error
+        (memory/stores/postgres/failures.py). Run once more when the server rolled it back for a
+        deadlock or a serialization failure (`retry`): every operation here is one transaction, or
+        idempotent, but the claim, which says whether this call took it."""
         store = self._store
         pool = await (store._settled() if settled else store._pool.ready())
         try:
+            if retry:
+                return await once_more_on_conflict(action, lambda: work(pool))
             return await work(pool)
         except psycopg.Error as error:
             raise failure(action, scope_key, error) from error
@@ -245,9 +256,9 @@ class PostgresReads:
         try:
             pool = await store._pool.ready()
             return await store._retriever.retrieve_scopes(pool, scope_keys, query, terms, tsquery, limit)
-        except psycopg.OperationalError as error:
-            raise MemoryUnavailable(f"PostgreSQL memory unavailable: {first_line(error)}") from error
         except psycopg.Error as error:
+            if out_of_reach(error):  # the front warns once, and the retrieve reads as no memory
+                raise unavailable(error) from error
             raise failure("retrieve", ",".join(scope_keys), error) from error
         finally:
             for key in scope_keys:
@@ -316,17 +327,23 @@ class PostgresReads:
         )
 
     async def claim(self, key: str, ttl_seconds: float) -> bool:
-        """Once per key across every replica on this database."""
+        """Once per key across every replica on this database. Never run twice: a second try after
+        the first took the claim would answer that someone else had."""
         s = self._store
         return await self._guarded(
             "claim_event",
             "-",
             lambda pool: s._claims.claim(pool, key, ttl_seconds, s._clock()),
             settled=False,
+            retry=False,
         )
 
     async def scope_keys(self) -> builtins.list[str]:
         return await self._guarded("scope_keys", "-", reads.scope_keys, settled=False)
+
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        """None: every scope is rows of the one database, read or failed together."""
+        return []
 
     async def reindex_batch(self, scope_key: str, embedder: Embedder, batch: int) -> tuple[int, int]:
         return await self._guarded(

@@ -71,10 +71,8 @@ class ScopeConnections:
             if flush:
                 self._scopes.write_bumps(connection, scope_key)
             result = work(connection)
-            if flush and scope_key in self._scopes.indexes:
-                # What this operation changed reaches the index now: an erased record's text does not
-                # wait in memory for the scope's next read.
-                self._scopes.synced_index(connection, scope_key)
+            if flush:
+                self._scopes.caught_up(connection, scope_key)
             return result
 
     def retire(self, scope_key: str, work: Callable[[sqlite3.Connection], T], missing: T) -> T:
@@ -96,7 +94,7 @@ class ScopeConnections:
         the caller holds the scope's lock."""
         with self._lock:
             connection = self._connections.pop(scope_key, None)
-            self._scopes.indexes.pop(scope_key, None)
+            self._scopes.closed(scope_key)
         if connection is not None:
             self._scopes.write_bumps(connection, scope_key)
             connection.close()
@@ -145,7 +143,7 @@ class ScopeConnections:
             lock = self._scope_lock_locked(key)
             if lock.acquire(blocking=False):  # busy scopes stay open until a later checkout
                 surplus.append((key, lock, self._connections.pop(key)))
-                self._scopes.indexes.pop(key, None)
+                self._scopes.closed(key)
                 excess -= 1
         return surplus
 
@@ -154,7 +152,7 @@ class ScopeConnections:
         with self._lock:
             connections = builtins.list(self._connections.items())
             self._connections.clear()
-            self._scopes.indexes.clear()
+            self._scopes.clear()
         for scope_key, connection in connections:
             self._scopes.write_bumps(connection, scope_key)
             connection.close()

@@ -1,23 +1,28 @@
 """What this process holds of its open scopes: each one's scope index, kept in step with the database,
-and its usage bumps not yet written (memory.stores.usage_bumps.py).
+its usage bumps not yet written (memory.stores.usage_bumps.py), and the rows the spec ranking's reads
+decoded.
 
-Both are touched only under the scope's lock. The index follows the database by the change counter
+All are touched only under the scope's lock. The index follows the database by the change counter
 every change but a usage bump moves (`sql.stamp`), by `PRAGMA data_version` (another connection
-committed) and by `total_changes` (this one did).
+committed) and by `total_changes` (this one did). The decoded rows are let go whenever the change
+counter moves (a forget or an erase moves it): after each operation of this process (`caught_up`)
+and at the next read after another process's.
 """
 
 from __future__ import annotations
 
 import builtins
+import functools
 import sqlite3
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import structlog
 
 from memory.ranking.embedder import Embedder
-from memory.ranking.lexical import record_stems
+from memory.ranking.lexical import forget_cached_texts, record_stems
 from memory.ranking.scope_index import ScopeIndex
 from memory.ranking.vectors import from_blob
 from memory.stores.sqlite.sql import (
@@ -37,6 +42,10 @@ from memory.types import (
 
 log = structlog.get_logger("memory")
 
+# Rows a scope keeps decoded for the spec ranking's reads (the others read the scope index): every
+# active row of a scope at the default cap.
+DECODED_ROWS = 512
+
 
 @dataclass
 class SyncedIndex:
@@ -55,13 +64,66 @@ class SyncedIndex:
         )
 
 
+@dataclass(frozen=True)
+class DecodedRows:
+    """A scope's rows decoded for the spec ranking's reads, as of one change generation: a read
+    meets the same candidate rows again and again, and an unchanged row (every column equal, so a
+    bump is a different key) decodes to the same record."""
+
+    generation: int
+    decode: functools._lru_cache_wrapper[MemoryRecord]  # row_record, memoized
+
+
 class OpenScopes:
-    """The open scopes' indexes and pending bumps (each scope's entries touched only under its lock)."""
+    """The open scopes' indexes, pending bumps and decoded rows (each scope's entries touched only under
+    its lock)."""
 
     def __init__(self, embedder: Embedder | None) -> None:
         self._embedder = embedder
         self.indexes: dict[str, SyncedIndex] = {}
         self.bumps: dict[str, PendingBumps] = {}
+        self._decoded: dict[str, DecodedRows] = {}
+
+    def decoder(
+        self, connection: sqlite3.Connection, scope_key: str
+    ) -> Callable[[tuple[Any, ...]], MemoryRecord]:
+        """What decodes the scope's rows for a spec read, holding them while the scope's change
+        generation stands; the caller holds the scope lock, inside the read's snapshot."""
+        generation = change_generation(connection)
+        self._let_go(scope_key, generation)
+        held = self._decoded.get(scope_key)
+        if held is None:
+            held = DecodedRows(generation, functools.lru_cache(maxsize=DECODED_ROWS)(row_record))
+            self._decoded[scope_key] = held
+        return held.decode
+
+    def caught_up(self, connection: sqlite3.Connection, scope_key: str) -> None:
+        """What an operation of this process changed reaches what the process holds of the scope now:
+        an erased record's text does not wait in memory for the scope's next read. The caller holds
+        the scope lock."""
+        if scope_key in self.indexes:
+            self.synced_index(connection, scope_key)
+        if scope_key in self._decoded:
+            self._let_go(scope_key, change_generation(connection))
+
+    def closed(self, scope_key: str) -> None:
+        """The scope's connection is closed: nothing of it is held any longer (but its pending bumps,
+        which the caller writes)."""
+        self.indexes.pop(scope_key, None)
+        self._let_go(scope_key, None)
+
+    def clear(self) -> None:
+        """Every scope's connection is closed."""
+        self.indexes.clear()
+        for scope_key in builtins.list(self._decoded):
+            self._let_go(scope_key, None)
+
+    def _let_go(self, scope_key: str, generation: int | None) -> None:
+        """The scope's decoded rows let go unless they are of `generation` (None: in any case)."""
+        held = self._decoded.get(scope_key)
+        if held is not None and held.generation != generation:
+            del self._decoded[scope_key]
+            held.decode.cache_clear()
 
     def has_bumps(self, scope_key: str) -> bool:
         return scope_key in self.bumps
@@ -172,6 +234,8 @@ class OpenScopes:
             seq = int(row[0])
             record = row_record(row[1 : 1 + COLUMN_COUNT])
             if record.status != "active":
+                if record.status == "forgotten":  # perhaps by another process: its words go from memory too
+                    forget_cached_texts()
                 index.remove(seq)
                 continue
             embedding, embedding_model, stems = row[1 + COLUMN_COUNT :]

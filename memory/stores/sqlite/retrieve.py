@@ -9,7 +9,6 @@ and laid over what later reads see until then.
 from __future__ import annotations
 
 import builtins
-import functools
 import sqlite3
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -27,12 +26,10 @@ from memory.rules.retention import Retention
 from memory.stores.sql_common import bumped
 from memory.stores.sqlite.connections import ScopeConnections
 from memory.stores.sqlite.index import OpenScopes
-from memory.stores.sqlite.sql import R_COLUMNS, fts_match_terms, row_record, snapshot, unexpired
+from memory.stores.sqlite.sql import R_COLUMNS, fts_match_terms, snapshot, unexpired
 from memory.stores.sqlite.writes import store_vectors
 
 log = structlog.get_logger("memory")
-
-DECODED_ROWS = 4096  # rows kept decoded for the spec ranking's retrieves (the others read the scope index)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,9 +70,6 @@ class Retriever:
         self._ranking = ranking
         self._embedder = embedder
         self._clock = clock
-        # A retrieve reads the same candidate rows again and again: an unchanged row (every column
-        # equal, so a bump or a forget is a different key) decodes to the same record.
-        self._decode = functools.lru_cache(maxsize=DECODED_ROWS)(row_record)
 
     def read(
         self,
@@ -173,10 +167,11 @@ class Retriever:
                 ") AS f JOIN records AS r ON r.seq = f.rowid WHERE r.status = 'active'",
                 (match, candidate_cap(limit)),
             ).fetchall()
+            decode = self._scopes.decoder(connection, scope_key)  # as of the rows' change generation
         # bm25 only chose who reaches the engine; seq order makes ties rank as in every store.
         rows.sort(key=lambda row: int(row[0]))
         now = self._clock()
-        records = [self._decode(tuple(row[1:])) for row in rows]
+        records = [decode(tuple(row[1:])) for row in rows]
         records = self._scopes.overlay(scope_key, records)  # what an immediate bump would have left
         records = unexpired(records, asked.cutoff)  # expired: never returned, erased on the next write
         return self._used(connection, scope_key, rank(records, asked.query, limit, now, self._ranking), now)

@@ -13,6 +13,7 @@ import hashlib
 import re
 import sqlite3
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import structlog
@@ -20,6 +21,7 @@ import structlog
 from memory.rules.restate import meaning_key
 from memory.rules.scope import validate_scope_key
 from memory.rules.visibility import legacy_origin
+from memory.stores.sql_common import SLASH_MARKER, SLASH_THREADS, log_relabelled, slash_relabels
 from memory.stores.sqlite.sql import (
     BUSY_TIMEOUT_SECONDS,
     DOCUMENTS,
@@ -131,18 +133,43 @@ def database_filename(scope_key: str) -> str:
     return f"{prefix}-{digest}.sqlite3"
 
 
-def scope_keys_in(data_dir: Path) -> builtins.list[str]:
-    """The scope key each database file under `data_dir` names (read-only; unreadable files skipped)."""
+@dataclass(frozen=True, slots=True)
+class ScopeFiles:
+    """The scope databases under a data directory: the scope key of each one read, and the name and
+    the reason of each one that could not be read (it holds a scope nobody can name until it is fixed)."""
+
+    keys: builtins.list[str]
+    unreadable: builtins.list[tuple[str, str]]
+
+
+def scope_keys_in(data_dir: Path) -> ScopeFiles:
+    """The scope key each database file under `data_dir` names (read-only). A file holding no scope
+    yet (made a moment ago, its schema not yet committed) is none; one that cannot be read at all
+    (not a database, damaged, not a file, not readable) is `unreadable`, never passed over."""
     keys: builtins.list[str] = []
+    unreadable: builtins.list[tuple[str, str]] = []
     for path in sorted(data_dir.glob("*.sqlite3")) if data_dir.is_dir() else []:
+        if path.name.startswith("_"):  # the ledger's (a scope's file name never starts with "_")
+            continue
         try:
             with contextlib.closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as connection:
-                row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
-        except sqlite3.Error:
+                key = _scope_key_of(connection)
+        except sqlite3.Error as error:
+            unreadable.append((path.name, str(error).strip() or type(error).__name__))
             continue
-        if row is not None:
-            keys.append(str(row[0]))
-    return keys
+        if key is not None:
+            keys.append(key)
+    return ScopeFiles(keys, unreadable)
+
+
+def _scope_key_of(connection: sqlite3.Connection) -> str | None:
+    """The scope key a database holds, or None while it has no `meta` table yet. Reading the catalogue
+    is what fails on a file that is no database."""
+    made = connection.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'").fetchone()
+    if made is None:
+        return None
+    row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
+    return None if row is None else str(row[0])
 
 
 def prepare_scope(connection: sqlite3.Connection, scope_key: str) -> None:
@@ -160,6 +187,7 @@ def prepare_scope(connection: sqlite3.Connection, scope_key: str) -> None:
         _migrate_origin(connection, scope_key)
         _migrate_observed(connection, scope_key)
         _migrate_norm(connection, scope_key)
+        _relabel_slash_notes(connection, scope_key)
         row = connection.execute("SELECT value FROM meta WHERE key = 'scope_key'").fetchone()
         if row is None:
             connection.execute(
@@ -246,17 +274,43 @@ def _migrate_norm(connection: sqlite3.Connection, scope_key: str) -> None:
     """The stored dedup key recomputed once with `meaning_key` (a marker in `meta`): rows written under
     the older, stricter key would otherwise never meet the restatements that should fold into them.
     Two old rows that now share a key both stay; a new restatement folds into the earlier."""
-    key, value = NORM_MARKER
-    marked = connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
-    if marked is not None and marked[0] == value:
+    if _marked(connection, NORM_MARKER):
         return
     rows = connection.execute("SELECT seq, text, norm FROM records WHERE erased_at IS NULL").fetchall()
     keyed = [(meaning_key(str(text)), norm, int(seq)) for seq, text, norm in rows]
     changed = [(new, seq) for new, old, seq in keyed if new != old]
     connection.executemany("UPDATE records SET norm = ? WHERE seq = ?", changed)
-    connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", (key, value))
+    connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", NORM_MARKER)
     if changed:
         log.info("memory.store.norm_migrated", scope_key=scope_key, records=len(changed))
+
+
+def _marked(connection: sqlite3.Connection, marker: tuple[str, str]) -> bool:
+    """Whether `meta` holds the marker (key, value): its migration is done."""
+    key, value = marker
+    found = connection.execute("SELECT value FROM meta WHERE key = ?", (key,)).fetchone()
+    return found is not None and found[0] == value
+
+
+def _relabel_slash_notes(connection: sqlite3.Connection, scope_key: str) -> None:
+    """Notes saved with the `/memory` slash command in a channel before such a note for the typist's
+    own scope was labelled `dm` carry the channel's label: relabelled as `typed_alone` labels them
+    now, once (a marker in `meta`), in the open's transaction."""
+    if _marked(connection, SLASH_MARKER):
+        return
+    found = connection.execute(
+        "SELECT DISTINCT origin FROM records WHERE source_thread_key LIKE ?", (SLASH_THREADS,)
+    ).fetchall()
+    relabelled: builtins.list[int] = []
+    for new, _, old in slash_relabels((scope_key, str(label)) for (label,) in found):
+        rows = connection.execute(
+            "UPDATE records SET origin = ? WHERE origin = ? AND source_thread_key LIKE ? RETURNING seq",
+            (new, old, SLASH_THREADS),
+        ).fetchall()
+        relabelled += [int(row[0]) for row in rows]
+    stamp(connection, relabelled)
+    connection.execute("INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)", SLASH_MARKER)
+    log_relabelled("sqlite", len(relabelled), scope_key=scope_key)
 
 
 def _reconcile_fts(connection: sqlite3.Connection, scope_key: str) -> None:

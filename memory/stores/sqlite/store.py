@@ -40,7 +40,7 @@ from memory.stores.sqlite.connections import ScopeConnections, StatementHook
 from memory.stores.sqlite.erasure import scrub_files
 from memory.stores.sqlite.index import OpenScopes, SyncedIndex
 from memory.stores.sqlite.retrieve import Retriever
-from memory.stores.sqlite.schema import database_filename, scope_keys_in
+from memory.stores.sqlite.schema import ScopeFiles, database_filename, scope_keys_in
 from memory.stores.sqlite.sql import fts_match_query, placeholders, transaction
 from memory.stores.sqlite.writes import foreign_vectors, reindex_batch, write_batch
 from memory.stores.usage_bumps import FlushTimers
@@ -319,7 +319,17 @@ class SqliteReads:
         return await self._store._run_ledger(lambda c: claims.claim(c, key, ttl_seconds, now))
 
     async def scope_keys(self) -> builtins.list[str]:
-        """Every scope that has a database under the data directory."""
+        """Every scope that has a database under the data directory; each file that cannot be read is
+        one `memory.store.unreadable_scope` warning naming it (`unreadable_scopes` lists them)."""
+        found = await self._scope_files()
+        for name, reason in found.unreadable:
+            log.warning("memory.store.unreadable_scope", store="sqlite", file=name, error=reason)
+        return found.keys
+
+    async def unreadable_scopes(self) -> builtins.list[str]:
+        return [name for name, _ in (await self._scope_files()).unreadable]
+
+    async def _scope_files(self) -> ScopeFiles:
         store = self._store
         return await store._on_pool(functools.partial(scope_keys_in, store._data_dir), "sqlite memory store")
 

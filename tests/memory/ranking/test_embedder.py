@@ -14,7 +14,16 @@ import numpy as np
 import pytest
 
 from memory.ranking.embedder import CachedEmbedder, EmbedderUnavailable, load_embedder
-from memory.ranking.encoder import MiniLM, ModelUnavailable, intra_op_threads, verified
+from memory.ranking.encoder import (
+    ATTENTION_BUDGET,
+    BATCH,
+    MiniLM,
+    ModelUnavailable,
+    batches,
+    intra_op_threads,
+    quota_cores,
+    verified,
+)
 
 OFFLINE = Path(__file__).parents[1] / "offline"
 ROOT = Path(__file__).resolve().parents[3]
@@ -86,13 +95,52 @@ def test_a_long_text_is_cut_to_the_models_limit_and_a_batch_keeps_its_order(mini
     assert np.allclose(together, alone, atol=1e-3)
 
 
+def test_long_texts_go_fewer_to_a_pass_and_short_ones_up_to_a_batch() -> None:
+    lengths = [256] * 5 + [128] * 9 + [12] * 40
+    runs = batches(lengths)
+    assert sorted(index for run in runs for index in run) == list(range(len(lengths)))
+    for run in runs:
+        assert len(run) <= BATCH
+        assert len(run) == 1 or len(run) * max(lengths[i] for i in run) ** 2 <= ATTENTION_BUDGET
+    assert [len(run) for run in runs] == [32, 8, 8, 2, 2, 2]  # shortest first
+    assert batches([]) == []
+
+
+def test_a_batch_of_long_texts_embeds_as_each_text_alone(minilm: MiniLM) -> None:
+    texts = [f"release {n}: " + "the integration suite runs against staging first. " * 30 for n in range(5)]
+    assert np.allclose(minilm.encode(texts), np.vstack([minilm.encode([text]) for text in texts]), atol=1e-3)
+
+
+def test_a_containers_cpu_quota_is_read_in_whole_cores_rounded_up(tmp_path: Path) -> None:
+    v2, v1, none, unlimited = (tmp_path / name for name in ("v2", "v1", "none", "unlimited"))
+    v2.mkdir()
+    (v2 / "cpu.max").write_text("150000 100000\n")
+    (v1 / "cpu").mkdir(parents=True)
+    (v1 / "cpu" / "cpu.cfs_quota_us").write_text("50000\n")
+    (v1 / "cpu" / "cpu.cfs_period_us").write_text("100000\n")
+    none.mkdir()
+    unlimited.mkdir()
+    (unlimited / "cpu.max").write_text("max 100000\n")
+    assert [quota_cores(path) for path in (v2, v1, none, unlimited)] == [2, 1, None, None]
+
+
+def test_a_quota_of_one_core_or_a_second_worker_leaves_the_pass_one_thread(tmp_path: Path) -> None:
+    (tmp_path / "cpu.max").write_text("100000 100000\n")
+    unquoted = tmp_path / "unquoted"
+    unquoted.mkdir()
+    assert intra_op_threads(cgroup=tmp_path) == 1
+    cores = min(2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+    assert intra_op_threads(cgroup=unquoted) == cores
+    assert intra_op_threads(processes=2, cgroup=unquoted) == max(1, cores // 2)
+
+
 def threads_on(cores: set[int]) -> int:
     """`intra_op_threads()` as a thread allowed only `cores` sees it (affinity is a thread's own)."""
     seen: list[int] = []
 
     def look() -> None:
         os.sched_setaffinity(0, cores)
-        seen.append(intra_op_threads())
+        seen.append(intra_op_threads(cgroup=Path("/nonexistent")))
 
     thread = threading.Thread(target=look)
     thread.start()

@@ -5,14 +5,13 @@ what the full scan does — the same records, the same relevance floats, the sam
 from __future__ import annotations
 
 import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from memory.ranking.fusion import Feedback, Ranking, row_products
 from memory.ranking.lexical import query_stems, record_stems
 from memory.ranking.projection import Projection
-from memory.ranking.scope_index import ScopeIndex, _Read
+from memory.ranking.scope_index import _READS_BEFORE_REBUILD, ScopeIndex, _Read
 from memory.rules.engine import longest_terms
 from tests.memory.ranking.test_scope_index import NOW, WORDS, record
 
@@ -156,19 +155,14 @@ def test_a_removed_record_leaves_no_copy_of_its_vector_in_the_index() -> None:
     assert 12 not in [c.seq for c in found]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the basis is made from the vectors the scope held when it was built and kept until the "
-    "scope doubles: a removed record's vector stays in it (here as one of its columns, when it spans a "
-    "direction no other record does). Fix: a removal of a slot the basis was sampled from drops the "
-    "projection (made again at the next read), or the basis is made from the live vectors only.",
-)
-def test_a_removed_record_leaves_no_trace_of_its_vector_in_the_basis() -> None:
-    rng = np.random.default_rng(1)
+def off_on_its_own(seed: int) -> tuple[ScopeIndex, np.ndarray, np.ndarray]:
+    """60 records on two topics and, as seq 61, one on a topic of its own (`away`, which then spans a
+    direction of the basis no other record does), read once: the basis is made from all of them."""
+    rng = np.random.default_rng(seed)
     topics = rng.normal(size=(2, DIMENSIONS))
     rows = topics[rng.integers(0, 2, size=60)] + 0.01 * rng.normal(size=(60, DIMENSIONS))
     rows /= np.linalg.norm(rows, axis=1, keepdims=True)
-    away = rng.normal(size=DIMENSIONS)  # a record on a topic of its own
+    away = rng.normal(size=DIMENSIONS)
     away -= topics.T @ np.linalg.lstsq(topics.T, away, rcond=None)[0]
     away /= np.linalg.norm(away)
     index = ScopeIndex(project_from=1)
@@ -176,12 +170,55 @@ def test_a_removed_record_leaves_no_trace_of_its_vector_in_the_basis() -> None:
         item = record(seq, f"deploy item{seq}")
         index.add(seq, item, record_stems(item), vector.astype(np.float32))
     index.select(query_stems("deploy"), {"deploy"}, rows[0].astype(np.float32), NOW, Ranking(), 5)
+    return index, rows.astype(np.float32), away
+
+
+def test_a_removed_record_leaves_no_trace_of_its_vector_in_the_basis() -> None:
+    index, rows, away = off_on_its_own(1)
+    before = index._projection
+    assert before is not None and float(np.max(np.abs(before._basis.T @ away))) > 0.5
 
     index.remove(61)
-    index.select(query_stems("deploy"), {"deploy"}, rows[0].astype(np.float32), NOW, Ranking(), 5)
+    index.select(query_stems("deploy"), {"deploy"}, rows[0], NOW, Ranking(), 5)
 
     held = index._projection
     assert held is None or float(np.max(np.abs(held._basis.T @ away))) < 0.5
+    assert not before._basis.any() and not before._rows.any()  # the dropped one is zeroed, not let go
+
+
+def test_the_basis_is_made_again_from_the_live_vectors_only_after_reads_on_the_full_pass() -> None:
+    index, rows, away = off_on_its_own(2)
+    full = ScopeIndex(project_from=FULL_SCAN)
+    for seq in index.seqs():
+        item = index.record(seq)
+        assert item is not None and index._matrix is not None
+        full.add(seq, item, record_stems(item), index._matrix[index._slot[seq]].copy())
+    index.remove(61)
+    full.remove(61)
+    stems = query_stems("deploy")
+
+    for read in range(_READS_BEFORE_REBUILD + 1):  # made again by the read after those
+        assert index._projection is None
+        query = rows[read % len(rows)]
+        assert index.select(stems, {"deploy"}, query, NOW, Ranking(), 5) == full.select(
+            stems, {"deploy"}, query, NOW, Ranking(), 5
+        )
+
+    held = index._projection
+    assert held is not None and float(np.max(np.abs(held._basis.T @ away))) < 0.5
+
+
+def test_a_removal_outside_the_sample_keeps_the_basis() -> None:
+    index, _ = projected(10, 2048)  # from twice the sample, every other vector is sampled
+    held = index._projection
+    assert held is not None
+    seq = next(seq for seq, slot in index._slot.items() if not held.made_from(slot))
+    slot = index._slot[seq]
+
+    index.remove(seq)
+
+    assert index._projection is held and held._basis.any()
+    assert not held._rows[slot].any() and held._residuals[slot] == 0.0
 
 
 def test_a_compaction_drops_the_projection_of_the_removed_records() -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from memory.ranking.encoder import intra_op_threads
 from memory.service.main import main
 from memory.service.workers import bind_listener, ensure_port_free
 from tests.memory.service_support import AUTH, RunningService, memory_service_process
@@ -347,3 +348,16 @@ def test_a_replacement_that_cannot_boot_is_retried_while_the_other_worker_serves
         assert post(service, "/list", {"scopeKey": SCOPE, "limit": 1}).status_code == 200
         delays = [float(str(e["restart_in_s"])) for e in retries()]
         assert delays == sorted(delays) and max(delays) <= 5.0
+
+
+def test_each_of_two_workers_gives_its_forward_pass_its_share_of_the_cores(tmp_path: Path) -> None:
+    log_path = tmp_path / "service.log"
+    args = ("--workers", "2", "--embedder", "minilm")
+    with memory_service_process(tmp_path / "data", args=args, log_path=log_path) as service:
+        wait_workers(service, 2)
+        assert wait_until(lambda: len(ready_pids(log_path)) == 2)
+    events = [json.loads(line) for line in log_path.read_text().splitlines()]
+    threads = [e["threads"] for e in events if e.get("event") == "memory.service_encoder"]
+    assert threads and len(threads) >= 2
+    assert set(threads) == {intra_op_threads(processes=2)}
+    assert intra_op_threads(processes=2) == max(1, intra_op_threads() // 2)

@@ -7,15 +7,22 @@ no tuple of the table's heap pages (read with pageinspect) holds the text.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import gc
+import os
+import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import psycopg
 import pytest
 
 from memory.ranking.fusion import DEFAULT_RANKING, SPEC, Ranking
+from memory.ranking.lexical import _stems, forget_cached_texts
 from memory.rules.retention import Retention
+from memory.rules.scorer import clean_memory_field
+from memory.stores.in_process.store import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, SourceLink
@@ -23,6 +30,19 @@ from tests.memory.postgres_support import admin_connect, temp_schema, unique_app
 from tests.memory.store_contract import DAY, FakeClock
 
 ORG = "org:acme"
+ROOT = str(Path(__file__).resolve().parents[3])
+FORGET_IN_ANOTHER_PROCESS = """
+import asyncio, sys
+from pathlib import Path
+from memory.stores.sqlite.store import SqliteMemoryStore
+
+async def main():
+    store = SqliteMemoryStore(Path(sys.argv[1]))
+    assert await store.forget("org:acme", "mem:org:acme:31")
+    await store.aclose()
+
+asyncio.run(main())
+"""
 SECRET = "Quokkaflight"  # the distinctive word of the text that must leave the disk
 SECRET_TEXT = f"The vault door code is {SECRET} seven seven three one"
 
@@ -59,12 +79,13 @@ def assert_gone(store: SqliteMemoryStore, scope_key: str) -> None:
     assert SECRET.lower().encode() not in disk_bytes(store, scope_key)
 
 
-async def written(store: SqliteMemoryStore) -> None:
+async def written(store: SqliteMemoryStore | InProcessMemoryStore) -> None:
     await store.write(ORG, filler(30))
     await store.write(ORG, [candidate(SECRET_TEXT)])
     await store.write(ORG, filler(5, start=30))
     assert await store.retrieve(ORG, SECRET, 5)  # it is really there, and matched through FTS
-    assert SECRET.lower().encode() in disk_bytes(store, ORG)  # the check can see it
+    if isinstance(store, SqliteMemoryStore):
+        assert SECRET.lower().encode() in disk_bytes(store, ORG)  # the check can see it
 
 
 async def test_after_forget_neither_the_main_file_nor_the_wal_holds_the_text(tmp_path: Path) -> None:
@@ -85,32 +106,111 @@ def records_holding_the_text() -> int:
     return sum(1 for held in gc.get_objects() if isinstance(held, MemoryRecord) and SECRET in held.text)
 
 
-@pytest.mark.parametrize(
-    "ranking",
-    [
-        DEFAULT_RANKING,
-        pytest.param(
-            SPEC,
-            marks=pytest.mark.xfail(
-                strict=True,
-                reason="the spec ranking's retrieve keeps the last 4,096 decoded rows (Retriever._decode, "
-                "an lru_cache keyed by the row): a forgotten record's decoded copy, text and all, stays in "
-                "the process until 4,096 other rows push it out. Fix: clear it on every erasure this "
-                "process makes, and drop a scope's entries when its data_version moves (another "
-                "process's erasure), or decode the candidates afresh.",
-            ),
-        ),
-    ],
-)
-async def test_after_forget_no_copy_of_the_record_stays_in_the_process(
-    tmp_path: Path, ranking: Ranking
-) -> None:
+@contextlib.asynccontextmanager
+async def forgotten(tmp_path: Path, ranking: Ranking) -> AsyncIterator[SqliteMemoryStore]:
+    """A store whose scope held the secret text, read through, and has just forgotten it."""
     store = SqliteMemoryStore(tmp_path, ranking=ranking)
     try:
         await written(store)
         assert await store.forget(ORG, "mem:org:acme:31") is True
+        yield store
+    finally:
+        await store.aclose()
+
+
+@pytest.mark.parametrize("ranking", [DEFAULT_RANKING, SPEC])
+async def test_after_forget_no_copy_of_the_record_waits_in_the_process_for_the_next_read(
+    tmp_path: Path, ranking: Ranking
+) -> None:
+    async with forgotten(tmp_path, ranking):
+        assert records_holding_the_text() == 0
+
+
+@pytest.mark.parametrize("ranking", [DEFAULT_RANKING, SPEC])
+async def test_after_forget_no_copy_of_the_record_stays_in_the_process(
+    tmp_path: Path, ranking: Ranking
+) -> None:
+    async with forgotten(tmp_path, ranking) as store:
         assert await store.retrieve(ORG, "deploys release", 5)  # the scope is read again since
         assert records_holding_the_text() == 0
+
+
+async def test_after_another_process_forgets_no_copy_stays_in_the_process_past_the_next_read(
+    tmp_path: Path,
+) -> None:
+    store, other = SqliteMemoryStore(tmp_path, ranking=SPEC), SqliteMemoryStore(tmp_path, ranking=SPEC)
+    try:
+        await written(store)
+        assert await other.forget(ORG, "mem:org:acme:31") is True
+        await other.aclose()
+        assert records_holding_the_text() > 0  # this store cannot know yet
+
+        assert await store.retrieve(ORG, "deploys release", 5)
+
+        assert records_holding_the_text() == 0
+    finally:
+        await other.aclose()
+        await store.aclose()
+
+
+def caches_hold_the_text(*, forget: bool = True) -> bool:
+    """Whether the process-wide caches keyed by text (the stems memoized by text, the cleaned fields)
+    still hold the secret record's: a lookup of its key that is a hit. The lookups put it back: they
+    are let go again (`forget`), or left for a read that must let go of them."""
+    keywords = candidate(SECRET_TEXT).keywords
+    stems_before, fields_before = _stems.cache_info().hits, clean_memory_field.cache_info().hits
+    _stems(" ".join((SECRET_TEXT, *keywords)))
+    clean_memory_field(SECRET_TEXT)
+    hits = _stems.cache_info().hits - stems_before + clean_memory_field.cache_info().hits - fields_before
+    if forget:
+        forget_cached_texts()
+    return hits > 0
+
+
+async def read_and_render(store: SqliteMemoryStore | InProcessMemoryStore) -> None:
+    """A read that stems the secret record and a view that cleans its text (as `memory why` does)."""
+    found = await store.retrieve(ORG, f"{SECRET} vault door", 5)
+    assert any(SECRET in record.text for record in found)
+    for record in found:
+        clean_memory_field(record.text)
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "in-process"])
+async def test_after_forget_the_caches_keyed_by_text_let_go_of_it(tmp_path: Path, kind: str) -> None:
+    store = SqliteMemoryStore(tmp_path) if kind == "sqlite" else InProcessMemoryStore()
+    try:
+        await written(store)
+        await read_and_render(store)
+        assert caches_hold_the_text()
+        await read_and_render(store)
+
+        assert await store.forget(ORG, "mem:org:acme:31") is True
+
+        assert not caches_hold_the_text()
+    finally:
+        await store.aclose()
+
+
+async def test_after_another_process_forgets_the_caches_keyed_by_text_let_go_at_the_next_read(
+    tmp_path: Path,
+) -> None:
+    store = SqliteMemoryStore(tmp_path)
+    try:
+        await written(store)
+        await read_and_render(store)
+        child = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            FORGET_IN_ANOTHER_PROCESS,
+            str(tmp_path),
+            env={**os.environ, "PYTHONPATH": ROOT},
+        )
+        assert await asyncio.wait_for(child.wait(), 60) == 0
+        assert caches_hold_the_text(forget=False)  # this process cannot know yet
+
+        assert await store.retrieve(ORG, "deploys release", 5)
+
+        assert not caches_hold_the_text()
     finally:
         await store.aclose()
 
@@ -254,5 +354,30 @@ async def test_postgres_forget_updates_in_place_and_a_vacuum_leaves_no_copy_in_t
             assert live == (2,)  # the row stayed (id, scope, provenance, status, reason)
             assert not any(SECRET.lower().encode() in t for t in tuples)
             assert any(b"tuesdays" in t for t in tuples)  # the check can see live text
+        finally:
+            await store.aclose()
+
+
+async def test_postgres_erasure_scrubs_a_column_another_replica_added_after_this_one_opened() -> None:
+    """A rolling upgrade: a newer replica adds a text column while this one runs, after this one's
+    first erasure read the table's columns; this one's next erasure scrubs the new column too."""
+    with temp_schema() as schema:
+        store = await PostgresMemoryStore.connect(schema.dsn, application_name=unique_application_name())
+        try:
+            await store.write(ORG, [candidate("deploys happen on tuesdays")])
+            await store.write(ORG, [candidate(SECRET_TEXT)])
+            assert await store.forget(ORG, "mem:org:acme:1") is True  # the columns read, before the new one
+            with admin_connect() as conn:
+                conn.execute(f"ALTER TABLE {schema.name}.memory_records ADD COLUMN summary_of_text text")
+                conn.execute(
+                    f"UPDATE {schema.name}.memory_records SET summary_of_text = %s WHERE seq = 2",
+                    (SECRET_TEXT,),
+                )
+            assert await store.forget(ORG, "mem:org:acme:2") is True
+            with admin_connect() as conn:
+                left = conn.execute(
+                    f"SELECT seq, summary_of_text FROM {schema.name}.memory_records ORDER BY seq"
+                )
+                assert left.fetchall() == [(1, None), (2, None)]
         finally:
             await store.aclose()
