@@ -71,7 +71,7 @@ async def erase_person(store: MemoryStore, transcripts: Transcripts | None, pers
         if transcripts is not None:
             deleted = await transcripts.erase(person_key)
     except Exception as error:
-        log.warning("memory.forget_user_failed", scope_key=person_key, step=step, error=type(error).__name__)
+        log.warning("memory.forget_user_failed", step=step, error=type(error).__name__)
         reason = error.strerror if isinstance(error, OSError) and error.strerror else failure(error)
         return PersonErased(records, renamed, deleted, problem=f"the {_STEPS[step]}: {reason}")
     return PersonErased(records, renamed, deleted)

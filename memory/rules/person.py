@@ -16,7 +16,7 @@ import secrets
 from dataclasses import dataclass, replace
 
 from memory.rules.scope import is_dm_conversation
-from memory.types import CurationEntry, ReadAudit
+from memory.types import CurationEntry, MemoryRecord, ReadAudit
 
 USER_PREFIX = "user:"
 TERMINAL_PERSON = "user:cli:local"
@@ -65,6 +65,13 @@ def resolve_person(value: str, *, caller_id: str | None) -> str:
 def person_user_id(person_key: str) -> str:
     """`user:slack:U0123` → `slack:U0123`: the id a surface and the read audit name the person by."""
     return person_key.removeprefix(USER_PREFIX)
+
+
+def logged_scope(scope_key: str, reason: str) -> dict[str, str]:
+    """What an erasure's log line says of its scope: nothing for a person's own erasure (their user
+    scope, `user_request`), whose key the line would otherwise keep after every store forgot it."""
+    erasing_a_person = reason == "user_request" and scope_key.startswith(USER_PREFIX)
+    return {} if erasing_a_person else {"scope_key": scope_key}
 
 
 def draw_pseudonym() -> str:
@@ -128,9 +135,32 @@ class PersonRename:
         theirs = thread_key.startswith(_TERMINAL_THREAD) or is_dm_conversation(conversation)
         return self.pseudonym if asker == self.user_id and theirs else thread_key
 
+    def owned_thread(self, thread_key: str) -> str:
+        """A thread key in the person's own scope (where a record of theirs was learned): the
+        pseudonym when the thread was theirs alone, as `thread` reads it."""
+        return self.thread(thread_key, self.user_id)
+
     def entry(self, item: CurationEntry) -> CurationEntry:
-        """A curation entry with its actor renamed (its record and scope are the scope's own)."""
-        return replace(item, actor=self.key(item.actor))
+        """A curation entry with its actor renamed, and its scope and record ids when they are the
+        person's own scope's (the scope moves to the pseudonym whole: memory/stores/*/person.py)."""
+        return replace(
+            item,
+            actor=self.key(item.actor),
+            scope_key=self.key(item.scope_key),
+            record_id=self.record(item.record_id),
+            related_id=None if item.related_id is None else self.record(item.related_id),
+        )
+
+    def row(self, record: MemoryRecord) -> MemoryRecord:
+        """A record of the person's own scope as it lives on under the pseudonym (its text is erased
+        before): id, scope, the id it supersedes and a thread that was theirs alone renamed."""
+        return replace(
+            record,
+            id=self.record(record.id),
+            scope_key=self.key(record.scope_key),
+            supersedes=None if record.supersedes is None else self.record(record.supersedes),
+            source_thread_key=self.owned_thread(record.source_thread_key),
+        )
 
     def read(self, item: ReadAudit) -> ReadAudit:
         """A read-audit entry with its asker, its own thread, the scopes it read and its records' ids

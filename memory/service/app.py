@@ -28,6 +28,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from memory.rules.person import logged_scope
 from memory.service import checks
 from memory.service.checks import Handler, LogFields, Refusal
 from memory.service.curation_routes import CurationRoutes, redacted_uncached
@@ -334,6 +335,8 @@ class _Service:
     async def erase_scope(self, body: dict[str, object], fields: LogFields) -> dict[str, object]:
         scope_key = checks.scope_key(body, fields)
         reason = checks.parsed(erase_reason_from_wire, body.get("reason"))
+        del fields["scope_key"]
+        fields.update(logged_scope(scope_key, reason))
         try:
             erased = await self._store.erase_scope(scope_key, reason)
         finally:

@@ -58,8 +58,9 @@ def scope_key(body: dict[str, object], fields: LogFields, name: str = "scopeKey"
 
 
 def person_key(body: dict[str, object], fields: LogFields) -> str:
-    """`personKey`: a user scope key (`user:…`), the person whose log entries are renamed."""
-    key = scope_key(body, fields, "personKey")
+    """`personKey`: a user scope key (`user:…`), the person whose log entries are renamed (not
+    logged: memory.rules.person.logged_scope)."""
+    key = scope_key(body, {}, "personKey")  # never logged: the person is being erased
     if not key.startswith(USER_PREFIX) or key == USER_PREFIX:
         raise Refusal(400, "personKey is invalid: it must be a user scope key (`user:…`)")
     return key

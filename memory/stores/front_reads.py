@@ -35,7 +35,7 @@ from memory.rules.arguments import distinct_scopes, fetch_ids, linkable
 from memory.rules.claims import validate_claim
 from memory.rules.curation import log_limit
 from memory.rules.engine import parse_record_id
-from memory.rules.person import PersonRename
+from memory.rules.person import PersonRename, logged_scope
 from memory.rules.retention import Retention
 from memory.rules.scope import validate_scope_key
 from memory.stores.contract import ReadBackend
@@ -145,7 +145,8 @@ class ReadFront:
         erased = await self._backend.erase_scope(scope_key, reason)
         if erased:
             forget_cached_texts()
-        log.info("memory.store.erased", **self._log_fields, scope_key=scope_key, reason=reason, erased=erased)
+        named = logged_scope(scope_key, reason)
+        log.info("memory.store.erased", **self._log_fields, **named, reason=reason, erased=erased)
         return erased
 
     async def erase_expired(self) -> int:
@@ -180,6 +181,7 @@ class ReadFront:
 
     async def pseudonymize_person(self, person_key: str, pseudonym: str) -> int:
         renamed = await self._backend.pseudonymize(PersonRename(person_key, pseudonym))
+        forget_cached_texts()  # a row the person's scope took since its erasure is erased by the move
         log.info("memory.store.pseudonymized", **self._log_fields, renamed=renamed)
         return renamed
 

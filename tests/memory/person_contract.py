@@ -65,6 +65,31 @@ class PersonErasureContract:
         assert await store.read_audit(AuditQuery(run_id="run-a")) == [alices_read]
         assert await store.read_audit(AuditQuery(record_id=rid(BOB, 1))) == []
 
+    async def test_the_persons_own_scope_lives_on_under_the_pseudonym_their_audit_names(
+        self, make_store: StoreFactory
+    ) -> None:
+        store = make_store()
+        assert isinstance(store, PseudonymizingStore)
+        await store.write(BOB, [fact("prefers tabs over spaces")])
+        await store.edit(BOB, rid(BOB, 1), "prefers tabs over spaces, width four", BOB)  # type: ignore[attr-defined]
+        await store.record_read(read("run-b", BOB_ID, (BOB,), ((rid(BOB, 2), 1),)))
+        await store.erase_scope(BOB, "user_request")
+        pseudonym = draw_pseudonym()
+        key = f"user:{pseudonym}"
+
+        assert await store.pseudonymize_person(BOB, pseudonym) == 2  # the edit's entry, the read
+
+        [audited] = await store.read_audit(AuditQuery(user_id=pseudonym))
+        versions = await store.history(key, audited.records[0][0])  # type: ignore[attr-defined]
+        assert [(v.id, v.scope_key, v.text, v.supersedes) for v in versions] == [
+            (rid(key, 1), key, None, None),
+            (rid(key, 2), key, None, rid(key, 1)),
+        ]
+        assert [(e.record_id, e.scope_key, e.actor, e.related_id) for e in versions[0].entries] == [
+            (rid(key, 1), key, key, rid(key, 2))
+        ]
+        assert await store.history(BOB, rid(BOB, 1)) == []  # type: ignore[attr-defined]
+
     async def test_every_entry_of_the_person_takes_the_same_pseudonym_so_counts_survive(
         self, make_store: StoreFactory
     ) -> None:

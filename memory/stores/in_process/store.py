@@ -200,6 +200,13 @@ class InProcessReads:
     async def pseudonymize(self, rename: PersonRename) -> int:
         r = self._rows
         async with r._lock:
+            # Their own scope lives on under the pseudonym (a row written since its erasure erased first).
+            r._erase_where(rename.person_key, lambda row: True, "user_request")
+            moved = [rename.row(row) for row in r._scopes.pop(rename.person_key, [])]
+            if moved:
+                r._scopes[rename.pseudonym_key] = moved
+                r._seq[rename.pseudonym_key] = r._seq.pop(rename.person_key, 0)
+            r._erased = {rename.record(key): reason for key, reason in r._erased.items()}
             entries = [rename.entry(e) for e in r._curation]
             renamed = sum(1 for new, old in zip(entries, r._curation, strict=True) if new != old)
             audited = [rename.read(e) for e in r._audit]

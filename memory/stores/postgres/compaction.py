@@ -58,7 +58,17 @@ _SINCE_MARK: Final = f"""
         (SELECT value::xid8 FROM memory_meta WHERE key = '{_MARK_KEY}'), '0'::xid8
     )
 """
-_ERASED_SINCE: Final = f"SELECT EXISTS (SELECT 1 FROM memory_records WHERE {_SINCE_MARK})"
+# A relation some change left dead versions of a person's key in (a person's erasure moves their
+# scope's rows to another partition and deletes their usage rows, tombstones and source links): named
+# in `memory_meta` under this prefix with the id of the transaction that left them, rewritten by every
+# compaction until one whose mark is past that id (no snapshot could still see them) drops the note.
+NOTE_PREFIX: Final = "compact:"
+_NOTED: Final = f"SELECT key FROM memory_meta WHERE key LIKE '{NOTE_PREFIX}%' ORDER BY key"
+_DROP_NOTES: Final = "DELETE FROM memory_meta WHERE key = ANY(%s::text[]) AND value::xid8 < %s::xid8"
+_ERASED_SINCE: Final = (
+    f"SELECT EXISTS (SELECT 1 FROM memory_records WHERE {_SINCE_MARK})"
+    f" OR EXISTS (SELECT 1 FROM memory_meta WHERE key LIKE '{NOTE_PREFIX}%')"
+)
 _PARTITIONS_ERASED_SINCE: Final = f"""
     SELECT c.relname FROM pg_class AS c
     WHERE c.oid IN (SELECT DISTINCT tableoid FROM memory_records WHERE {_SINCE_MARK}) ORDER BY c.relname
@@ -146,8 +156,13 @@ async def _rewrite(conn: Connection, waited: float) -> CompactionReport:
     cursor = await conn.execute(_SNAPSHOT_XMIN)
     mark = str(one(await cursor.fetchone()))
     await conn.execute(LOCK_WAIT)
-    rewritten = [await _rewrite_table(conn, table) for table in await _tables(conn)]
+    cursor = await conn.execute(_NOTED)
+    notes = [str(row[0]) for row in await cursor.fetchall()]
+    tables = await _tables(conn)
+    noted = [note.removeprefix(NOTE_PREFIX) for note in notes]
+    rewritten = [await _rewrite_table(conn, table) for table in dict.fromkeys([*tables, *noted])]
     await conn.execute(_SET_MARK, (mark,))
+    await conn.execute(_DROP_NOTES, (notes, mark))
     checkpointed = await _checkpoint(conn)
     report = CompactionReport(tuple(rewritten), waited, checkpointed)
     log.info(

@@ -7,7 +7,6 @@ import builtins
 
 from psycopg_pool import AsyncConnectionPool
 
-from memory.rules.person import PersonRename
 from memory.stores.postgres.rows import Connection
 from memory.stores.postgres.sql import _INSERT_AUDIT, _LINK_SOURCE
 from memory.stores.sql_common import AuditKey, audit_key, source_rows
@@ -79,52 +78,3 @@ async def read_audit(
         )
         for row in rows
     ]
-
-
-# The read-audit entries naming a person (as asker, as a scope read, by one of their records' ids),
-# renamed in place: the arrays keep their order, every other element as it was.
-_RENAME_READS = """
-    UPDATE memory_read_audit SET
-        asker = CASE WHEN asker = %(user)s THEN %(pseudonym)s ELSE asker END,
-        scope_keys = array_replace(scope_keys, %(key)s, %(pseudonym_key)s),
-        record_ids = ARRAY(
-            SELECT CASE WHEN left(r, length(%(prefix)s)) = %(prefix)s
-                THEN %(pseudonym_prefix)s || substr(r, length(%(prefix)s) + 1) ELSE r END
-            FROM unnest(record_ids) WITH ORDINALITY AS u(r, i) ORDER BY i
-        )
-    WHERE asker = %(user)s OR %(key)s = ANY(scope_keys)
-        OR EXISTS (SELECT 1 FROM unnest(record_ids) AS r WHERE left(r, length(%(prefix)s)) = %(prefix)s)
-"""
-
-
-async def rename_person(pool: AsyncConnectionPool[Connection], rename: PersonRename) -> int:
-    """In one transaction: the person's curation entries and read-audit entries (with the threads
-    that were theirs alone) take the pseudonym, their scope's source links go (they found only
-    records now erased); how many entries changed."""
-    params = {
-        "user": rename.user_id,
-        "pseudonym": rename.pseudonym,
-        "key": rename.person_key,
-        "pseudonym_key": rename.pseudonym_key,
-        "prefix": rename.record_prefix,
-        "pseudonym_prefix": rename.pseudonym_record_prefix,
-    }
-    async with pool.connection() as conn, conn.transaction():
-        entries = await conn.execute(
-            "UPDATE memory_curation_log SET actor = %(pseudonym_key)s WHERE actor = %(key)s", params
-        )
-        asked = await conn.execute(
-            "SELECT audit_id, thread_key FROM memory_read_audit WHERE asker = %(user)s", params
-        )
-        own_threads = [
-            (renamed, audit_id)
-            for audit_id, thread_key in await asked.fetchall()
-            if (renamed := rename.thread(str(thread_key), rename.user_id)) != thread_key
-        ]
-        async with conn.cursor() as cursor:
-            await cursor.executemany(
-                "UPDATE memory_read_audit SET thread_key = %s WHERE audit_id = %s", own_threads
-            )
-        reads = await conn.execute(_RENAME_READS, params)
-        await conn.execute("DELETE FROM memory_run_sources WHERE scope_key = %(key)s", params)
-        return max(entries.rowcount, 0) + max(reads.rowcount, 0)

@@ -30,7 +30,7 @@ from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.stores.contract import CompactingStore
 from memory.stores.front import StoreFront
-from memory.stores.postgres import curation_log, ledger, reads, review, versions, writes
+from memory.stores.postgres import curation_log, ledger, person, reads, review, versions, writes
 from memory.stores.postgres.claims import ClaimTable
 from memory.stores.postgres.compaction import (
     DEFAULT_COMPACT_AFTER_SECONDS,
@@ -307,9 +307,14 @@ class PostgresReads:
         return await self._erase(ledger.SOURCES_WHERE, (messages,), reason)
 
     async def pseudonymize(self, rename: PersonRename) -> int:
-        return await self._guarded(
-            "pseudonymize_person", "-", lambda pool: ledger.rename_person(pool, rename)
+        """The person's scope moves to the pseudonym with the logs (memory/stores/postgres/person.py);
+        this replica's index of it goes with it."""
+        s = self._store
+        renamed = await self._guarded(
+            "pseudonymize_person", "-", lambda pool: person.pseudonymize(pool, s._scrub, rename, s._clock())
         )
+        s._retriever.indexes.drop(rename.person_key)
+        return renamed
 
     async def record_read(self, entry: ReadAudit, cutoff: float) -> None:
         await self._guarded(

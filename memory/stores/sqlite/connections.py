@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from memory.stores.sqlite.index import OpenScopes
+from memory.stores.sqlite.person import finish_move, marker_of
 from memory.stores.sqlite.schema import database_filename, open_database, prepare_scope
 
 # (scope_key, sql) for every statement SQLite runs on a scope's connection: lets tests count real SQL.
@@ -74,15 +75,43 @@ class ScopeConnections:
                 self._scopes.caught_up(connection, scope_key)
             return result
 
+    def retire(self, scope_key: str, work: Callable[[sqlite3.Connection], T], missing: T) -> T:
+        """`work` on the scope's connection holding its lock (`missing`: no database), its pending
+        bumps written first; then the connection is closed and forgotten with the scope's index, so
+        the file can take another name (memory/stores/sqlite/person.py)."""
+        with self.scope_lock(scope_key):
+            connection = self.checkout(scope_key, create=False)
+            if connection is None:
+                return missing
+            try:
+                self._scopes.write_bumps(connection, scope_key)
+                return work(connection)
+            finally:
+                self._let_go(scope_key)
+
+    def _let_go(self, scope_key: str) -> None:
+        """The scope's connection closed (its pending bumps written) and forgotten with its index;
+        the caller holds the scope's lock."""
+        with self._lock:
+            connection = self._connections.pop(scope_key, None)
+            self._scopes.closed(scope_key)
+        if connection is not None:
+            self._scopes.write_bumps(connection, scope_key)
+            connection.close()
+
     def checkout(self, scope_key: str, create: bool) -> sqlite3.Connection | None:
         """The scope's connection, opened on first use (None: no database and `create` False — reads
-        never create files); the caller holds the scope lock."""
+        never create files); the caller holds the scope lock. A file a person's erasure is moving
+        (in this process or another) is let go first, and the move finished when it can be."""
+        path = self.path(scope_key)
+        if marker_of(path).exists():
+            self._let_go(scope_key)
+            finish_move(path, marker_of(path), unmoved_too=False)
         with self._lock:
             connection = self._connections.get(scope_key)
             if connection is not None:
                 self._connections.move_to_end(scope_key)
                 return connection
-        path = self.path(scope_key)
         if not create and not path.exists():
             return None
         self._data_dir.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from typing import TypeVar
 from memory.rules.person import PersonRename
 from memory.stores.sql_common import AuditKey, audit_key, source_rows
 from memory.stores.sqlite.erasure import scrub_files
+from memory.stores.sqlite.person import renamed_id, renamed_id_params
 from memory.stores.sqlite.schema import open_database
 from memory.stores.sqlite.sql import chunks, configure, placeholders, transaction
 from memory.types import (
@@ -53,6 +54,12 @@ _LEDGER_SCHEMA = (
     "CREATE INDEX IF NOT EXISTS read_audit_at ON read_audit (at)",
     "CREATE INDEX IF NOT EXISTS read_audit_records_id ON read_audit_records (record_id)",
     "CREATE INDEX IF NOT EXISTS read_audit_records_audit ON read_audit_records (audit_id)",
+    # A person's erasure under way (memory/stores/sqlite/person.py): the pseudonym it drew, so a run
+    # again after a failure or a crash renames what is left to the same one. Deleted when it ends.
+    """CREATE TABLE IF NOT EXISTS erasures (
+        person_key TEXT PRIMARY KEY,
+        pseudonym TEXT NOT NULL
+    ) WITHOUT ROWID""",
 )
 
 # The audit rows an audit query asks for, by the key it asks by.
@@ -145,7 +152,7 @@ _ASKED_BY = "SELECT audit_id, thread_key FROM read_audit WHERE asker = ?"
 _READ_SCOPE = "SELECT audit_id, scope_keys FROM read_audit WHERE instr(scope_keys, ?) > 0"
 _READ_RECORD = "SELECT audit_id FROM read_audit_records WHERE substr(record_id, 1, ?) = ?"
 _RENAME_RECORDS = (
-    "UPDATE read_audit_records SET record_id = ? || substr(record_id, ?) WHERE substr(record_id, 1, ?) = ?"
+    f"UPDATE read_audit_records SET record_id = {renamed_id('record_id')} WHERE substr(record_id, 1, ?) = ?"
 )
 
 
@@ -178,12 +185,30 @@ def rename_person(connection: sqlite3.Connection, rename: PersonRename) -> int:
                 )
                 touched.add(int(audit_id))
         touched.update(int(row[0]) for row in connection.execute(_READ_RECORD, (len(prefix), prefix)))
-        connection.execute(
-            _RENAME_RECORDS, (rename.pseudonym_record_prefix, len(prefix) + 1, len(prefix), prefix)
-        )
+        connection.execute(_RENAME_RECORDS, (*renamed_id_params(rename), len(prefix), prefix))
         connection.execute("DELETE FROM run_sources WHERE scope_key = ?", (rename.person_key,))
     scrub_files(connection)  # the old values leave the WAL too
     return len(touched)
+
+
+def begin_erasure(connection: sqlite3.Connection, rename: PersonRename) -> PersonRename:
+    """The person's erasure noted with its pseudonym, or the one an unfinished erasure of them drew."""
+    with transaction(connection):
+        connection.execute(
+            "INSERT OR IGNORE INTO erasures (person_key, pseudonym) VALUES (?, ?)",
+            (rename.person_key, rename.pseudonym),
+        )
+        row = connection.execute(
+            "SELECT pseudonym FROM erasures WHERE person_key = ?", (rename.person_key,)
+        ).fetchone()
+    return PersonRename(rename.person_key, str(row[0]))
+
+
+def end_erasure(connection: sqlite3.Connection, person_key: str) -> None:
+    """The note gone, and with it the last byte of the person's key in the ledger (secure_delete)."""
+    with transaction(connection):
+        connection.execute("DELETE FROM erasures WHERE person_key = ?", (person_key,))
+    scrub_files(connection)
 
 
 class Ledger:

@@ -35,7 +35,7 @@ from memory.rules.person import PersonRename
 from memory.rules.retention import NO_RETENTION, Retention
 from memory.stores.contract import CompactingStore
 from memory.stores.front import StoreFront
-from memory.stores.sqlite import claims, curation_log, erasure, ledger, reads, review, versions
+from memory.stores.sqlite import claims, curation_log, erasure, ledger, person, reads, review, versions
 from memory.stores.sqlite.connections import ScopeConnections, StatementHook
 from memory.stores.sqlite.erasure import scrub_files
 from memory.stores.sqlite.index import OpenScopes, SyncedIndex
@@ -149,8 +149,9 @@ class SqliteMemoryStore(StoreFront):
         await asyncio.to_thread(self._shutdown)  # writes every pending bump before closing
 
     async def open(self) -> None:
-        """Nothing to verify: build_memory_store already proved the directory writable."""
-        return None
+        """Nothing to verify (build_memory_store already proved the directory writable); a person's
+        scope move a crash left half done is finished (memory/stores/sqlite/person.py)."""
+        await self._on_pool(functools.partial(person.settle_moves, self._data_dir), "sqlite memory store")
 
     # -- on the store's pool -------------------------------------------------------------------------
 
@@ -275,17 +276,34 @@ class SqliteReads:
         return total
 
     async def pseudonymize(self, rename: PersonRename) -> int:
-        """Every scope's curation log, then the ledger's read audit (memory/rules/person.py)."""
+        """The person's own scope moves to the pseudonym (memory/stores/sqlite/person.py), then every
+        scope's curation log and the ledger's read audit rename them (memory/rules/person.py). The
+        ledger notes the pseudonym until the end: a run again after a failure takes the same one."""
         store = self._store
+        rename = await store._run_ledger(lambda c: ledger.begin_erasure(c, rename))
+        renamed = await store._on_pool(functools.partial(self._move_scope, rename), "sqlite memory store")
         rename_actor = functools.partial(
             curation_log.rename_actor, person_key=rename.person_key, pseudonym_key=rename.pseudonym_key
         )
-        renamed = 0
         for scope_key in await self.scope_keys():
             renamed += await store._run(scope_key, rename_actor, 0)
-        if await store._ledger_exists():
-            renamed += await store._run_ledger(lambda c: ledger.rename_person(c, rename))
+        renamed += await store._run_ledger(lambda c: ledger.rename_person(c, rename))
+        await store._run_ledger(lambda c: ledger.end_erasure(c, rename.person_key))
         return renamed
+
+    def _move_scope(self, rename: PersonRename) -> int:
+        """On a worker thread: the moves a crash left first, then the person's scope file's."""
+        store = self._store
+        person.settle_moves(store._data_dir)
+        path = store._connections.path(rename.person_key)
+
+        def move(connection: sqlite3.Connection) -> int:
+            person.mark_move(path)
+            return person.move_rows(connection, rename, store._clock())
+
+        moved = store._connections.retire(rename.person_key, move, 0)
+        person.finish_move(path, person.marker_of(path))
+        return moved
 
     async def record_read(self, entry: ReadAudit, cutoff: float) -> None:
         await self._store._run_ledger(lambda c: ledger.record_read(c, entry, cutoff))

@@ -19,6 +19,7 @@ from starlette.applications import Starlette
 from starlette.routing import Route
 from structlog.testing import capture_logs
 
+from memory.rules.person import draw_pseudonym
 from memory.service.app import MAX_BODY_BYTES, create_app
 from memory.stores.in_process import InProcessMemoryStore
 from memory.stores.null import NullMemoryStore
@@ -26,6 +27,7 @@ from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
 from memory.types import MemoryCandidate, MemoryRecord, WriteResult
 from tests.memory.service_support import AUTH, TOKEN, asgi_client, fact, free_port, raw_asgi
+from tests.memory.stores.test_sqlite_person import BOB, bob_everywhere, traces
 
 SCOPE = "org:acme"
 
@@ -951,3 +953,26 @@ async def test_retrieve_many_refuses_a_bad_body_naming_the_field(
 async def test_retrieve_many_needs_the_token(app: Starlette) -> None:
     reply = await post(app, "/retrieve_many", {"scopeKeys": [SCOPE], "query": "x", "limit": 5}, headers={})
     assert reply.status_code == 401
+
+
+async def test_a_persons_erasure_over_the_wire_leaves_their_id_in_no_file_and_no_log_line(
+    tmp_path: Path,
+) -> None:
+    store = SqliteMemoryStore(tmp_path)
+    try:
+        await bob_everywhere(store)
+        app = create_app(store, TOKEN)
+        with capture_logs() as logs:
+            erased = await post(app, "/erase-scope", {"scopeKey": BOB, "reason": "user_request"})
+            renamed = await post(
+                app, "/erase-person/pseudonymize", {"personKey": BOB, "pseudonym": draw_pseudonym()}
+            )
+        assert (erased.json()["erased"], renamed.json()["renamed"]) == (3, 4)
+        assert "ubob" not in repr(logs).lower()
+        assert [e["route"] for e in logs if e["event"] == "memory.service.request"] == [
+            "/erase-scope",
+            "/erase-person/pseudonymize",
+        ]
+        assert traces(tmp_path) == []
+    finally:
+        await store.aclose()
