@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from app.slack.format import defuse_broadcasts, markdown_to_mrkdwn, split_message
+from app.slack.format import defuse_mentions, markdown_to_mrkdwn, split_message
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_markdown_becomes_slack_mrkdwn(markdown: str, mrkdwn: str) -> None:
     ],
 )
 def test_a_broadcast_mention_becomes_inert_text(text: str, shown: str) -> None:
-    assert defuse_broadcasts(text) == shown
+    assert defuse_mentions(text) == shown
 
 
 @pytest.mark.parametrize(
@@ -61,12 +61,12 @@ def test_a_broadcast_mention_becomes_inert_text(text: str, shown: str) -> None:
     ],
 )
 def test_a_markdown_link_to_a_broadcast_target_is_text_not_a_mention(markdown: str, mrkdwn: str) -> None:
-    assert markdown_to_mrkdwn(defuse_broadcasts(markdown)) == mrkdwn
+    assert markdown_to_mrkdwn(defuse_mentions(markdown)) == mrkdwn
 
 
 def test_a_person_a_channel_a_link_and_a_date_are_left_as_they_are() -> None:
     text = "ask <@U123> in <#C1|general>, see <https://x.dev|docs> by <!date^1392734382^{date}|Feb 18>"
-    assert defuse_broadcasts(text) == text
+    assert defuse_mentions(text) == text
 
 
 def test_code_keeps_its_content_and_loses_only_the_language_tag() -> None:

@@ -353,3 +353,40 @@ async def test_the_slash_command_in_a_shared_channel_lists_none_of_the_organizat
     )
     response = await workspace.slash("list org", "UPARTNER", "C7")
     assert "recruiting calendar" not in response["text"]
+
+
+GUEST_FACT = "the contractor's audit report is due on the ninth"
+
+
+async def test_a_guest_is_never_shown_the_organizations_notes_and_what_they_teach_stays_in_the_channel(
+    workspace: Workspace, slack_api: FakeSlackApi, store: SqliteMemoryStore
+) -> None:
+    """A guest of the workspace (users.info `is_restricted`) is read like another organization's
+    member: in a public channel and in their DM with the bot alike."""
+    slack_api.guests["UGUEST"] = "multi"
+    slack_api.add_conversation("D2", "im")
+    await workspace.say(
+        "C1",
+        "UA",
+        "how do we book interview loops?",
+        answer="The calendar.",
+        extracted=facts((PUBLIC_FACT, "org")),
+    )
+
+    question = "note the audit date please, and how are interview loops booked?"
+    await workspace.say("C1", "UGUEST", question, answer="Noted.", extracted=facts((GUEST_FACT, "org")))
+    assert "recruiting calendar" not in workspace.system_of_run(question)
+    (kept,) = await holding(store, "channel:slack:C1", GUEST_FACT)  # narrowed from org to the channel
+    assert (kept.origin, kept.origin_conversation) == ("external", "slack:C1")
+    assert await holding(store, "org:acme", GUEST_FACT) == []
+
+    member_question = "when is the audit report due?"
+    await workspace.say("C1", "UB", member_question, answer="I don't know.")
+    assert "ninth" not in workspace.system_of_run(member_question)
+
+    dm_question = "how are interview loops booked?"
+    await workspace.say("D2", "UGUEST", dm_question, answer="Ask HR.")
+    assert "recruiting calendar" not in workspace.system_of_run(dm_question)
+
+    response = await workspace.slash("list org", "UGUEST", "C1")
+    assert "recruiting calendar" not in response["text"]

@@ -278,10 +278,11 @@ def test_one_function_names_a_person_by_their_own_team_on_every_payload_shape() 
     assert identity.person(command, "U1", "T1") == "slack:T1:U1"
 
 
-async def test_a_slack_connect_clicker_of_why_sees_their_own_records_under_their_own_team(
+async def test_a_slack_connect_clicker_of_why_is_shown_only_what_was_learned_in_that_channel(
     slack_api: FakeSlackApi,
 ) -> None:
-    """REVIEW2 #6 on *Why?*: the clicker is named by their own team (`user.team_id`), like everywhere."""
+    """The clicker is named by their own team (`user.team_id`), like everywhere, and read as another
+    organization's member: what the run read in this channel, never their own DM's note."""
     import time
 
     from app.slack.provenance import WHY_ACTION
@@ -289,11 +290,10 @@ async def test_a_slack_connect_clicker_of_why_sees_their_own_records_under_their
 
     store = InProcessMemoryStore()
     await seed(store, "user:slack:T2:U1", "U1 likes tabs", origin="dm", where="D1")
-    [record] = await store.list("user:slack:T2:U1", 10)
+    await seed(store, "user:slack:T2:U1", "U1 ships the partner build", origin="external", where="T1:C1")
+    read = tuple((record.id, 1) for record in await store.list("user:slack:T2:U1", 10))
     await store.record_read(
-        ReadAudit(
-            "run-1", "slack:T1:C1:1.0", "slack:T2:U1", ("user:slack:T2:U1",), ((record.id, 1),), time.time()
-        )
+        ReadAudit("run-1", "slack:T1:C1:1.0", "slack:T2:U1", ("user:slack:T2:U1",), read, time.time())
     )
     registry = build_registry(store=store, memory_enabled=True, organization="acme", admins=[])
     async with running_bot(
@@ -312,4 +312,6 @@ async def test_a_slack_connect_clicker_of_why_sees_their_own_records_under_their
         assert (await bot.slack.interaction(payload)).status == 200
         await slack_api.wait_until(lambda: len(slack_api.responses) > 0)
 
-    assert "U1 likes tabs" in str(slack_api.responses[-1]["text"])
+    shown = str(slack_api.responses[-1]["text"])
+    assert "U1 ships the partner build" in shown
+    assert "U1 likes tabs" not in shown
