@@ -17,6 +17,17 @@ async def ask(bot: RunningBot, slack_api: FakeSlackApi, channel: str) -> None:
     await bot.settle()
 
 
+def unshared(*, still_shared: bool) -> dict[str, Any]:
+    """`channel_unshared`: one organization left C1; `is_ext_shared` says whether another is still in."""
+    return {
+        "type": "channel_unshared",
+        "previously_connected_team_id": "T0PARTNER",
+        "channel": "C1",
+        "is_ext_shared": still_shared,
+        "event_ts": "1.2",
+    }
+
+
 async def test_a_channel_shared_after_its_visibility_was_cached_reads_as_external_at_once(
     slack_api: FakeSlackApi,
 ) -> None:
@@ -65,17 +76,10 @@ async def test_a_channel_no_longer_shared_is_asked_about_again_at_once(slack_api
     slack_api.add_conversation("C1", "public")
     slack_api.ext_shared.add("C1")
     dispatcher = RecordingDispatcher()
-    unshared = {
-        "type": "channel_unshared",
-        "previously_connected_team_id": "T0PARTNER",
-        "channel": "C1",
-        "is_ext_shared": False,
-        "event_ts": "1.2",
-    }
     async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
         await ask(bot, slack_api, "C1")  # cached: external
         slack_api.ext_shared.discard("C1")
-        assert (await bot.slack.event(unshared)).status == 200
+        assert (await bot.slack.event(unshared(still_shared=False))).status == 200
         await ask(bot, slack_api, "C1")
 
     assert [m.channel_visibility for m in dispatcher.messages] == ["external", "public"]
@@ -85,16 +89,9 @@ async def test_a_channel_no_longer_shared_is_asked_about_again_at_once(slack_api
 async def test_a_channel_one_of_two_organizations_left_stays_external(slack_api: FakeSlackApi) -> None:
     slack_api.add_conversation("C1", "public")
     dispatcher = RecordingDispatcher()
-    unshared = {
-        "type": "channel_unshared",
-        "previously_connected_team_id": "T0PARTNER",
-        "channel": "C1",
-        "is_ext_shared": True,
-        "event_ts": "1.2",
-    }
     async with running_bot(slack_api, dispatcher, memory_store=InProcessMemoryStore()) as bot:
         await ask(bot, slack_api, "C1")
-        await bot.slack.event(unshared)
+        await bot.slack.event(unshared(still_shared=True))
         await ask(bot, slack_api, "C1")
 
     assert [m.channel_visibility for m in dispatcher.messages] == ["public", "external"]
