@@ -263,6 +263,17 @@ class SlackBot:
             await ack()
             spawn(self._memory_events.why(body, respond, context.team_id), name="slack-why")
 
+        @app.command(self._options.slash_command)
+        async def on_slash(ack: Any, command: dict[str, Any], respond: Any, context: Any) -> None:
+            await ack()
+            spawn(self._slash.run(command, respond, context.team_id), name="slack-slash")
+
+        self._register_workspace_changes()
+
+    def _register_workspace_changes(self) -> None:
+        """What changes in the workspace that the bot keeps up with: a deleted channel's memory, a
+        channel's sharing with another organization, a person made a guest or a member."""
+        app = self.app
         for deleted in CHANNEL_DELETED_EVENTS:
 
             @app.event(deleted)
@@ -280,11 +291,6 @@ class SlackBot:
             person = event.get("user")
             if isinstance(person, dict) and isinstance(person.get("id"), str):
                 self._people.forget(person["id"])
-
-        @app.command(self._options.slash_command)
-        async def on_slash(ack: Any, command: dict[str, Any], respond: Any, context: Any) -> None:
-            await ack()
-            spawn(self._slash.run(command, respond, context.team_id), name="slack-slash")
 
 
 def failed_request(error: Exception, body: dict[str, Any]) -> BoltResponse:
