@@ -287,10 +287,10 @@ class SlackBot:
                 self._conversations.sharing_changed(event)
 
         @app.event("user_change")
-        async def on_user_change(event: dict[str, Any]) -> None:
+        async def on_user_change(body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
             person = event.get("user")
             if isinstance(person, dict) and isinstance(person.get("id"), str):
-                self._people.forget(person["id"])
+                self._people.forget(body.get("team_id") or context.team_id, person["id"])
 
 
 def failed_request(error: Exception, body: dict[str, Any]) -> BoltResponse:

@@ -47,15 +47,16 @@ class People:
             return True
         if not user:
             return False
-        cached = self._outsiders.get(user)
+        key = f"{workspace}:{user}"  # one person may be a member of one workspace, a guest of another
+        cached = self._outsiders.get(key)
         if cached is None:
             cached = await self._look_up(body, user, workspace)
-            self._outsiders.put(user, cached)
+            self._outsiders.put(key, cached)
         return cached
 
-    def forget(self, user: str) -> None:
+    def forget(self, workspace: str | None, user: str) -> None:
         """Slack said this person changed (`user_change`): the next payload asks again."""
-        self._outsiders.discard(user)
+        self._outsiders.discard(f"{workspace}:{user}")
 
     async def _look_up(self, body: Mapping[str, Any], user: str, workspace: str | None) -> bool:
         try:

@@ -7,7 +7,9 @@ from __future__ import annotations
 import pytest
 from structlog.testing import capture_logs
 
+from app.slack.bot import make_web_client
 from app.slack.options import SlackOptions
+from app.slack.people import People
 from memory.stores.in_process import InProcessMemoryStore
 from tests.app.slack.harness import RecordingDispatcher, running_bot
 from tests.fakes.slack_api import BOT_USER_ID, FakeSlackApi, as_app_mention
@@ -119,3 +121,14 @@ async def test_with_memory_off_nobody_is_looked_up(slack_api: FakeSlackApi) -> N
 
     assert len(dispatcher.messages) == 1
     assert slack_api.calls_to("users.info") == []
+
+
+async def test_a_person_is_read_per_workspace_one_app_serves(slack_api: FakeSlackApi) -> None:
+    """A member of T0HOME writing through another workspace the app serves is another organization's
+    member there: what one workspace's users.info said is never another's answer."""
+    slack_api.user_teams["U1"] = "T0HOME"
+    people = People(make_web_client(slack_api.token, slack_api.base_url), ttl_seconds=600)
+
+    assert await people.outsider({}, {}, "U1", "T0HOME") is False
+    assert await people.outsider({}, {}, "U1", "T0ELSEWHERE") is True
+    assert len(slack_api.calls_to("users.info")) == 2
