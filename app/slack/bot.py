@@ -28,7 +28,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from app.slack.agent_view import on_thread_started
 from app.slack.claims import EventsOnce, SharedClaims
 from app.slack.conversations import Conversations
-from app.slack.events import SlackIdentity
+from app.slack.events import SHARING_EVENTS, SlackIdentity
 from app.slack.feedback import FEEDBACK_ACTION, log_feedback
 from app.slack.home.edit import EDIT_VIEW
 from app.slack.home.tab import HomeTab
@@ -38,6 +38,7 @@ from app.slack.kinds import handled, payload_kind
 from app.slack.memory_events import MemoryFollowsSlack
 from app.slack.messages import Dispatcher, MessageAnswerer
 from app.slack.options import SlackOptions
+from app.slack.people import People
 from app.slack.provenance import CHANNEL_DELETED_EVENTS, WHY_ACTION
 from app.slack.routing import EventRouter, retry_num
 from app.slack.slash import CallerFactory, ChannelRepo, SlashCommand
@@ -107,7 +108,8 @@ class SlackBot:
         self._tasks = BackgroundTasks()
         self._accepting = True
         identity = SlackIdentity(multi_workspace=options.multi_workspace)
-        conversations = Conversations(self.client, identity, options)
+        conversations = self._conversations = Conversations(self.client, identity, options)
+        people = self._people = People(self.client, ttl_seconds=options.person_cache_ttl_seconds)
         # run id → the memory records it read, for the feedback a click on its answer logs.
         self._runs: TtlCache[tuple[str, ...]] = TtlCache(
             ttl=options.thread_memory_ttl_seconds, max_size=20_000
@@ -117,6 +119,7 @@ class SlackBot:
             memory=parts.memory_store,
             identity=identity,
             conversations=conversations,
+            people=people,
             permalinks=self.permalinks,
             spawn=spawn,
         )
@@ -128,6 +131,7 @@ class SlackBot:
             options=options,
             runs=self._runs,
             spawn=spawn,
+            people=people,
             memory_on=parts.memory_store is not None,
             permalinks=self.permalinks,
         )
@@ -150,6 +154,7 @@ class SlackBot:
             registry=parts.registry,
             identity=identity,
             conversations=conversations,
+            people=people,
             caller_factory=parts.caller_factory,
             channel_repo=parts.channel_repo,
         )
@@ -159,6 +164,7 @@ class SlackBot:
             registry=parts.registry,
             caller_factory=parts.caller_factory,
             identity=identity,
+            people=people,
         )
         self.app = _bolt_app(self.client, parts.signing_secret)
         self._register()
@@ -257,16 +263,34 @@ class SlackBot:
             await ack()
             spawn(self._memory_events.why(body, respond, context.team_id), name="slack-why")
 
+        @app.command(self._options.slash_command)
+        async def on_slash(ack: Any, command: dict[str, Any], respond: Any, context: Any) -> None:
+            await ack()
+            spawn(self._slash.run(command, respond, context.team_id), name="slack-slash")
+
+        self._register_workspace_changes()
+
+    def _register_workspace_changes(self) -> None:
+        """What changes in the workspace that the bot keeps up with: a deleted channel's memory, a
+        channel's sharing with another organization, a person made a guest or a member."""
+        app = self.app
         for deleted in CHANNEL_DELETED_EVENTS:
 
             @app.event(deleted)
             async def on_channel_deleted(body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
                 self._memory_events.accept_channel_deleted(body, event, context)
 
-        @app.command(self._options.slash_command)
-        async def on_slash(ack: Any, command: dict[str, Any], respond: Any, context: Any) -> None:
-            await ack()
-            spawn(self._slash.run(command, respond, context.team_id), name="slack-slash")
+        for sharing in SHARING_EVENTS:
+
+            @app.event(sharing)
+            async def on_sharing_changed(event: dict[str, Any]) -> None:
+                self._conversations.sharing_changed(event)
+
+        @app.event("user_change")
+        async def on_user_change(body: dict[str, Any], event: dict[str, Any], context: Any) -> None:
+            person = event.get("user")
+            if isinstance(person, dict) and isinstance(person.get("id"), str):
+                self._people.forget(body.get("team_id") or context.team_id, person["id"])
 
 
 def failed_request(error: Exception, body: dict[str, Any]) -> BoltResponse:

@@ -13,6 +13,7 @@ from slack_sdk.web.async_client import AsyncWebClient
 from app.incoming import ChannelVisibility
 from app.slack.events import (
     SlackIdentity,
+    sharing_change,
     thread_root,
     visibility_from_channel_type,
     visibility_from_conversation,
@@ -47,6 +48,21 @@ class Conversations:
         visibility = visibility_from_channel_type(channel_type, ext_shared)
         if channel and visibility is not None:
             self._visibility_cache.put(channel, visibility)
+
+    def sharing_changed(self, event: Mapping[str, Any]) -> None:
+        """Slack says a channel was shared with another organization, or no longer is (SHARING_EVENTS):
+        the cached visibility changes now, not at the channel's next event or the cache's expiry.
+        Shared reads as `external` at once; no longer shared is forgotten, so the next read asks
+        conversations.info what the channel is now."""
+        change = sharing_change(event)
+        if change is None:
+            return
+        channel, shared = change
+        if shared:
+            self._visibility_cache.put(channel, "external")
+        else:
+            self._visibility_cache.discard(channel)
+        log.info("slack.channel_sharing", event_type=event.get("type"), channel=channel, shared=shared)
 
     def observe(self, team_id: str | None, event: Mapping[str, Any]) -> None:
         """Every message event feeds the thread cache, answered or not (app/slack/thread_cache.py)."""

@@ -71,8 +71,9 @@ def from_another_organization(
     """The person behind an event belongs to a team other than the workspace it came through: a member
     of another organization (Slack Connect), whatever the envelope says of the conversation (a DM with
     the bot too). Inside an Enterprise Grid org (the envelope names an enterprise) the teams are the
-    org's own workspaces: there the conversation's flags alone decide."""
-    if body.get("enterprise_id"):
+    org's own workspaces: there the conversation's flags alone decide. (An event's envelope names it
+    `enterprise_id`; a click's or a modal's payload, `enterprise`.)"""
+    if body.get("enterprise_id") or body.get("enterprise"):
         return False
     team = user_team(event, workspace)
     return bool(team and workspace and team != workspace)
@@ -103,6 +104,30 @@ def visibility_from_conversation(info: Mapping[str, Any]) -> ChannelVisibility |
     if info.get("is_channel"):
         return "public"
     return None
+
+
+# Slack's word that a channel's sharing with another organization changed (Slack Connect).
+SHARING_EVENTS = (
+    "channel_shared",
+    "channel_unshared",
+    "shared_channel_invite_accepted",
+    "shared_channel_invite_approved",
+)
+
+
+def sharing_change(event: Mapping[str, Any]) -> tuple[str, bool] | None:
+    """(channel, shared with another organization now) from one of SHARING_EVENTS; None when it names
+    no channel. `channel_shared` (another organization joined) and an accepted or approved
+    invitation (whose `channel` is an object, not an id) share it; `channel_unshared` says with its
+    `is_ext_shared` whether another organization is still in it."""
+    channel = event.get("channel")
+    if isinstance(channel, Mapping):
+        channel = channel.get("id")
+    if not isinstance(channel, str) or not channel:
+        return None
+    if event.get("type") == "channel_unshared":
+        return channel, event.get("is_ext_shared") is True
+    return channel, True
 
 
 def visibility_from_slash_channel(channel_id: str, channel_name: str | None) -> ChannelVisibility | None:

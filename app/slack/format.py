@@ -7,6 +7,7 @@ these only for the `chat.postMessage` fallback and for splitting.
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 
 # chat.postMessage truncates long `text`; Slack asks to keep messages under 4,000 characters.
 POST_TEXT_LIMIT = 3900
@@ -21,6 +22,12 @@ _SLACK_TOKEN = re.compile(r"<(?:[@#!][^<>\s]+|(?:https?|mailto):[^<>\s]+)>")
 # a web page) never pings everyone, so these lose their brackets and the @ keeps its name apart.
 # `<!group>` is Slack's legacy spelling of `<!channel>` for a private channel.
 _BROADCAST = re.compile(r"<!(channel|here|everyone|group|subteam\^[^<>\s|]*)(?:\|([^<>]*))?>", re.IGNORECASE)
+# One person's mention, `<@U…>` or `<@U…|name>` (W… in an Enterprise Grid org).
+_USER_MENTION = re.compile(r"<@([UW][A-Z0-9]+)(?:\|([^<>]*))?>")
+# How many people an answer may ping that the asker did not name in their message: a reply that
+# points to the owner of something pings them; a list of dozens is a planted instruction or a
+# directory dump, and from the fourth person on they are named, not notified.
+MENTION_CAP = 3
 _INLINE_CODE = re.compile(r"(`+)(.+?)\1")
 _IMAGE = re.compile(r"!\[([^\]]*)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 _LINK = re.compile(r"\[([^\]]+)\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
@@ -45,15 +52,37 @@ def escape_mrkdwn(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
-def defuse_broadcasts(text: str) -> str:
-    """`<!channel>`, `<!here>`, `<!everyone>`, `<!group>` and a user group's `<!subteam^…>` as inert
-    text: `@`, an invisible word joiner (so Slack reads no mention), then the name."""
+def mentioned_users(text: str) -> frozenset[str]:
+    """The people a message's text mentions (`<@U…>`): those its author chose to notify."""
+    return frozenset(match.group(1) for match in _USER_MENTION.finditer(text))
 
-    def inert(match: re.Match[str]) -> str:
-        label = match.group(2) or match.group(1).split("^")[0]
+
+def defuse_mentions(text: str, named: Collection[str] = (), cap: int = MENTION_CAP) -> str:
+    """Text the bot posts, with the notifications it may carry. `<!channel>`, `<!here>`,
+    `<!everyone>`, `<!group>` and a user group's `<!subteam^…>` are always inert text: `@`, an
+    invisible word joiner (so Slack reads no mention), then the name. A person's `<@U…>` stays a
+    mention when the asker named them (`named`: their own message's mentions, and the asker) or while
+    fewer than `cap` other people were pinged before it in the text; past that it is inert the same
+    way, as the mention's label or the user id."""
+
+    def inert(label: str) -> str:
         return "@\u2060" + label.lstrip("@")
 
-    return _BROADCAST.sub(inert, text)
+    def broadcast(match: re.Match[str]) -> str:
+        return inert(match.group(2) or match.group(1).split("^")[0])
+
+    pinged: set[str] = set()
+
+    def person(match: re.Match[str]) -> str:
+        user = match.group(1)
+        if user in named or user in pinged:
+            return match.group(0)
+        if len(pinged) < cap:
+            pinged.add(user)
+            return match.group(0)
+        return inert(match.group(2) or user)
+
+    return _USER_MENTION.sub(person, _BROADCAST.sub(broadcast, text))
 
 
 def markdown_to_mrkdwn(markdown: str) -> str:

@@ -12,10 +12,19 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from app.slack.events import SHARING_EVENTS
 from app.slack.provenance import CHANNEL_DELETED_EVENTS
 
 HANDLED_EVENTS = frozenset(
-    {"app_mention", "message", "app_home_opened", "assistant_thread_started", *CHANNEL_DELETED_EVENTS}
+    {
+        "app_mention",
+        "message",
+        "app_home_opened",
+        "assistant_thread_started",
+        "user_change",
+        *CHANNEL_DELETED_EVENTS,
+        *SHARING_EVENTS,
+    }
 )
 # Button clicks (Home tab, feedback, Why?) and the Home tab's modals; `command` is a slash command;
 # Bolt answers `url_verification` and `ssl_check` itself.

@@ -13,6 +13,7 @@ from app.audience import conversation_reader
 from app.slack.conversations import Conversations
 from app.slack.ephemeral import respond_ephemeral
 from app.slack.events import SlackIdentity
+from app.slack.people import People, asker_visibility
 from app.slack.provenance import WHY_ACTION, SourceChange, action_value, deleted_channel_scope, source_change
 from app.slack.tasks import Spawn
 from commands.provenance import Permalinks, explain_run, render_why
@@ -33,9 +34,11 @@ class MemoryFollowsSlack:
         memory: MemoryStore | None,
         identity: SlackIdentity,
         conversations: Conversations,
+        people: People,
         permalinks: Permalinks,
         spawn: Spawn,
     ) -> None:
+        self._people = people
         self._memory = memory
         self._identity = identity
         self._conversations = conversations
@@ -73,15 +76,19 @@ class MemoryFollowsSlack:
         """*Why?*: the records the run read, to the one who clicked, ephemerally, under the read rule."""
         run_id = action_value(body, WHY_ACTION)
         team = (body.get("team") or {}).get("id") or team_id
-        user = self._identity.person(body, (body.get("user") or {}).get("id"), team)
+        clicker = (body.get("user") or {}).get("id")
+        user = self._identity.person(body, clicker, team)
         channel = (body.get("channel") or {}).get("id") or (body.get("container") or {}).get("channel_id")
         try:
             if self._memory is None or run_id is None:
                 text = MEMORY_OFF_WHY
             else:
                 # Only the clicker sees the answer, but in a channel shared with another organization
-                # they may be one of its members: read as the channel (app/audience.py).
-                visibility = await self._conversations.visibility(channel, None) if channel else None
+                # they may be one of its members: read as the channel (app/audience.py); an outsider
+                # (a guest, another organization's member) anywhere as such a channel.
+                visibility = await asker_visibility(
+                    self._people, self._conversations, body, user=clicker, workspace=team, channel=channel
+                )
                 reader = conversation_reader(
                     visibility,
                     user_id=user,

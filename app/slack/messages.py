@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import structlog
@@ -22,7 +22,9 @@ from app.incoming import HistoryTurn, IncomingMessage
 from app.slack.agent_view import TitledConversation, set_title
 from app.slack.conversations import Conversations
 from app.slack.events import SURFACE, SlackIdentity, history_from_replies, is_thread_reply, message_text
+from app.slack.format import mentioned_users
 from app.slack.options import SlackOptions
+from app.slack.people import People
 from app.slack.provenance import source_messages
 from app.slack.state import TtlCache
 from app.slack.surface import SlackThreadSurface
@@ -52,7 +54,8 @@ class Job:
     team_id: str | None
     user_team_id: str | None
     channel: str
-    # The envelope's is_ext_shared_channel, or an asker from another organization: read as external.
+    # The envelope's is_ext_shared_channel, or an asker from another organization: read as external
+    # (with memory on, a guest of the workspace too: app/slack/people.py).
     ext_shared: bool
     ts: str
     thread_ts: str
@@ -60,6 +63,8 @@ class Job:
     bot_id: str | None
     # The thread as the router already fetched it (a follow-up check); None: not fetched yet.
     replies: tuple[Mapping[str, Any], ...] | None = None
+    # The event's envelope (whether it names an Enterprise Grid org).
+    body: Mapping[str, Any] = field(default_factory=dict)
 
 
 class MessageAnswerer:
@@ -75,9 +80,11 @@ class MessageAnswerer:
         options: SlackOptions,
         runs: TtlCache[tuple[str, ...]],
         spawn: Spawn,
+        people: People,
         memory_on: bool = False,
         permalinks: Permalinks | None = None,
     ) -> None:
+        self._people = people
         self._dispatcher = dispatcher
         self._permalinks = permalinks  # the thinking steps link the threads recalled notes came from
         self._memory_on = memory_on
@@ -107,6 +114,7 @@ class MessageAnswerer:
             on_run=self._runs.put,
             on_posted=self._reply_recorder(thread_key, job),
             permalinks=self._permalinks,
+            named=mentioned_users(str(job.event.get("text") or "")),
         )
         ref = uuid.uuid4().hex[:8]
         try:
@@ -146,8 +154,10 @@ class MessageAnswerer:
         if not text:
             return None
         channel_type = job.event.get("channel_type")
+        user = str(job.event.get("user") or "") or None
         if self._memory_on:
-            visibility = await self._conversations.visibility(job.channel, channel_type, job.ext_shared)
+            outsider = job.ext_shared or await self._people.outsider(job.body, job.event, user, job.team_id)
+            visibility = await self._conversations.visibility(job.channel, channel_type, outsider)
         else:
             visibility = self._conversations.seen_visibility(job.channel, channel_type, job.ext_shared)
         history = await self._history(job, thread_key)
@@ -155,7 +165,7 @@ class MessageAnswerer:
             text=text,
             thread_key=thread_key,
             surface=SURFACE,
-            user_id=self._identity.user(job.user_team_id, str(job.event.get("user") or "") or None),
+            user_id=self._identity.user(job.user_team_id, user),
             channel_id=self._identity.channel(job.team_id, job.channel),
             channel_visibility=visibility,
             history=history,

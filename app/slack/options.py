@@ -24,4 +24,7 @@ class SlackOptions:
     # A channel's visibility from conversations.info is trusted this long: a conversion inside the
     # window is caught by the next message event's channel_type (which refreshes the entry), not later.
     channel_cache_ttl_seconds: float = 60
+    # Whether a person is a guest or of another organization (users.info) is trusted this long; Slack's
+    # `user_change` event (a guest made a member, or the reverse) drops the entry at once.
+    person_cache_ttl_seconds: float = 600
     not_a_bot_thread_ttl_seconds: float = 60

@@ -116,6 +116,7 @@ class EventRouter:
             thread_ts=thread_root(event),
             bot_user_id=bot_user_id,
             bot_id=bot_id,
+            body=body,
         )
         self._route(job, kind, fields)
 

@@ -14,6 +14,7 @@ from app.slack.conversations import Conversations
 from app.slack.ephemeral import respond_ephemeral
 from app.slack.events import SURFACE, SlackIdentity, visibility_from_slash_channel
 from app.slack.messages import WARNING_REPLY
+from app.slack.people import People, asker_visibility
 from commands.registry import CommandSet
 
 log = structlog.get_logger("slack")
@@ -35,9 +36,11 @@ class SlashCommand:
         registry: CommandSet | None,
         identity: SlackIdentity,
         conversations: Conversations,
+        people: People,
         caller_factory: CallerFactory,
         channel_repo: ChannelRepo | None,
     ) -> None:
+        self._people = people
         self._registry = registry
         self._identity = identity
         self._conversations = conversations
@@ -67,7 +70,9 @@ class SlashCommand:
         channel = str(command.get("channel_id") or "")
         user = str(command.get("user_id") or "") or None
         team = str(command.get("team_id") or team_id or "") or None
-        visibility = await self._conversations.visibility(channel, None) if channel else None
+        visibility = await asker_visibility(
+            self._people, self._conversations, command, user=user, workspace=team, channel=channel
+        )
         if visibility is None and channel:
             visibility = visibility_from_slash_channel(channel, command.get("channel_name"))
         channel_key = self._identity.channel(team, channel)

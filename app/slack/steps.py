@@ -19,7 +19,7 @@ from typing import Any
 
 import structlog
 
-from app.slack.format import defuse_broadcasts
+from app.slack.format import defuse_mentions
 from app.steps import Step, StepSource
 from commands.provenance import Permalinks, source_link
 
@@ -55,8 +55,11 @@ class StepStream:
         channel: str,
         permalinks: Permalinks | None,
         enabled: bool,
+        named: frozenset[str] = frozenset(),
     ) -> None:
         self._open_stream = open_stream
+        # A card is addressed to nobody: it keeps only the mentions the asker typed (no cap of its own).
+        self._named = named
         self._channel = channel
         self._permalinks = permalinks
         self._models = chunk_models() if enabled else None
@@ -134,9 +137,9 @@ class StepStream:
         sources = await self._sources(step.sources, elements)
         return chunks.TaskUpdateChunk(
             id=step.id,
-            title=defuse_broadcasts(step.title),
+            title=defuse_mentions(step.title, self._named, cap=0),
             status=step.status,
-            output=defuse_broadcasts(step.output) if step.output else step.output,
+            output=defuse_mentions(step.output, self._named, cap=0) if step.output else step.output,
             sources=sources or None,
         )
 

@@ -17,7 +17,7 @@ from app.slack.feedback import feedback_block
 from app.slack.format import (
     POST_TEXT_LIMIT,
     STREAM_TEXT_LIMIT,
-    defuse_broadcasts,
+    defuse_mentions,
     markdown_to_mrkdwn,
     split_message,
 )
@@ -90,8 +90,11 @@ class SlackThreadSurface:
         on_run: RunListener | None = None,
         on_posted: Callable[[str, str], None] | None = None,
         permalinks: Permalinks | None = None,
+        named: frozenset[str] = frozenset(),
     ) -> None:
         self._client = client
+        # The people the answer may always notify: the asker and those their message mentions.
+        self._named = named | ({user_id} if user_id else frozenset())
         self._on_run = on_run
         self._on_posted = on_posted  # (ts, text) of each message posted: the thread cache keeps it
         self.channel = channel
@@ -106,6 +109,7 @@ class SlackThreadSurface:
             channel=channel,
             permalinks=permalinks,
             enabled=options.stream and options.thinking_steps,
+            named=self._named,
         )
 
     @property
@@ -173,7 +177,7 @@ class SlackThreadSurface:
         if not text.strip():
             log.info("slack.reply_empty", channel=self.channel, thread_ts=self.thread_ts)
             return
-        text = defuse_broadcasts(text)
+        text = defuse_mentions(text, self._named)
         opened = await self._steps.take()  # the stream the steps started: the answer goes under them
         if self._options.stream and not self._state.stream_refused:
             parts = split_message(text, STREAM_TEXT_LIMIT)

@@ -95,6 +95,10 @@ class FakeSlackApi:
         self.modals: list[dict[str, Any]] = []  # every view `views.open` opened, in order
         self.conversations: dict[str, str] = {}
         self.ext_shared: set[str] = set()  # Slack Connect: channels shared with another organization
+        # users.info: everyone is a full member of this workspace unless named here — a guest
+        # ("multi" → is_restricted, "single" → is_ultra_restricted) or of another team (user → team).
+        self.guests: dict[str, str] = {}
+        self.user_teams: dict[str, str] = {}
         self.messages: dict[str, list[Message]] = {}
         self.refused: dict[str, str] = {}  # method → error returned on every call
         # Stream calls carrying these chunk types (or a task display mode) answer this error.
@@ -352,6 +356,29 @@ class FakeSlackApi:
         channel = "D" + users
         self.conversations.setdefault(channel, "im")
         return _ok(channel={"id": channel, "is_im": True, "user": users})
+
+    def _m_users_info(self, args: Mapping[str, Any]) -> web.Response:
+        """The user object's `team_id`, `is_restricted` (a multi-channel guest) and
+        `is_ultra_restricted` (a single-channel guest), as Slack documents them."""
+        user = str(args.get("user") or "")
+        if not user:
+            return _error("user_not_found")
+        guest = self.guests.get(user)
+        if guest not in (None, "multi", "single"):
+            raise ValueError(f"a guest is 'multi' or 'single', got {guest!r}")
+        person = {
+            "id": user,
+            "team_id": self.user_teams.get(user, self.team_id),
+            "name": user.lower(),
+            "deleted": False,
+            "is_admin": False,
+            "is_owner": False,
+            "is_restricted": guest is not None,
+            "is_ultra_restricted": guest == "single",
+            "is_bot": user == self.bot_user_id,
+            "is_app_user": False,
+        }
+        return _ok(user=person)
 
     def dm_messages(self, user: str) -> list[Message]:
         """What the bot posted in its DM with `user` (opened by `conversations.open`)."""

@@ -39,6 +39,7 @@ from app.slack.home.view import (
     home_view,
     memory_off_view,
 )
+from app.slack.people import People
 from app.slack.state import TtlCache
 from app.slack.tasks import Spawn
 from commands.browse import BrowseRequest, MemoryBrowser
@@ -118,8 +119,10 @@ class HomeTab:
         registry: CommandHandler | None,
         caller_factory: Callable[..., Any],
         identity: SlackIdentity,
+        people: People,
     ) -> None:
         self._client = client
+        self._people = people
         self._browser = browser
         self._registry = registry
         self._caller_factory = caller_factory
@@ -138,7 +141,7 @@ class HomeTab:
         if not user:
             return
         if tab == "home":
-            home = self.publish(team_id, user, HomeState(), user_team=user_team(event, team_id))
+            home = self.publish(team_id, user, HomeState(), user_team=user_team(event, team_id), body=body)
             spawn(home, name="slack-home-publish")
         elif tab == "messages" and event.get("channel"):
             spawn(set_suggested_prompts(self._client, str(event["channel"])), name="slack-prompts")
@@ -151,8 +154,10 @@ class HomeTab:
         notice: str | None = None,
         *,
         user_team: str | None = None,
+        body: Mapping[str, Any] | None = None,
     ) -> None:
-        """The tab for `user` of team `user_team` (their own; None: the workspace `team_id`)."""
+        """The tab for `user` of team `user_team` (their own; None: the workspace `team_id`), from the
+        payload `body` that asked for it (an event's envelope, a click)."""
         browser = self._browser
         waiting: tuple[MemoryRecord, ...] = ()
         if browser is None or not browser.enabled:
@@ -160,7 +165,8 @@ class HomeTab:
             count = 0
         else:
             viewer = self._identity.user(user_team or team_id, user) or ""
-            admin = browser.is_admin(viewer)
+            payload = body if body is not None else {"user_team": user_team}
+            admin = await self._curator(browser, payload, viewer, user, team_id)
             if not admin:
                 state = HomeState(page=state.page, query=state.query)  # people browse only their own
             channel = self._identity.channel(team_id, state.channel)
@@ -168,7 +174,8 @@ class HomeTab:
                 viewer=viewer, scope=state.scope, channel=channel, page=state.page, query=state.query
             )
             page, review = await asyncio.gather(
-                browser.page(request), browser.waiting(viewer, channel if state.scope == "channel" else None)
+                browser.page(request),
+                browser.waiting(viewer, channel if state.scope == "channel" else None) if admin else _none(),
             )
             state = HomeState(
                 page.scope, state.channel if page.scope == "channel" else None, page.page, state.query
@@ -199,6 +206,20 @@ class HomeTab:
             waiting=len(waiting),
         )
 
+    async def _curator(
+        self,
+        browser: MemoryBrowser,
+        payload: Mapping[str, Any],
+        viewer: str,
+        user: str,
+        team_id: str | None,
+    ) -> bool:
+        """An admin who may see and curate the shared scopes here. An outsider (a guest, another
+        organization's member) never is, even when named an admin: their tab is theirs alone."""
+        if not browser.is_admin(viewer):
+            return False
+        return not await self._people.outsider(payload, payload, user, team_id)
+
     async def on_action(self, body: Mapping[str, Any], action: Mapping[str, Any]) -> None:
         """One click or search in the tab (already acknowledged)."""
         user, team_id = _clicker(body)
@@ -210,7 +231,8 @@ class HomeTab:
         action_id = str(action.get("action_id") or "")
         if action_id in _RECORD_VERBS:
             record_id = str(action.get("value") or "")
-            await self._on_record(team_id, viewer_team, user, state, _RECORD_VERBS[action_id], record_id)
+            verb = _RECORD_VERBS[action_id]
+            await self._on_record(body, team_id, viewer_team, user, state, verb, record_id)
             return
         if action_id == ADD_ACTION:
             await self._open_add(body, viewer_team, user, state)
@@ -231,7 +253,7 @@ class HomeTab:
                 log.warning("slack.home_action_refused", user=user, reason="bad_channel")
                 return
             state = HomeState("channel", channel, 0, None)
-        await self.publish(team_id, user, state, user_team=viewer_team)
+        await self.publish(team_id, user, state, user_team=viewer_team, body=body)
 
     async def _open_add(
         self, body: Mapping[str, Any], viewer_team: str | None, user: str, state: HomeState
@@ -242,7 +264,8 @@ class HomeTab:
         if browser is None or not browser.enabled or not trigger:
             log.warning("slack.home_action_refused", user=user, reason="add_unavailable")
             return
-        admin = browser.is_admin(self._identity.user(viewer_team, user) or "")
+        viewer = self._identity.user(viewer_team, user) or ""
+        admin = await self._curator(browser, body, viewer, user, _clicker(body)[1])
         try:
             await self._client.views_open(trigger_id=trigger, view=add_modal(state, admin=admin))
         except SlackClientError as error:
@@ -256,13 +279,15 @@ class HomeTab:
             return
         viewer_team = user_team(body, team_id)
         text, scope = add_submission(view)
+        # The tab is no conversation. A note for oneself is private to its owner (`dm`: never in a
+        # public channel's prompt); an admin's note for the organization was written for everyone in
+        # it, like the terminal's words (the gate, not this surface, keeps it from landing wider). An
+        # outsider's words are never the organization's: as from their DM, the gate keeps them theirs.
+        personal = scope == "me" or await self._people.outsider(body, body, user, team_id)
         caller = self._caller_factory(
             user_id=self._identity.user(viewer_team, user),
             channel_id=None,
-            # The tab is no conversation. A note for oneself is private to its owner (`dm`: never in
-            # a public channel's prompt); an admin's note for the organization was written for everyone
-            # in it, like the terminal's words (the gate, not this surface, keeps it from landing wider).
-            channel_visibility="dm" if scope == "me" else "machine",
+            channel_visibility="dm" if personal else "machine",
             thread_key=HOME_THREAD,
             surface=SURFACE,
         )
@@ -271,7 +296,7 @@ class HomeTab:
         log.info("slack.home_add", user=user, scope=scope, outcome=outcome)
         notice = reply.text if reply is not None else None
         state = decode_state(view.get("private_metadata"))
-        await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
+        await self.publish(team_id, user, state, notice=notice, user_team=viewer_team, body=body)
 
     async def _open_edit(
         self,
@@ -294,7 +319,7 @@ class HomeTab:
             reason = "edit_refused" if isinstance(found, str) else "edit_too_long"
             log.warning("slack.home_action_refused", user=user, reason=reason, id=record_id[:320])
             notice = found if isinstance(found, str) else _too_long(found.id)
-            await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
+            await self.publish(team_id, user, state, notice=notice, user_team=viewer_team, body=body)
             return
         try:
             await self._client.views_open(trigger_id=trigger, view=edit_modal(found, state))
@@ -309,6 +334,7 @@ class HomeTab:
             return
         submitted = edit_submission(view)
         await self._on_record(
+            body,
             team_id,
             user_team(body, team_id),
             user,
@@ -320,6 +346,7 @@ class HomeTab:
 
     async def _on_record(
         self,
+        body: Mapping[str, Any],
         team_id: str | None,
         viewer_team: str | None,
         user: str,
@@ -333,7 +360,12 @@ class HomeTab:
         if not _RECORD_ID.match(record_id) or self._registry is None:
             log.warning("slack.home_action_refused", user=user, reason="bad_record_id", verb=verb)
             refusal = f"🚫 That is not a record id I can {verb}."
-            await self.publish(team_id, user, state, notice=refusal, user_team=viewer_team)
+            await self.publish(team_id, user, state, notice=refusal, user_team=viewer_team, body=body)
+            return
+        if _shared(record_id) and await self._people.outsider(body, body, user, team_id):
+            log.warning("slack.home_action_refused", user=user, reason="outsider_curation", verb=verb)
+            refusal = f"🚫 {record_id} is the organization's: only its own members curate it."
+            await self.publish(team_id, user, state, notice=refusal, user_team=viewer_team, body=body)
             return
         caller = self._caller_factory(
             user_id=self._identity.user(viewer_team, user),
@@ -349,7 +381,7 @@ class HomeTab:
             log.warning("slack.home_action_refused", user=user, reason=f"{verb}_refused", id=record_id)
         log.info(f"slack.home_{verb}", user=user, id=record_id, outcome=outcome)
         notice = reply.text if reply is not None else None
-        await self.publish(team_id, user, state, notice=notice, user_team=viewer_team)
+        await self.publish(team_id, user, state, notice=notice, user_team=viewer_team, body=body)
 
 
 def _clicker(body: Mapping[str, Any]) -> tuple[str, str | None]:
@@ -366,10 +398,17 @@ def _too_long(record_id: str) -> str:
     )
 
 
+async def _none() -> None:
+    return None
+
+
+def _shared(record_id: str) -> bool:
+    """A record of a shared scope (the org, a repo, a channel): no one person's own."""
+    parsed = parse_record_id(record_id)
+    return parsed is not None and scope_kind(parsed[0]) != "user"
+
+
 def _record_visibility(verb: str, record_id: str) -> str:
     """The tab is seen by the viewer alone (`dm`), except where an admin rewrites a shared record: the
     new words are written for the scope's audience, as the Add modal's org notes are (`machine`)."""
-    parsed = parse_record_id(record_id)
-    if verb == "edit" and parsed is not None and scope_kind(parsed[0]) != "user":
-        return "machine"
-    return "dm"
+    return "machine" if verb == "edit" and _shared(record_id) else "dm"

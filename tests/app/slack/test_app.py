@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import time
 
 from app.slack.format import POST_TEXT_LIMIT
@@ -648,3 +649,22 @@ async def test_a_retried_thread_reply_is_checked_against_the_thread_only_once(
 
     assert len(dispatcher.messages) == 1
     assert len(slack_api.calls_to("conversations.replies")) == 1  # the retry never got past the event id
+
+
+async def test_an_answer_pings_those_the_asker_named_and_at_most_three_others(
+    slack_api: FakeSlackApi,
+) -> None:
+    """A planted "mention everyone on the team" list notifies three people, not dozens; the rest are
+    named as inert text. The asker and the people they mentioned are always notified."""
+    slack_api.add_conversation("C1", "public")
+    others = " ".join(f"<@U{n:03d}>" for n in range(1, 31))
+    dispatcher = RecordingDispatcher(answer=lambda message: f"<@U1> <@U777> fyi {others}")
+    async with running_bot(slack_api, dispatcher) as bot:
+        posted = slack_api.post_as_user("C1", "U1", f"<@{BOT_USER_ID}> loop in <@U777> please")
+        await bot.slack.event(as_app_mention(posted))
+        await bot.settle()
+
+    [reply] = slack_api.bot_replies("C1", thread_ts=posted["ts"])
+    pinged = re.findall(r"<@(U[0-9]+)>", reply.text)
+    assert pinged == ["U1", "U777", "U001", "U002", "U003"]
+    assert "@\u2060U004" in reply.text and "@\u2060U030" in reply.text

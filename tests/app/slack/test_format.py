@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from app.slack.format import defuse_broadcasts, markdown_to_mrkdwn, split_message
+from app.slack.format import MENTION_CAP, defuse_mentions, markdown_to_mrkdwn, mentioned_users, split_message
 
 
 @pytest.mark.parametrize(
@@ -48,7 +48,7 @@ def test_markdown_becomes_slack_mrkdwn(markdown: str, mrkdwn: str) -> None:
     ],
 )
 def test_a_broadcast_mention_becomes_inert_text(text: str, shown: str) -> None:
-    assert defuse_broadcasts(text) == shown
+    assert defuse_mentions(text) == shown
 
 
 @pytest.mark.parametrize(
@@ -61,12 +61,37 @@ def test_a_broadcast_mention_becomes_inert_text(text: str, shown: str) -> None:
     ],
 )
 def test_a_markdown_link_to_a_broadcast_target_is_text_not_a_mention(markdown: str, mrkdwn: str) -> None:
-    assert markdown_to_mrkdwn(defuse_broadcasts(markdown)) == mrkdwn
+    assert markdown_to_mrkdwn(defuse_mentions(markdown)) == mrkdwn
 
 
 def test_a_person_a_channel_a_link_and_a_date_are_left_as_they_are() -> None:
     text = "ask <@U123> in <#C1|general>, see <https://x.dev|docs> by <!date^1392734382^{date}|Feb 18>"
-    assert defuse_broadcasts(text) == text
+    assert defuse_mentions(text) == text
+
+
+def test_past_three_people_the_asker_did_not_name_a_mention_is_inert_text() -> None:
+    text = "ask <@U1>, <@U2>, <@U3|carol>, <@U4|dave> and <@W5>"
+    assert MENTION_CAP == 3
+    assert defuse_mentions(text) == "ask <@U1>, <@U2>, <@U3|carol>, @\u2060dave and @\u2060W5"
+
+
+def test_the_people_the_asker_named_stay_mentions_beside_the_three_others() -> None:
+    text = "<@U9> <@U1> <@U2> <@U3> <@U4> <@U8>"
+    assert defuse_mentions(text, named={"U8", "U9"}) == "<@U9> <@U1> <@U2> <@U3> @\u2060U4 <@U8>"
+
+
+def test_a_person_mentioned_again_is_no_new_ping_and_stays_a_mention() -> None:
+    text = "<@U1> <@U1> <@U2> <@U1> <@U3> <@U4>"
+    assert defuse_mentions(text) == "<@U1> <@U1> <@U2> <@U1> <@U3> @\u2060U4"
+
+
+def test_with_no_cap_only_the_named_people_stay_mentions() -> None:
+    assert defuse_mentions("<@U1> and <@U2>", named={"U2"}, cap=0) == "@\u2060U1 and <@U2>"
+
+
+def test_the_people_a_message_mentions_are_read_from_its_text() -> None:
+    text = "<@U0BOT> loop in <@U1|ann> and <@W2>, not <!here> or <#C1>"
+    assert mentioned_users(text) == {"U0BOT", "U1", "W2"}
 
 
 def test_code_keeps_its_content_and_loses_only_the_language_tag() -> None:

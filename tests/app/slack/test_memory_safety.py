@@ -77,6 +77,16 @@ class Workspace:
         await self.bot.settle()
         await self.runtime.lifecycle.settle()  # every reflection has finished
 
+    async def org_learns(self, fact: str) -> None:
+        """UA, four turns deep in the public channel C1, teaches the organization `fact`."""
+        await self.say(
+            "C1",
+            "UA",
+            "how do we book interview loops?",
+            answer="The calendar.",
+            extracted=facts((fact, "org")),
+        )
+
     async def slash(self, text: str, user: str, channel: str) -> dict[str, Any]:
         """`/memory <text>` typed by `user` in `channel`: its one (ephemeral) response."""
         delivery = await self.bot.slack.slash(
@@ -299,13 +309,7 @@ async def test_a_shared_channel_learns_only_for_itself_and_is_never_shown_the_or
 ) -> None:
     slack_api.add_conversation("C7", "public")
     slack_api.ext_shared.add("C7")  # a channel shared with a partner organization
-    await workspace.say(
-        "C1",
-        "UA",
-        "how do we book interview loops?",
-        answer="The calendar.",
-        extracted=facts((PUBLIC_FACT, "org")),
-    )
+    await workspace.org_learns(PUBLIC_FACT)
 
     # 1. In the shared channel, four turns deep: a channel fact the extractor asks for the org, and a
     #    fact about the partner who said it.
@@ -344,12 +348,37 @@ async def test_the_slash_command_in_a_shared_channel_lists_none_of_the_organizat
     channel's kind comes from conversations.info here: a slash command has no envelope flag)."""
     slack_api.add_conversation("C7", "public")
     slack_api.ext_shared.add("C7")
-    await workspace.say(
-        "C1",
-        "UA",
-        "how do we book interview loops?",
-        answer="The calendar.",
-        extracted=facts((PUBLIC_FACT, "org")),
-    )
+    await workspace.org_learns(PUBLIC_FACT)
     response = await workspace.slash("list org", "UPARTNER", "C7")
+    assert "recruiting calendar" not in response["text"]
+
+
+GUEST_FACT = "the contractor's audit report is due on the ninth"
+
+
+async def test_a_guest_is_never_shown_the_organizations_notes_and_what_they_teach_stays_in_the_channel(
+    workspace: Workspace, slack_api: FakeSlackApi, store: SqliteMemoryStore
+) -> None:
+    """A guest of the workspace (users.info `is_restricted`) is read like another organization's
+    member: in a public channel and in their DM with the bot alike."""
+    slack_api.guests["UGUEST"] = "multi"
+    slack_api.add_conversation("D2", "im")
+    await workspace.org_learns(PUBLIC_FACT)
+
+    question = "note the audit date please, and how are interview loops booked?"
+    await workspace.say("C1", "UGUEST", question, answer="Noted.", extracted=facts((GUEST_FACT, "org")))
+    assert "recruiting calendar" not in workspace.system_of_run(question)
+    (kept,) = await holding(store, "channel:slack:C1", GUEST_FACT)  # narrowed from org to the channel
+    assert (kept.origin, kept.origin_conversation) == ("external", "slack:C1")
+    assert await holding(store, "org:acme", GUEST_FACT) == []
+
+    member_question = "when is the audit report due?"
+    await workspace.say("C1", "UB", member_question, answer="I don't know.")
+    assert "ninth" not in workspace.system_of_run(member_question)
+
+    dm_question = "how are interview loops booked?"
+    await workspace.say("D2", "UGUEST", dm_question, answer="Ask HR.")
+    assert "recruiting calendar" not in workspace.system_of_run(dm_question)
+
+    response = await workspace.slash("list org", "UGUEST", "C1")
     assert "recruiting calendar" not in response["text"]

@@ -222,6 +222,18 @@ async def test_a_tool_argument_or_an_answer_that_says_channel_notifies_nobody(
     assert message.text == "Done @\u2060here, see <@U1>."
 
 
+async def test_a_card_pings_nobody_the_asker_did_not_name(
+    coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
+) -> None:
+    """A card is addressed to nobody: a person its tool argument mentions is named, not notified."""
+    add_widgets(github_api)
+    fake_anthropic.script(tool_reply("read_file", {"path": "<@U5|eve> src/deploy.py"}), "Done.")
+    await ask(coding, slack_api, "C0REPO", "code how do deploys work? --repo acme/widgets")
+
+    titles = {update["title"] for update in answer_message(slack_api, "C0REPO").task_updates("tool-1")}
+    assert titles == {"read_file @\u2060eve src/deploy.py"}
+
+
 async def test_a_failing_tool_call_ends_its_task_in_error_with_a_short_output(
     coding: RunningBot, slack_api: FakeSlackApi, github_api: FakeGitHub, fake_anthropic: FakeModelServer
 ) -> None:

@@ -153,3 +153,21 @@ async def test_slash_memory_remember_answers_ephemerally_with_the_channels_origi
     assert {replies["C1"]["response_type"], replies["G1"]["response_type"]} == {"ephemeral"}
     assert public.id in replies["C1"]["text"] and private.id in replies["G1"]["text"]
     assert "Narrowed from" in replies["G1"]["text"]
+
+
+async def test_a_guest_named_an_admin_gets_no_scope_choice_and_a_forged_org_note_stays_their_own(
+    slack_api: FakeSlackApi,
+) -> None:
+    """What an outsider teaches stays narrow: their note for the organization is kept as from their DM."""
+    slack_api.guests[ADMIN] = "single"
+    store = InProcessMemoryStore()
+    async with home_bot(slack_api, store) as bot:
+        await open_home(bot, ADMIN)
+        await click_add(bot, ADMIN, slack_api.home_views[ADMIN][-1])
+        [modal] = slack_api.modals
+        await submit(bot, ADMIN, modal, "Everyone gets Fridays off", "org")
+
+    assert block_ids(modal) == [ADD_TEXT_BLOCK]
+    assert store.records("org:acme") == []
+    [record] = store.records(f"user:slack:{ADMIN}")
+    assert (record.text, record.origin) == ("Everyone gets Fridays off", "dm")

@@ -7,11 +7,20 @@ from __future__ import annotations
 import asyncio
 import json
 
+import pytest
 from structlog.testing import capture_logs
 
 from app.slack.bot import registry_caller
 from app.slack.events import SlackIdentity
-from app.slack.home.view import FORGET_ACTION, PAGE_ACTION, RECORD_BLOCK, SCOPE_ACTION, SEARCH_ACTION
+from app.slack.home.review import APPROVE_ACTION, REJECT_ACTION, REVIEW_TITLE
+from app.slack.home.view import (
+    CHANNEL_ACTION,
+    FORGET_ACTION,
+    PAGE_ACTION,
+    RECORD_BLOCK,
+    SCOPE_ACTION,
+    SEARCH_ACTION,
+)
 from app.slack.options import SlackOptions
 from commands.browse import MemoryBrowser
 from commands.memory import build_registry
@@ -22,6 +31,7 @@ from tests.app.slack.home.support import (
     ADMIN,
     action_ids,
     all_text,
+    candidate,
     click,
     home_bot,
     open_home,
@@ -278,10 +288,11 @@ def test_one_function_names_a_person_by_their_own_team_on_every_payload_shape() 
     assert identity.person(command, "U1", "T1") == "slack:T1:U1"
 
 
-async def test_a_slack_connect_clicker_of_why_sees_their_own_records_under_their_own_team(
+async def test_a_slack_connect_clicker_of_why_is_shown_only_what_was_learned_in_that_channel(
     slack_api: FakeSlackApi,
 ) -> None:
-    """REVIEW2 #6 on *Why?*: the clicker is named by their own team (`user.team_id`), like everywhere."""
+    """The clicker is named by their own team (`user.team_id`), like everywhere, and read as another
+    organization's member: what the run read in this channel, never their own DM's note."""
     import time
 
     from app.slack.provenance import WHY_ACTION
@@ -289,11 +300,10 @@ async def test_a_slack_connect_clicker_of_why_sees_their_own_records_under_their
 
     store = InProcessMemoryStore()
     await seed(store, "user:slack:T2:U1", "U1 likes tabs", origin="dm", where="D1")
-    [record] = await store.list("user:slack:T2:U1", 10)
+    await seed(store, "user:slack:T2:U1", "U1 ships the partner build", origin="external", where="T1:C1")
+    read = tuple((record.id, 1) for record in await store.list("user:slack:T2:U1", 10))
     await store.record_read(
-        ReadAudit(
-            "run-1", "slack:T1:C1:1.0", "slack:T2:U1", ("user:slack:T2:U1",), ((record.id, 1),), time.time()
-        )
+        ReadAudit("run-1", "slack:T1:C1:1.0", "slack:T2:U1", ("user:slack:T2:U1",), read, time.time())
     )
     registry = build_registry(store=store, memory_enabled=True, organization="acme", admins=[])
     async with running_bot(
@@ -312,4 +322,55 @@ async def test_a_slack_connect_clicker_of_why_sees_their_own_records_under_their
         assert (await bot.slack.interaction(payload)).status == 200
         await slack_api.wait_until(lambda: len(slack_api.responses) > 0)
 
-    assert "U1 likes tabs" in str(slack_api.responses[-1]["text"])
+    shown = str(slack_api.responses[-1]["text"])
+    assert "U1 ships the partner build" in shown
+    assert "U1 likes tabs" not in shown
+
+
+def _outsider(slack_api: FakeSlackApi, user: str, kind: str) -> None:
+    """`user` is a guest of the workspace, or a member of another organization, per users.info."""
+    if kind == "guest":
+        slack_api.guests[user] = "multi"
+    else:
+        slack_api.user_teams[user] = "T0PARTNER"
+
+
+@pytest.mark.parametrize("kind", ["guest", "other_organization"])
+async def test_an_outsider_named_an_admin_opens_a_tab_without_the_organizations_memory_or_its_curation(
+    slack_api: FakeSlackApi, kind: str
+) -> None:
+    """The real `app_home_opened` (which names no team): users.info says who opened it, and what
+    views.publish receives is their own records, never the org's, the scope picker or the review."""
+    _outsider(slack_api, ADMIN, kind)
+    store = InProcessMemoryStore()
+    await seed(store, "org:acme", "The release train leaves at noon")
+    await seed(store, f"user:slack:{ADMIN}", "The admin prefers tabs", origin="dm")
+    await store.write_pending("org:acme", [candidate("Deploys freeze on Fridays", n=7)])
+    async with home_bot(slack_api, store, review=True) as bot:
+        assert await open_home(bot, ADMIN) == 200
+
+    [view] = [call.args["view"] for call in slack_api.calls_to("views.publish")]
+    view = json.loads(view) if isinstance(view, str) else view
+    assert texts(view) == ["The admin prefers tabs"]
+    shown = all_text(view)
+    assert "release train" not in shown and "Deploys freeze" not in shown
+    assert not {f"{SCOPE_ACTION}_org", CHANNEL_ACTION, APPROVE_ACTION, REJECT_ACTION} & action_ids(view)
+    assert REVIEW_TITLE not in shown
+
+
+async def test_an_outsider_named_an_admin_is_refused_a_forged_forget_of_an_org_record(
+    slack_api: FakeSlackApi,
+) -> None:
+    _outsider(slack_api, ADMIN, "guest")
+    store = InProcessMemoryStore()
+    await seed(store, "org:acme", "The release train leaves at noon")
+    [record] = await store.list("org:acme", 10)
+    view = {"type": "home", "private_metadata": ""}
+    async with home_bot(slack_api, store) as bot:
+        with capture_logs() as logs:
+            await click(bot, ADMIN, view, {"action_id": FORGET_ACTION, "type": "button", "value": record.id})
+
+    assert [r.id for r in await store.list("org:acme", 10)] == [record.id]
+    refused = [entry for entry in logs if entry["event"] == "slack.home_action_refused"]
+    assert [entry["reason"] for entry in refused] == ["outsider_curation"]
+    assert "only its own members curate it" in all_text(slack_api.home_views[ADMIN][-1])
