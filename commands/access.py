@@ -63,10 +63,21 @@ def require_id(args: list[str], command: str) -> tuple[str, str]:
     return parsed
 
 
+def outside_the_organization(caller: Caller) -> bool:
+    """Whether the reply reaches another organization (read as `external`: a channel shared with one, a
+    guest, a member of another organization), where nobody curates shared memory, admins included."""
+    return caller.reader is not None and caller.reader.audience == "external"
+
+
 def refused_as(caller: Caller, *, admin: bool = False) -> str:
     """Who a refusal refused, named as `admins` names people (`user:cli:local`, `user:slack:U…`): the
     refused person can tell who the surface took them for, and what to add to `admins`."""
     who = code_span(actor_of(caller))
+    if admin and outside_the_organization(caller):
+        return (
+            f"You are {who}, and this conversation reaches people outside the organization, where "
+            "shared memory is not curated (a member of the organization curates it from their DM with me)."
+        )
     return f"You are {who}, not in `admins`." if admin else f"You are {who}."
 
 

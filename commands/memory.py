@@ -19,6 +19,7 @@ import structlog
 from commands.access import (
     curation_refusal,
     note_curation,
+    outside_the_organization,
     parse_id_word,
     refused_as,
     scope_key_of,
@@ -193,7 +194,11 @@ class MemoryCommands:
         self._admins = frozenset(a.strip() for a in admins if a.strip())
 
     def is_admin(self, caller: Caller) -> bool:
-        """Fail closed: no identity or no admins configured → nobody."""
+        """Fail closed: no identity or no admins configured → nobody; nor anyone whose reply reaches
+        another organization (a channel shared with one, a guest, a member of another organization):
+        shared memory is curated from inside the organization only."""
+        if outside_the_organization(caller):
+            return False
         own = scope_key_of("user", caller.user_id)
         return own is not None and own in self._admins
 

@@ -571,6 +571,20 @@ async def test_forgetting_an_org_record_is_admin_gated() -> None:
     assert store.records(ORG)[0].status == "forgotten"
 
 
+async def test_an_admin_whose_reply_reaches_another_organization_curates_no_shared_record() -> None:
+    store = InProcessMemoryStore()
+    await seed(store, ORG, "Deploys go through the release train")
+    outside = slack_caller(
+        "slack:UADMIN", channel_visibility="external", reader=Reader("external", "slack:UADMIN", "slack:C1")
+    )
+    for command in ("memory forget mem:org:acme:1", "memory forget --user slack:U1"):
+        refused = await run(registry(store), command, outside)
+        assert not refused.ok and refused.text.startswith("🚫")
+        assert "outside the organization" in refused.text
+    assert store.records(ORG)[0].status == "active"
+    assert (await run(registry(store), "memory forget mem:org:acme:1", ADMIN_CALLER)).ok
+
+
 @pytest.mark.parametrize("scope", [REPO, CHANNEL, OTHER_CHANNEL, "repo:other/thing"])
 async def test_forgetting_a_repo_or_channel_record_is_admin_gated_like_org(scope: str) -> None:
     store = InProcessMemoryStore()
