@@ -16,6 +16,7 @@ from app.slack.events import SURFACE, SlackIdentity, visibility_from_slash_chann
 from app.slack.messages import WARNING_REPLY
 from app.slack.people import People, asker_visibility
 from commands.registry import CommandSet
+from memory.rules.visibility import SLASH_THREAD_SUFFIX
 
 log = structlog.get_logger("slack")
 
@@ -88,7 +89,7 @@ class SlashCommand:
             user_id=user_key,
             channel_id=channel_key,
             channel_visibility=visibility,
-            thread_key=f"{channel_key}:slash",
+            thread_key=f"{channel_key}{SLASH_THREAD_SUFFIX}",
             surface=SURFACE,
             thread_repo=thread_repo,
             # The answer is ephemeral: only the asker sees it, wherever it was typed.
