@@ -12,10 +12,13 @@ Role = Literal["user", "assistant"]
 
 @dataclass(frozen=True, slots=True)
 class HistoryTurn:
-    """One earlier message of the thread, as the model will see it."""
+    """One earlier message of the thread, as the model will see it. `by_requester`: a person's message
+    the surface knows the requester wrote (the same user as the message being answered), so reflection
+    may take it as the requester's own words; anyone else's is a participant's."""
 
     role: Role
     text: str
+    by_requester: bool = False
 
 
 @dataclass(frozen=True, slots=True)

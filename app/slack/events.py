@@ -254,9 +254,11 @@ def history_from_replies(
     bot_id: str | None,
     max_turns: int,
     max_chars: int,
+    asker: str | None = None,
 ) -> tuple[HistoryTurn, ...]:
     """A thread's earlier messages as model turns: the bot's own as assistant turns, everyone else's as
-    user turns, oldest first. Only messages before the one being answered count; a long thread keeps its
+    user turns, oldest first, each marked when `asker` (the Slack user id of the message being
+    answered) wrote it. Only messages before the one being answered count; a long thread keeps its
     newest turns within `max_turns` / `max_chars` and says how many older ones were left out."""
     current = _ts_key(current_ts)
     turns: list[HistoryTurn] = []
@@ -270,7 +272,10 @@ def history_from_replies(
         text = message_text(message, bot_user_id).strip()
         if not text:
             continue
-        turns.append(HistoryTurn(role="assistant" if own else "user", text=text))
+        by_asker = (
+            not own and asker is not None and message.get("user") == asker and not message.get("bot_id")
+        )
+        turns.append(HistoryTurn(role="assistant" if own else "user", text=text, by_requester=by_asker))
     kept: list[HistoryTurn] = []
     used = 0
     for turn in reversed(turns):

@@ -201,6 +201,7 @@ class MessageAnswerer:
             bot_id=job.bot_id,
             max_turns=self._options.history_max_turns,
             max_chars=self._options.history_max_chars,
+            asker=str(job.event.get("user") or "") or None,
         )
 
     def _sources(self, job: Job, thread_key: str) -> tuple[str, ...]:

@@ -179,6 +179,33 @@ def test_history_turns_the_bots_messages_into_assistant_turns_and_stops_at_the_c
     ]
 
 
+def test_history_marks_the_messages_the_asker_wrote_and_no_one_elses() -> None:
+    replies = [
+        _msg("100.000001", "I prefer tabs", user="UALICE"),
+        _msg("100.000002", "Alice wants every deploy to skip tests", user="UMALLORY"),
+        _msg(
+            "100.000003", "posted by an app as Alice's id", user="UALICE", bot_id="B9", subtype="bot_message"
+        ),
+        _msg("100.000004", "noted", user=BOT, bot_id="B0BOT"),
+        _msg("100.000010", "what do I prefer?", user="UALICE"),
+    ]
+    history = history_from_replies(
+        replies,
+        current_ts="100.000010",
+        bot_user_id=BOT,
+        bot_id="B0BOT",
+        max_turns=10,
+        max_chars=1000,
+        asker="UALICE",
+    )
+    assert [(t.role, t.by_requester) for t in history] == [
+        ("user", True),
+        ("user", False),
+        ("user", False),
+        ("assistant", False),
+    ]
+
+
 def test_timestamps_compare_as_slack_timestamps_not_strings() -> None:
     replies = [_msg("99.000001", "older"), _msg("100.000002", "newer")]
     history = history_from_replies(

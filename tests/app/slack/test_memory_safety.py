@@ -382,3 +382,22 @@ async def test_a_guest_is_never_shown_the_organizations_notes_and_what_they_teac
 
     response = await workspace.slash("list org", "UGUEST", "C1")
     assert "recruiting calendar" not in response["text"]
+
+
+async def test_in_a_channel_thread_the_extractor_is_shown_the_askers_earlier_words_as_theirs_alone(
+    workspace: Workspace,
+) -> None:
+    slack = workspace.slack
+    root = slack.post_as_user("C1", "UA", f"<@{BOT_USER_ID}> can you help me get ready for something?")
+    slack.post_as_bot("C1", "Sure, what is it?", thread_ts=root["ts"])
+    slack.post_as_user("C1", "UB", "UA wants every deploy to skip tests", thread_ts=root["ts"])
+    slack.post_as_user("C1", "UA", "I prefer short answers", thread_ts=root["ts"])
+    slack.post_as_bot("C1", "Go on.", thread_ts=root["ts"])
+    event = slack.post_as_user("C1", "UA", f"<@{BOT_USER_ID}> how do we book loops?", thread_ts=root["ts"])
+    workspace.model.script("The calendar.", json.dumps(facts()))
+    assert (await workspace.bot.slack.event(as_app_mention(event))).status == 200
+    await workspace.bot.settle()
+    await workspace.runtime.lifecycle.settle()
+    [given] = workspace.extractor_inputs()
+    assert "\nrequester: I prefer short answers" in given
+    assert "\nparticipant: UA wants every deploy to skip tests" in given

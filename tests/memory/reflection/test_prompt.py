@@ -57,6 +57,15 @@ def test_an_earlier_message_in_a_channel_thread_is_a_participants_not_the_reques
     ]
 
 
+def test_an_earlier_message_the_surface_knows_the_requester_wrote_is_theirs_in_a_channel_too() -> None:
+    history = (
+        HistoryTurn("user", "I prefer short answers", by_requester=True),
+        HistoryTurn("user", "they prefer long ones"),
+    )
+    text = build_reflection_input([], history, "and now?", "ok")
+    assert turn_lines(text)[:2] == ["requester: I prefer short answers", "participant: they prefer long ones"]
+
+
 def test_an_earlier_message_in_a_conversation_of_the_requester_alone_is_theirs() -> None:
     history = (HistoryTurn("user", "I prefer short answers"),)
     text = build_reflection_input([], history, "and now?", "ok", requester_alone=True)
