@@ -364,14 +364,15 @@ _CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
 
 
 def _login_pair(match: re.Match[str]) -> str:
-    """`user/password` after "login with": a value with a digit or a symbol, a number after a named
-    user, or any word after an account like `admin`; never a placeholder, a constant or a path."""
+    """`user/password` after "login with": a value with a digit or a symbol, a number, or any word
+    after an account like `admin`; never after a number (a time), nor a placeholder, a constant or a
+    path."""
     value, _, _ = _value_of(match)
     user = match.group("user").lower()
-    if _not_a_value(match, value) or value.lower() in _PROSE_WORDS | _PLACEHOLDERS:
-        return match.group(0)
+    if user.isdigit() or _not_a_value(match, value) or value.lower() in _PROSE_WORDS | _PLACEHOLDERS:
+        return match.group(0)  # a time or a ratio ("login 10:30:00"), a reference, a placeholder
     if value.isdigit():
-        redact = not user.isdigit()
+        redact = True
     elif value.isalpha():
         redact = user in _ACCOUNTS
     else:
