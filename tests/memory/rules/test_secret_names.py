@@ -323,6 +323,7 @@ def test_a_user_and_password_pair_after_login_words_is_redacted(text: str) -> No
         "log in with Google/GitHub",
         "sign in with email/password",
         "login at 10:30",
+        "login 10:30:00 today",
         "login with https://sso.example.com",
         "login with user/pass",
     ],
