@@ -42,7 +42,9 @@ _ASSIGN = (
 # (a reference, a path, a key id already redacted) does not hide the parameters after it; an `&` or `?`
 # inside it stays (`p&ss`).
 _VALUE = (
-    r"(?:\\\"(?P<eq>[^\"\\\n]*(?:\\(?!\")[^\"\\\n]*)*)\\\""
+    # Python's triple quotes first, or `"""x"""` would read as the empty `""` before `x`.
+    r"(?:\"\"\"(?P<tq>[^\"\n]+)\"\"\"|'''(?P<ts>[^'\n]+)'''"
+    r"|\\\"(?P<eq>[^\"\\\n]*(?:\\(?!\")[^\"\\\n]*)*)\\\""
     r"|\"(?P<dq>(?:[^\"\\\n]|\\.)*\\?)\"|'(?P<sq>(?:[^'\\\n]|\\.)*\\?)'|`(?P<bq>[^`\n]*)`"
     r"|(?P<bare>(?:[^\s\"'`&?]|[&?](?![A-Za-z0-9_.-]+=))+))"
 )
@@ -67,6 +69,13 @@ _PROSE = re.compile(
     r"(?:[ \t]+(?:set|changed|reset|updated)[ \t]+to)?|became|(?:set|changed|reset|updated)[ \t]+to)"
     r":?[ \t]+))" + _VALUE
 )
+# "login with admin/hunter2", "credentials: admin:hunter2": a user and a password joined by `/` or `:`
+# after the words that say they are a login.
+_LOGIN_PAIR = re.compile(
+    r"(?i)\b(?:log(?:ged)?[ \t-]?in|sign(?:ed)?[ \t-]?in|credentials?|creds)"
+    r"(?:[ \t]+(?:with|as|using|is|are|was|were))?[ \t]*:?[ \t]+"
+    r"(?P<user>[A-Za-z0-9._@+-]{1,64})[/:](?=[^\s/])" + _VALUE
+)
 # "I changed my password to …", "set the wifi password to …": the verb before the word.
 _SET_TO = re.compile(
     r"(?i)\b(?:set|setting|change[ds]?|changing|reset(?:ting|s)?|update[ds]?|updating)[ \t]+"
@@ -88,7 +97,9 @@ _NAME_THEN_VALUE = re.compile(r"(?i)\b(?:password|passwd|passphrase|pwd)[ \t]+(?
 _PASSWORD_PROGRAM = re.compile(
     r"(?i)\b(?:(?P<mysql>mysql|mysqldump|mysqladmin|mariadb)|(?P<redis>redis-cli)|(?P<openssl>openssl)"
     r"|(?P<zip>unzip|zip|sqlcmd|bcp)|(?P<ldap>ldap(?:search|add|modify|delete|modrdn|compare|whoami|passwd))"
-    r"|(?P<samba>smbclient|smbget|smbcacls|rpcclient)|sshpass|mongosh|mongo"
+    r"|(?P<samba>smbclient|smbget|smbcacls|rpcclient)|sshpass|mongosh|mongo|usermod|useradd"
+    r"|(?P<htpasswd>htpasswd)|(?P<rabbit>rabbitmqctl)|(?P<netuse>net[ \t]+use)"
+    r"|(?P<securestring>convertto-securestring)"
     r"|(?:docker|podman|nerdctl|az)[ \t]+login|helm[ \t]+registry[ \t]+login)\b"
 )
 _ATTACHED_P = re.compile(r"(?<=[ \t])-p(?=\S)" + _VALUE)
@@ -98,6 +109,18 @@ _FLAG_K = re.compile(r"(?<=[ \t])-k[ \t]+(?=[^\s-])" + _VALUE)
 _FLAG_CAPITAL_P = re.compile(r"(?<=[ \t])-P[ \t]*(?=[^\s-])" + _VALUE)
 _FLAG_W = re.compile(r"(?<=[ \t])-w[ \t]*(?=[^\s-])" + _VALUE)
 _USER_PERCENT = re.compile(r"(?<=[ \t])(?:-U[ \t]*|--user[= \t])[\"']?[^\s%\"']+%(?=\S)" + _VALUE)
+# Programs that take the password as a plain argument: htpasswd's batch mode (`-b file user password`,
+# `-nb user password`), rabbitmqctl's `add_user user password` and `change_password user password`,
+# Windows `net use \\host\share password /user:…` (`*` prompts), PowerShell's
+# `ConvertTo-SecureString 'password' -AsPlainText` (or `-String 'password'`). Options after the `-b`
+# hold no `b`, so a run of `-b` flags is read once.
+_HTPASSWD_B = re.compile(
+    r"(?<=[ \t])-(?P<n>(?=[A-Za-z]*n))?[A-Za-z]*b[A-Za-z]*(?:[ \t]+-[AC-Za-ac-z]+(?:[ \t]+[0-9]+)?)*[ \t]+"
+    r"(?(n)|[^\s-]\S*[ \t]+)[^\s-]\S*[ \t]+(?=[^\s-])" + _VALUE
+)
+_RABBIT_USER = re.compile(r"(?<=[ \t])(?:add_user|change_password)[ \t]+[^\s-]\S*[ \t]+(?=[^\s-])" + _VALUE)
+_NET_USE = re.compile(r"(?i)(?<=[ \t])(?:\\\\\S+|/u(?:ser)?:\S+)[ \t]+(?=[^\s/*-])" + _VALUE)
+_SECURE_STRING = re.compile(r"(?i)(?:\A|(?<=[ \t]-string))[ \t]+(?=[^\s-])" + _VALUE)
 # Java's keytool and jarsigner: `-storepass`, `-keypass` (and their `src`/`dest`/`new` forms) take the
 # password itself, whatever it looks like.
 _JAVA_PASS = re.compile(r"(?i)(?<![A-Za-z0-9_-])-(?:src|dest|new)?(?:store|key)pass[ \t]+(?=[^\s-])" + _VALUE)
@@ -121,6 +144,22 @@ _TABLE_CELL = re.compile(
 _SETTER = re.compile(
     rf"(?i)\b(?:define|putenv|setenv|setdefault|set)\([ \t]*[\"'](?P<strong>{_STRONG_NAME})[\"'][ \t]*,[ \t]*"
     r"(?=[\"'])" + _VALUE
+)
+# A password echoed into a program that reads it from standard input: `echo 'pass' | sudo -S …`
+# (`--stdin`), `passwd --stdin`, and chpasswd's `user:password` lines (the user is kept). Case matters:
+# sudo's `-s` is its shell flag.
+_PIPED = re.compile(
+    r"\b(?:echo|printf)(?:[ \t]+-[A-Za-z]+)*(?:[ \t]+[\"'][^\"'\n]*%s[^\"'\n]*[\"'])?[ \t]+(?=[^\s-])"
+    r"(?:(?P<pair>[\"']?[^\s:\"'|]+:)(?=[^\s\"'|]))?" + _VALUE + r"[\"']?[ \t]*\|[ \t]*"
+    r"(?(pair)chpasswd\b|(?:sudo\b[^|\n]*?[ \t]-(?:[A-Za-z]*S[A-Za-z]*|-stdin)(?![A-Za-z0-9-])"
+    r"|passwd\b[^|\n]*?[ \t]--stdin\b))"
+)
+# A quoted user and a quoted password passed to a call that takes them in that order: requests'
+# `auth=('user', 'pass')` and `HTTPBasicAuth('user', 'pass')`, .NET's `new NetworkCredential("user",
+# "pass")`, smtplib's, ftplib's and imaplib's `login('user', 'pass')`. A variable is no literal.
+_CREDENTIAL_CALL = re.compile(
+    r"(?i)(?:\b(?:auth|credentials?)[ \t]*=[ \t]*[(\[]|\b(?:http(?:basic|digest|proxy)auth|basicauth"
+    r"|networkcredential|login)[ \t]*\()[ \t]*(?:\"[^\"\n]*\"|'[^'\n]*')[ \t]*,[ \t]*(?=[\"'])" + _VALUE
 )
 # netrc(5): `machine HOST login USER password VALUE` (or `default login …`), on one line.
 _NETRC = re.compile(
@@ -161,6 +200,7 @@ _NOT_A_VALUE = re.compile(
         |(?i:str|string|bytes|int|integer|number|bool|boolean|any|secretstr|optional\[.*|dict.*|list.*)
         |(?i:oauth2?|bearer|basic|digest|jwt|saml|oidc|ntlm|kerberos|mtls|sso|ldap|iam)
         |[A-Za-z_]+(?:\.[A-Za-z_][A-Za-z0-9_]*)*(?:\(.*\)|\[.*\]|[(\[])  # a call, an index: code
+        |[A-Za-z_]+(?:\.[A-Za-z_]+)*\([A-Za-z_][A-Za-z0-9_.]*  # a call going on: `Auth(user, pw)`
         |(?:os|process|settings|config|env|self|cls|ctx|request|args|options)\.[A-Za-z_.]+
     )$"""
 )
@@ -225,7 +265,7 @@ def _excused(value: str) -> bool:
 
 
 def _value_of(match: re.Match[str]) -> tuple[str, int, int]:
-    for group in ("eq", "dq", "sq", "bq", "bare"):
+    for group in ("tq", "ts", "eq", "dq", "sq", "bq", "bare"):
         if match.group(group) is not None:
             start, end = match.span(group)
             value = match.group(group)
@@ -316,6 +356,30 @@ _LINKING_WORDS = frozenset(
 )  # fmt: skip
 
 
+# Accounts whose password may be a plain word ("login with admin/admin"); another user's word after
+# the `/` names a second choice ("sign in with Google/GitHub").
+_ACCOUNTS = frozenset(("admin", "administrator", "root", "sa", "postgres", "guest", "user", "test", "demo"))
+_PLACEHOLDERS = frozenset(("password", "passwd", "pass", "pwd", "pw", "secret", "token", "email", "username"))
+_CONSTANT = re.compile(r"[A-Z][A-Z0-9_]*")
+
+
+def _login_pair(match: re.Match[str]) -> str:
+    """`user/password` after "login with": a value with a digit or a symbol, a number, or any word
+    after an account like `admin`; never after a number (a time), nor a placeholder, a constant or a
+    path."""
+    value, _, _ = _value_of(match)
+    user = match.group("user").lower()
+    if user.isdigit() or _not_a_value(match, value) or value.lower() in _PROSE_WORDS | _PLACEHOLDERS:
+        return match.group(0)  # a time or a ratio ("login 10:30:00"), a reference, a placeholder
+    if value.isdigit():
+        redact = True
+    elif value.isalpha():
+        redact = user in _ACCOUNTS
+    else:
+        redact = _CONSTANT.fullmatch(value) is None and not path_of_names(value)
+    return _replace_value(match, redact)
+
+
 def _passphrase(value: str) -> bool:
     """Three or more words joined by `-` with no linking word among them: a generated passphrase
     (`purple-monkey-dishwasher`, as diceware and the password managers' generators make), not a
@@ -397,9 +461,13 @@ def _program_password(line: str) -> str:
         "zip": _FLAG_CAPITAL_P,
         "ldap": _FLAG_W,
         "samba": _USER_PERCENT,
+        "htpasswd": _HTPASSWD_B,
+        "rabbit": _RABBIT_USER,
+        "netuse": _NET_USE,
+        "securestring": _SECURE_STRING,
     }
     flag = next((flags[name] for name, seen in program.groupdict().items() if seen), _FLAG_P)
-    return line[: program.end()] + flag.sub(_attached, line[program.end() :])
+    return line[: program.end()] + flag.sub(_argument, line[program.end() :])
 
 
 def _attached(match: re.Match[str]) -> str:
@@ -408,12 +476,25 @@ def _attached(match: re.Match[str]) -> str:
     return _replace_value(match, not _not_a_value(match, value))
 
 
+def _argument(match: re.Match[str]) -> str:
+    """A program's argument: as `_attached`, and a shell or PowerShell variable (`$pw`, `"$pw"`, not
+    the literal `'$pw'`) is a reference too. Files such as .pgpass hold `$` literally: not here."""
+    value, _, _ = _value_of(match)
+    if match.group("sq") is None and _VARIABLE.fullmatch(value) is not None:
+        return match.group(0)
+    return _attached(match)
+
+
+_VARIABLE = re.compile(r"\$\{?[A-Za-z_][A-Za-z0-9_:]*\}?")
+
+
 # Every name and prose rule needs one of these words on the line (lowercase): lines without one are
 # skipped, which is most lines of a transcript.
 _NAME_WORDS = (
     "pass", "pwd", "secret", "token", "key", "auth", "cred", "salt", "hmac", "sig", "cookie", "session",
     "license", "dsn", "cert", "pw", "mysql", "mariadb", "-u", "redis", "login", "pat", "openssl", "zip",
-    "ldap", "sqlcmd", "bcp", "mongo", "mnemonic", "seed", "phrase",
+    "ldap", "sqlcmd", "bcp", "mongo", "mnemonic", "seed", "phrase", "usermod", "useradd", "rabbitmq",
+    "net use", "securestring", "sudo", "log in", "logged in", "log-in", "sign in", "signed in", "sign-in",
 )  # fmt: skip
 
 
@@ -487,7 +568,7 @@ def _redact_line(line: str) -> str:
     if "<" in line:
         line = _NAMED_VALUE.sub(_setter, _ELEMENT.sub(_element, line))
     if "(" in line:
-        line = _SETTER.sub(_setter, line)
+        line = _CREDENTIAL_CALL.sub(_attached, _SETTER.sub(_setter, line))
     if "|" in line:
         line = _TABLE_CELL.sub(_cell, line)
     line = _CLI_FLAG.sub(_flag, line)
@@ -495,7 +576,10 @@ def _redact_line(line: str) -> str:
     line = _USER_PASSWORD.sub(_attached, line)
     line = _program_password(line)
     line = _NETRC.sub(_attached, line)
+    if "|" in line:
+        line = _PIPED.sub(_argument, line)
     line = _PROSE.sub(_prose, _SET_TO.sub(_prose, line))
+    line = _LOGIN_PAIR.sub(_login_pair, line)
     line = _LONE_PASSWORD.sub(_lone, line)
     line = _NAME_THEN_VALUE.sub(_flag, line)
     line = _SEED_PHRASE.sub(_seed_phrase, line)

@@ -381,6 +381,56 @@ SECRET_CASES: tuple[SecretCase, ...] = (
         "the wifi password is purple-monkey-dishwasher.",
         "purple-monkey-dishwasher",
     ),
+    # Credentials passed as plain arguments in code, each in its library's documented call shape.
+    # Requests' quickstart (Basic auth as a tuple) and its authentication guide (HTTPBasicAuth).
+    _case(
+        "requests auth tuple",
+        "r = requests.get('https://api.github.com/user', auth=('user', 'Winter2026rq'))",
+        "Winter2026rq",
+    ),
+    _case(
+        "requests HTTPBasicAuth",
+        "requests.get(url, auth=HTTPBasicAuth('user', 'Winter2026hb'))",
+        "Winter2026hb",
+    ),
+    # .NET: `NetworkCredential(String userName, String password, String domain)`.
+    _case(
+        ".NET NetworkCredential",
+        'var cred = new NetworkCredential("ops", "Winter2026nc", "CONTOSO");',
+        "Winter2026nc",
+    ),
+    # PowerShell's ConvertTo-SecureString, Example 3 ("Convert a plain text string to a secure string").
+    _case(
+        "powershell ConvertTo-SecureString plain text",
+        '$Secure_String_Pwd = ConvertTo-SecureString "P@ssW0rD!" -AsPlainText -Force',
+        "P@ssW0rD",
+    ),
+    # Python's smtplib `SMTP.login(user, password)` and ftplib `FTP.login(user, passwd)`.
+    _case("smtplib login", "server.login('ops@example.com', 'Winter2026sm')", "Winter2026sm"),
+    _case("ftplib login", "ftp.login('ops', 'Winter2026ft')", "Winter2026ft"),
+    # Passwords as plain command arguments. sudo(8) `-S`/`--stdin` reads the password from standard input.
+    _case("echo into sudo -S", "echo 'Winter2026su' | sudo -S apt-get update", "Winter2026su"),
+    # chpasswd(8): each input line is `user_name:password`.
+    _case("echo into chpasswd", "echo 'ops:Winter2026cp' | chpasswd", "Winter2026cp"),
+    # usermod(8) `-p PASSWORD`: the crypt(3) hash, itself a secret to crack offline.
+    _case(
+        "usermod -p",
+        "usermod -p '$6$Xk2mP9qR$Winter2026um4sT7vW1yZ3bC5dF8gH0jK6nL2pQ4rS9tU1vW3xY' ops",
+        "Winter2026um",
+    ),
+    # Apache htpasswd, batch mode: the manual's own example, and `-nb` (display only).
+    _case("htpasswd -b", "htpasswd -b /usr/web/.htpasswd-all jones Pwd4Steve", "Pwd4Steve"),
+    _case("htpasswd -nb", "htpasswd -nbB ops Winter2026ht", "Winter2026ht"),
+    # rabbitmqctl(8): `add_user username password`, `change_password username newpassword`.
+    _case("rabbitmqctl add_user", "rabbitmqctl add_user janeway changeit", "changeit"),
+    _case("rabbitmqctl change_password", "rabbitmqctl change_password janeway newpass", "newpass"),
+    # Windows `net use [devicename] [\\computername\sharename] [password | *] [/user:[domainname\]username]`.
+    _case("windows net use", "net use k: \\\\fs01\\projects Winter2026nu /user:CONTOSO\\ops", "Winter2026nu"),
+    # Chat: a user and a password joined after the words that say they are a login.
+    _case("chat login with user/password", "login with admin/hunter2", "hunter2"),
+    _case("chat credentials user:password", "credentials admin:hunter2", "hunter2"),
+    _case("chat user then pass", "user: admin pass: hunter2", "hunter2"),
+    _case("python triple-quoted password", 'password = """hunter2"""', "hunter2"),
 )
 
 # Ordinary engineering sentences: none may be altered (≤ 1 % is the bar).

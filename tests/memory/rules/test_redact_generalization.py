@@ -155,6 +155,14 @@ ADVERSARIAL = {
     "a password's clause": "my password: " + "word " * 60_000,
     "base64 of text": "cGFzc3dvcmQ9aHVudGVyMg" * 14_000,
     "table cells never closed": "| password | hunter2|" + "a" * 300_000,
+    "triple quotes never closed": "password = " + '""" x' * 20_000,
+    "htpasswd batch flags without arguments": "htpasswd" + " -b -C 5" * 12_000,
+    "rabbitmqctl subcommands without a password": "rabbitmqctl" + " add_user" * 11_000,
+    "net use shares without a password": "net use" + " \\\\a /u:b" * 10_000,
+    "securestring flags without a value": "ConvertTo-SecureString" + " -String" * 12_000,
+    "credential calls never closed": "login('a', auth=(" * 6_000,
+    "echo into a pipe with no reader": "echo a:b | sudo x " * 5_500,
+    "login words with pairs cut short": "login with a:credentials b/" * 4_000,
 }
 
 

@@ -196,3 +196,141 @@ def test_a_password_after_a_for_clause_and_its_separator_or_after_pw_is_is_redac
 )
 def test_prose_about_setting_a_password_is_left_alone(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "requests.get('https://api.github.com/user', auth=('user', 'Winter2026'))",
+        "httpx.get(url, auth=['user', 'Winter2026'])",
+        "requests.get(url, auth=HTTPBasicAuth('user', 'Winter2026'))",
+        "HTTPDigestAuth('user', 'Winter2026')",
+        'var cred = new NetworkCredential("ops", "Winter2026", "CONTOSO");',
+        "server.login('ops@example.com', 'Winter2026')",
+        "ftp.login('ops', 'Winter2026')",
+    ],
+)
+def test_a_quoted_password_after_a_quoted_user_in_a_credential_call_is_redacted(text: str) -> None:
+    assert redacted_away(text, "Winter2026")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "server.login(sender_email, password)",
+        "requests.get(url, auth=(user, token))",
+        "session.auth = HTTPBasicAuth(username, password)",
+        'new NetworkCredential(userName, securelyStoredPassword, "CONTOSO")',
+    ],
+)
+def test_a_credential_call_given_variables_is_left_alone(text: str) -> None:
+    assert redact_secrets(text) == text
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '$Secure_String_Pwd = ConvertTo-SecureString "Winter2026" -AsPlainText -Force',
+        "$s = ConvertTo-SecureString -AsPlainText -Force -String 'Winter2026'",
+    ],
+)
+def test_convertto_securestring_from_plain_text_is_redacted(text: str) -> None:
+    assert redacted_away(text, "Winter2026")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "echo 'Winter2026' | sudo -S apt-get update",
+        "printf '%s\\n' 'Winter2026' | sudo --stdin -p '' -v",
+        'echo "Winter2026" | passwd --stdin ops',
+    ],
+)
+def test_a_password_echoed_into_a_program_reading_standard_input_is_redacted(text: str) -> None:
+    assert redacted_away(text, "Winter2026")
+
+
+def test_chpasswd_input_keeps_the_user_and_loses_the_password() -> None:
+    assert redact_secrets("echo 'ops:Winter2026' | chpasswd") == f"echo 'ops:{REDACTED}' | chpasswd"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "echo $SUDO_PASSWORD | sudo -S apt-get update",
+        'ConvertTo-SecureString "$plain" -AsPlainText -Force',
+        "echo hello | sudo -s",
+        "echo done | tee -a deploy.log",
+        "net use k: \\\\fs01\\projects * /user:CONTOSO\\ops",
+    ],
+)
+def test_a_variable_a_prompt_or_another_pipe_in_those_commands_is_left_alone(text: str) -> None:
+    assert redact_secrets(text) == text
+
+
+def test_usermod_password_flag_is_redacted() -> None:
+    assert redacted_away("usermod -p '$6$Xk2mP9qR$Winter2026' ops", "Winter2026")
+
+
+@pytest.mark.parametrize(
+    ("text", "kept"),
+    [
+        ("htpasswd -b /usr/web/.htpasswd-all jones Winter2026", "htpasswd -b /usr/web/.htpasswd-all jones "),
+        ("htpasswd -c -B -C 10 -b .htpasswd jones Winter2026", ".htpasswd jones "),
+        ("htpasswd -nb jones Winter2026", "htpasswd -nb jones "),
+    ],
+)
+def test_htpasswd_batch_mode_password_is_redacted_keeping_file_and_user(text: str, kept: str) -> None:
+    assert redacted_away(text, "Winter2026") and kept in redact_secrets(text)
+
+
+@pytest.mark.parametrize(
+    "text", ["rabbitmqctl add_user janeway Winter2026", "rabbitmqctl change_password janeway Winter2026"]
+)
+def test_rabbitmqctl_user_password_argument_is_redacted(text: str) -> None:
+    assert redact_secrets(text) == text.replace("Winter2026", REDACTED)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "net use k: \\\\fs01\\projects Winter2026 /user:CONTOSO\\ops",
+        "net use \\\\fs01\\ipc$ /user:ops Winter2026",
+    ],
+)
+def test_net_use_password_argument_is_redacted(text: str) -> None:
+    assert redacted_away(text, "Winter2026")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "login with admin/hunter2",
+        "credentials admin:hunter2",
+        "the login is root:toor",
+        "logged in as ops@example.com/Winter2026!",
+        "creds: deploy/1234",
+    ],
+)
+def test_a_user_and_password_pair_after_login_words_is_redacted(text: str) -> None:
+    password = text.rsplit("/", 1)[-1].rsplit(":", 1)[-1].rstrip("!")
+    assert redacted_away(text, password)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "log in with Google/GitHub",
+        "sign in with email/password",
+        "login at 10:30",
+        "login 10:30:00 today",
+        "login with https://sso.example.com",
+        "login with user/pass",
+    ],
+)
+def test_login_words_before_alternatives_placeholders_times_or_urls_are_left_alone(text: str) -> None:
+    assert redact_secrets(text) == text
+
+
+def test_a_python_triple_quoted_password_is_redacted() -> None:
+    assert redact_secrets('password = """hunter2"""') == f'password = """{REDACTED}"""'
