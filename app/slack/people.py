@@ -32,12 +32,21 @@ from app.slack.state import TtlCache
 log = structlog.get_logger("slack")
 
 
+# How long a person `users.info` could not tell about reads as an outsider before it is asked again.
+FAILURE_TTL_SECONDS = 30.0
+
+
 class People:
     """Whether the person behind a payload is an outsider, from the payload and `users.info`."""
 
-    def __init__(self, client: AsyncWebClient, *, ttl_seconds: float) -> None:
+    def __init__(
+        self, client: AsyncWebClient, *, ttl_seconds: float, failure_ttl_seconds: float = FAILURE_TTL_SECONDS
+    ) -> None:
         self._client = client
         self._outsiders: TtlCache[bool] = TtlCache(ttl=ttl_seconds, max_size=20_000)
+        # A lookup that failed reads as an outsider only briefly: a member is not read as one (and what
+        # they teach not kept narrow) for the whole `ttl_seconds` over one error or rate limit.
+        self._unknown: TtlCache[bool] = TtlCache(ttl=min(failure_ttl_seconds, ttl_seconds), max_size=20_000)
 
     async def outsider(
         self, body: Mapping[str, Any], payload: Mapping[str, Any], user: str | None, workspace: str | None
@@ -49,25 +58,33 @@ class People:
             return False
         key = f"{workspace}:{user}"  # one person may be a member of one workspace, a guest of another
         cached = self._outsiders.get(key)
-        if cached is None:
-            cached = await self._look_up(body, user, workspace)
-            self._outsiders.put(key, cached)
-        return cached
+        if cached is not None:
+            return cached
+        if key in self._unknown:
+            return True
+        found = await self._look_up(body, user, workspace)
+        if found is None:  # fail closed, and ask again soon
+            self._unknown.put(key, True)
+            return True
+        self._outsiders.put(key, found)
+        return found
 
     def forget(self, workspace: str | None, user: str) -> None:
         """Slack said this person changed (`user_change`): the next payload asks again."""
         self._outsiders.discard(f"{workspace}:{user}")
+        self._unknown.discard(f"{workspace}:{user}")
 
-    async def _look_up(self, body: Mapping[str, Any], user: str, workspace: str | None) -> bool:
+    async def _look_up(self, body: Mapping[str, Any], user: str, workspace: str | None) -> bool | None:
+        """What `users.info` says, or None when it cannot say (an error, no user in the answer)."""
         try:
             response = await self._client.users_info(user=user)
         except SlackClientError as error:
             log.warning("slack.user_info_failed", user=user, error=type(error).__name__)
-            return True
+            return None
         person = response.get("user")
         if not isinstance(person, Mapping):
             log.warning("slack.user_info_failed", user=user, error="no_user")
-            return True
+            return None
         guest = person.get("is_restricted") is True or person.get("is_ultra_restricted") is True
         # The same rule as a payload's own team: `users.info` names it where the payload does not.
         elsewhere = from_another_organization(body, {"user_team": person.get("team_id")}, workspace)

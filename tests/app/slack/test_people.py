@@ -4,6 +4,8 @@ Signed events into the real Bolt app; the fake Slack Web API answers `users.info
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 from structlog.testing import capture_logs
 
@@ -131,4 +133,20 @@ async def test_a_person_is_read_per_workspace_one_app_serves(slack_api: FakeSlac
 
     assert await people.outsider({}, {}, "U1", "T0HOME") is False
     assert await people.outsider({}, {}, "U1", "T0ELSEWHERE") is True
+    assert len(slack_api.calls_to("users.info")) == 2
+
+
+async def test_a_failed_lookup_reads_as_an_outsider_only_until_it_is_asked_again(
+    slack_api: FakeSlackApi,
+) -> None:
+    """A member is not read as an outsider for the whole cache time over one error or rate limit."""
+    people = People(
+        make_web_client(slack_api.token, slack_api.base_url), ttl_seconds=600, failure_ttl_seconds=0.2
+    )
+    slack_api.refuse("users.info", "ratelimited")
+    assert await people.outsider({}, {}, "U1", slack_api.team_id) is True
+    assert await people.outsider({}, {}, "U1", slack_api.team_id) is True  # not asked again at once
+    del slack_api.refused["users.info"]
+    await asyncio.sleep(0.25)
+    assert await people.outsider({}, {}, "U1", slack_api.team_id) is False
     assert len(slack_api.calls_to("users.info")) == 2
