@@ -9,11 +9,14 @@ import hashlib
 import sqlite3
 from pathlib import Path
 
+import pytest
+
 from commands.erase_person import erase_person
 from memory.rules.person import PersonRename, draw_pseudonym
 from memory.stores.front import StoreFront
 from memory.stores.sqlite import ledger, person
 from memory.stores.sqlite.store import SqliteMemoryStore
+from memory.stores.sqlite.writes import write_batch
 from memory.types import AuditQuery, CurationEntry, ReadAudit
 from tests.memory.store_contract import START, FakeClock, fact, rid
 
@@ -167,3 +170,29 @@ async def test_a_scope_another_process_holds_open_moves_when_that_process_next_t
     finally:
         await bot.aclose()
         await terminal.aclose()
+
+
+async def test_a_write_another_process_began_before_the_move_lands_nothing_in_the_moved_file(
+    tmp_path: Path,
+) -> None:
+    """The race a marker cannot close: the bot checked Bob's scope out before the terminal marked the
+    move, and its write runs on the connection it holds after the move committed. Bob's new words
+    must not live on in the pseudonym's file, where his key would no longer reach them."""
+    bot = SqliteMemoryStore(tmp_path, clock=FakeClock())
+    terminal = SqliteMemoryStore(tmp_path, clock=FakeClock())
+    try:
+        await bob_everywhere(bot)
+        held = bot._connections._connections[BOB]  # checked out before the erasure began
+        erased = await erase_person(terminal, None, BOB)
+        assert erased.problem is None
+
+        with pytest.raises(sqlite3.IntegrityError, match="moved"):
+            write_batch(held, BOB, [fact("joins the quokka team")], 100, None, FakeClock())
+    finally:
+        await bot.aclose()
+        await terminal.aclose()
+    assert files_holding(tmp_path, b"quokka") == []
+
+
+def files_holding(data_dir: Path, word: bytes) -> list[str]:
+    return [path.name for path in data_dir.rglob("*") if path.is_file() and word in path.read_bytes()]
