@@ -67,6 +67,21 @@ async def bob_erased_and_closed(data_dir: Path) -> Path:
     return store.database_path(BOB)
 
 
+async def moved_before_the_logs(data_dir: Path) -> PersonRename:
+    """A first run of Bob's erasure that noted its pseudonym and moved his scope, then stopped (a crash,
+    a failure) before the logs: the pseudonym it drew."""
+    path = await bob_erased_and_closed(data_dir)
+    first = PersonRename(BOB, draw_pseudonym())
+    noted = ledger.Ledger(data_dir)
+    noted.run(lambda c: ledger.begin_erasure(c, first))
+    noted.close()
+    marker = person.mark_move(path)
+    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
+        person.move_rows(connection, first, START)
+    person.finish_move(path, marker)
+    return first
+
+
 async def test_a_persons_erasure_leaves_no_byte_of_their_id_in_any_file_or_file_name(tmp_path: Path) -> None:
     store = SqliteMemoryStore(tmp_path, clock=FakeClock())
     try:
@@ -126,15 +141,7 @@ async def test_a_run_again_after_a_crash_renames_what_is_left_to_the_pseudonym_f
     tmp_path: Path,
 ) -> None:
     """The crash: the first run noted its pseudonym and moved the scope, then stopped before the logs."""
-    path = await bob_erased_and_closed(tmp_path)
-    first = PersonRename(BOB, draw_pseudonym())
-    noted = ledger.Ledger(tmp_path)
-    noted.run(lambda c: ledger.begin_erasure(c, first))
-    noted.close()
-    marker = person.mark_move(path)
-    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
-        person.move_rows(connection, first, START)
-    person.finish_move(path, marker)
+    first = await moved_before_the_logs(tmp_path)
 
     again = SqliteMemoryStore(tmp_path, clock=FakeClock())
     try:
@@ -205,15 +212,7 @@ def files_holding(data_dir: Path, word: bytes) -> list[str]:
 async def test_a_run_again_after_the_person_wrote_anew_keeps_what_the_first_run_moved(tmp_path: Path) -> None:
     """The first run moved Bob's scope, then stopped before the logs; Bob talked to the bot again (a
     new scope file under his key) before the run again, which takes the same pseudonym."""
-    path = await bob_erased_and_closed(tmp_path)
-    first = PersonRename(BOB, draw_pseudonym())
-    noted = ledger.Ledger(tmp_path)
-    noted.run(lambda c: ledger.begin_erasure(c, first))
-    noted.close()
-    marker = person.mark_move(path)
-    with contextlib.closing(sqlite3.connect(path, isolation_level=None)) as connection:
-        person.move_rows(connection, first, START)
-    person.finish_move(path, marker)
+    first = await moved_before_the_logs(tmp_path)
 
     again = SqliteMemoryStore(tmp_path, clock=FakeClock())
     try:
