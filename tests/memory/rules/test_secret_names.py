@@ -196,3 +196,13 @@ def test_a_password_after_a_for_clause_and_its_separator_or_after_pw_is_is_redac
 )
 def test_prose_about_setting_a_password_is_left_alone(text: str) -> None:
     assert redact_secrets(text) == text
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a bare value ends before '&name=' outside a query string too: docs/pending/review.md",
+)
+@pytest.mark.parametrize("text", ["DB_PASSWORD=Tr0ub&dor=3horse", "password: hunter2&x=Staple42battery"])
+def test_a_password_holding_an_ampersand_and_an_equals_sign_is_redacted_whole(text: str) -> None:
+    assert REDACTED in redact_secrets(text) and "=3horse" not in redact_secrets(text)
+    assert "Staple42battery" not in redact_secrets(text)
