@@ -26,6 +26,7 @@ from memory.rules.scorer import clean_memory_field
 from memory.stores.in_process.store import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
+from memory.stores.usage_bumps import FLUSH_SECONDS
 from memory.types import MemoryCandidate, MemoryRecord, SourceLink
 from tests.memory.embedders import ConceptEmbedder
 from tests.memory.postgres_support import admin_connect, temp_schema, unique_application_name
@@ -220,6 +221,9 @@ async def test_after_another_process_forgets_the_caches_keyed_by_text_let_go_at_
     try:
         await written(store)
         await read_and_render(store)
+        # The read's usage flush (a catch-up of the scope, FLUSH_SECONDS later) runs now: run after the
+        # other process's forget it would itself let go of the caches, before the read the test makes.
+        await asyncio.sleep(2 * FLUSH_SECONDS)
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
