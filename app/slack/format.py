@@ -168,8 +168,9 @@ def _convert_inline(text: str) -> str:
 
 def _link(url: str, label: str) -> str:
     label = escape_mrkdwn(label.replace("|", "¦")).strip()
-    if url.startswith("!"):
-        # Slack reads `<!…>` as a command, never a link: `[hi](!channel)` would notify the channel.
+    if url.startswith(("!", "@")):
+        # Slack reads `<!…>` and `<@…>` as a command or a mention, never a link: `[hi](!channel)` would
+        # notify the channel, `[hi](@U1)` ping a person past the mention cap, which counts only `<@…>`.
         return f"{label} ({escape_mrkdwn(url)})" if label and label != url else escape_mrkdwn(url)
     url = url.replace(">", "%3E").replace("|", "%7C")
     return f"<{url}|{label}>" if label and label != url else f"<{url}>"

@@ -30,6 +30,7 @@ import numpy as np
 from memory.ranking.encoder import Matrix as Matrix
 from memory.ranking.encoder import MiniLM, ModelUnavailable
 from memory.ranking.fusion import NO_FEEDBACK, Feedback
+from memory.ranking.lexical import hold_queries
 
 EMBEDDER_NAMES: tuple[str, ...] = ("minilm", "wordllama", "none")
 DEFAULT_EMBEDDER = "minilm"
@@ -89,6 +90,7 @@ class CachedEmbedder:
         self._encode = encode
         self._lock = threading.Lock()
         self._queries: OrderedDict[str, Matrix] = OrderedDict()
+        hold_queries(self)
 
     @property
     def name(self) -> str:
@@ -105,15 +107,21 @@ class CachedEmbedder:
         """The cache is looked up and filled under the model's lock: two hops of one read that ask at
         once (the repo's scope follows the others) make one forward pass, not two."""
         with self._lock:
-            cached = self._queries.get(text)
+            queries = self._queries  # `forget_queries` may swap it meanwhile: this one is then let go
+            cached = queries.get(text)
             if cached is not None:
-                self._queries.move_to_end(text)
+                queries.move_to_end(text)
                 return cached
             vector: Matrix = normalize(np.asarray(self._encode([text]), dtype=np.float32))[0]
-            self._queries[text] = vector
-            while len(self._queries) > QUERY_CACHE_SIZE:
-                self._queries.popitem(last=False)
+            queries[text] = vector
+            while len(queries) > QUERY_CACHE_SIZE:
+                queries.popitem(last=False)
         return vector
+
+    def forget_queries(self) -> None:
+        """The cached queries let go, without waiting for the model's lock (a forward pass may hold it,
+        and a forget runs on the event loop): a new cache replaces the old."""
+        self._queries = OrderedDict()
 
 
 def normalize(matrix: Matrix) -> Matrix:

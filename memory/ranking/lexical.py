@@ -13,8 +13,10 @@ from __future__ import annotations
 import functools
 import math
 import threading
+import weakref
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
+from typing import Protocol
 
 import Stemmer
 
@@ -55,12 +57,32 @@ def _stems(joined: str) -> frozenset[str]:
     return frozenset(stem_words(tokenize(joined)))
 
 
+class QueryCache(Protocol):
+    """A cache keyed by the queries' words (an embedder's recent query vectors)."""
+
+    def forget_queries(self) -> None: ...
+
+
+# Every read's query is a person's message, perhaps the very words that taught a record: the caches
+# keyed by queries let go of them at a forget as the caches keyed by record text do.
+_QUERY_CACHES: weakref.WeakSet[QueryCache] = weakref.WeakSet()
+
+
+def hold_queries(cache: QueryCache) -> None:
+    """`cache` lets go of its queries at every `forget_cached_texts` (held weakly)."""
+    _QUERY_CACHES.add(cache)
+
+
 def forget_cached_texts() -> None:
     """Let go of every record text the process-wide caches hold (the stems memoized by text, the
-    cleaned fields): a forgotten or erased record's words must not wait in memory for those caches to
-    fill. Forgetting is rare; the caches refill from the next reads."""
+    cleaned fields) and of every query (its stems, an embedder's query vectors): a forgotten or erased
+    record's words must not wait in memory for those caches to fill. Forgetting is rare; the caches
+    refill from the next reads."""
     _stems.cache_clear()
     clean_memory_field.cache_clear()
+    _query_stems.cache_clear()
+    for cache in list(_QUERY_CACHES):
+        cache.forget_queries()
 
 
 def record_stems(record: MemoryRecord) -> frozenset[str]:

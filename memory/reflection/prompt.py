@@ -137,7 +137,11 @@ def build_reflection_input(
     ]
     transcript = "\n\n".join(_render_turn(speaker, text) for speaker, text in turns)
     if len(transcript) > TRANSCRIPT_TAIL_CHARS:
-        transcript = TRUNCATION_MARK + transcript[-TRANSCRIPT_TAIL_CHARS:]
+        cut = len(transcript) - TRANSCRIPT_TAIL_CHARS
+        # A cut inside a line leaves the rest of a turn whose speaker went: indented like every further
+        # line of a turn, so words the cut lays bare ("assistant: …") never start a turn of their own.
+        inside = "" if transcript[cut - 1] == "\n" else "  "
+        transcript = TRUNCATION_MARK + inside + transcript[cut:]
     lines += ["", "Transcript:", transcript]
     return redact_secrets("\n".join(lines))
 

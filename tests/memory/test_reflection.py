@@ -462,6 +462,27 @@ async def test_a_reflection_never_retires_a_note_a_person_put_into_a_shared_scop
     )
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="an edit keeps the run's source_run_id (provenance for source deletion), so may_retire reads "
+    "a person's edited note as the run's: see docs/pending/review.md",
+)
+async def test_a_reflection_never_retires_a_note_a_person_edited_in_a_shared_scope() -> None:
+    # A run learned it; an admin then corrected it by hand (App Home's editor). A later run that argues
+    # the admin's words away leaves them standing, as it leaves a note the admin typed.
+    store = RecordingStore()
+    learned = MemoryCandidate("fact", "deploys run the tests", "t0", source_run_id="run-1", origin="public")
+    await store.write("org:acme", [learned])
+    edited = await store.inner.edit(
+        "org:acme", "mem:org:acme:1", "deploys always run the tests", "user:slack:UADMIN"
+    )
+    assert edited is not None
+    store.writes.clear()
+    await run_reflect(envelope(fact("deploys skip the tests", supersedes=edited.id)), store=store)
+    rows = {r.id: r for r in store.records("org:acme")}
+    assert rows[edited.id].status == "active"
+
+
 @pytest.mark.parametrize("reply", ["I could not find anything", '{"facts": 3}', "[]"])
 async def test_an_unparseable_reply_writes_nothing_and_resolves_with_a_warning(reply: str) -> None:
     with capture_logs() as logs:

@@ -45,6 +45,18 @@ def renamed_id_params(rename: PersonRename) -> tuple[object, ...]:
     return (len(prefix), prefix, rename.pseudonym_record_prefix, len(prefix) + 1)
 
 
+# Another process's connection, checked out before the move's marker was made, may still write after the
+# move commits: its row (the person's key, their new words) would live on under the pseudonym, out of
+# reach of their key. The moved file refuses every row and curation entry not of the scope its `meta`
+# names.
+_REFUSE_OTHER_SCOPES = tuple(
+    f"""CREATE TRIGGER IF NOT EXISTS {table}_of_the_moved_scope_only BEFORE INSERT ON {table}
+    WHEN NEW.scope_key IS NOT (SELECT value FROM meta WHERE key = 'scope_key')
+    BEGIN SELECT RAISE(ABORT, 'this scope moved to a pseudonym'); END"""
+    for table in ("records", "curation_log")
+)
+
+
 def move_rows(connection: sqlite3.Connection, rename: PersonRename, now: float) -> int:
     """One transaction: the scope's rows, curation log and identity take the pseudonym (a row written
     since the scope was erased is erased first), then the WAL is checkpointed away. How many curation
@@ -70,6 +82,8 @@ def move_rows(connection: sqlite3.Connection, rename: PersonRename, now: float) 
             (*ids, *ids, rename.pseudonym_key, rename.person_key, rename.pseudonym_key),
         ).rowcount
         connection.execute("UPDATE meta SET value = ? WHERE key = 'scope_key'", (rename.pseudonym_key,))
+        for statement in _REFUSE_OTHER_SCOPES:
+            connection.execute(statement)
     scrub_files(connection)
     return int(entries)
 

@@ -64,6 +64,13 @@ def test_a_markdown_link_to_a_broadcast_target_is_text_not_a_mention(markdown: s
     assert markdown_to_mrkdwn(defuse_mentions(markdown)) == mrkdwn
 
 
+@pytest.mark.parametrize("markdown", ["[dave](@U4)", "![x](@W5)", "[erin](<@U6>)", "[ops](@U7|ops)"])
+def test_a_markdown_link_to_a_person_is_text_never_a_ping_the_cap_cannot_count(markdown: str) -> None:
+    # `[a](@U1) [b](@U2) [c](@U3) [d](@U4)` would otherwise ping four people the asker never named.
+    shown = markdown_to_mrkdwn(defuse_mentions(markdown, cap=0))
+    assert "<@" not in shown
+
+
 def test_a_person_a_channel_a_link_and_a_date_are_left_as_they_are() -> None:
     text = "ask <@U123> in <#C1|general>, see <https://x.dev|docs> by <!date^1392734382^{date}|Feb 18>"
     assert defuse_mentions(text) == text

@@ -18,14 +18,17 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from memory.ranking.embedder import CachedEmbedder
 from memory.ranking.fusion import DEFAULT_RANKING, SPEC, Ranking
-from memory.ranking.lexical import _stems, forget_cached_texts
+from memory.ranking.lexical import _query_stems, _stems, forget_cached_texts
 from memory.rules.retention import Retention
 from memory.rules.scorer import clean_memory_field
 from memory.stores.in_process.store import InProcessMemoryStore
 from memory.stores.postgres.store import PostgresMemoryStore
 from memory.stores.sqlite.store import SqliteMemoryStore
+from memory.stores.usage_bumps import FLUSH_SECONDS
 from memory.types import MemoryCandidate, MemoryRecord, SourceLink
+from tests.memory.embedders import ConceptEmbedder
 from tests.memory.postgres_support import admin_connect, temp_schema, unique_application_name
 from tests.memory.store_contract import DAY, FakeClock
 
@@ -191,6 +194,26 @@ async def test_after_forget_the_caches_keyed_by_text_let_go_of_it(tmp_path: Path
         await store.aclose()
 
 
+async def test_after_forget_the_caches_keyed_by_a_question_let_go_of_it(tmp_path: Path) -> None:
+    """The message that taught a record is asked with its words (every message is a read's query):
+    the query caches (its stems, its vector) are keyed by them and let go of them at a forget too."""
+    embedder = CachedEmbedder("concept-test", ConceptEmbedder().embed)
+    store = SqliteMemoryStore(tmp_path, embedder=embedder)
+    try:
+        await written(store)
+        assert await store.retrieve(ORG, SECRET_TEXT, 5)
+        assert any(SECRET in key for key in embedder._queries)  # the check can see it
+
+        assert await store.forget(ORG, "mem:org:acme:31") is True
+
+        assert not any(SECRET in key for key in embedder._queries)
+        before = _query_stems.cache_info().hits
+        _query_stems(SECRET_TEXT)
+        assert _query_stems.cache_info().hits == before
+    finally:
+        await store.aclose()
+
+
 async def test_after_another_process_forgets_the_caches_keyed_by_text_let_go_at_the_next_read(
     tmp_path: Path,
 ) -> None:
@@ -198,6 +221,9 @@ async def test_after_another_process_forgets_the_caches_keyed_by_text_let_go_at_
     try:
         await written(store)
         await read_and_render(store)
+        # The read's usage flush (a catch-up of the scope, FLUSH_SECONDS later) runs now: run after the
+        # other process's forget it would itself let go of the caches, before the read the test makes.
+        await asyncio.sleep(2 * FLUSH_SECONDS)
         child = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
