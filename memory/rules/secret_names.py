@@ -38,22 +38,26 @@ _ASSIGN = (
 )
 # A quoted value holds backslash escapes (`"hun\"ter2"`); a lone backslash may end it (`"C:\"`);
 # a value quoted with escaped quotes (`\"hunter2\"`) ends at the first escaped quote. A bare value ends
-# before `&name=` or `?name=`, where a query string's next parameter starts, so one whose value is kept
-# (a reference, a path, a key id already redacted) does not hide the parameters after it; an `&` or `?`
-# inside it stays (`p&ss`).
-_VALUE = (
+# before `?name=`, where a query string starts, and, when its own name is a query parameter (`?name=`,
+# `&name=`), before `&name=` too: one whose value is kept (a reference, a path, a key id already
+# redacted) does not hide the parameters after it. Anywhere else an `&` is the value's own
+# (`DB_PASSWORD=Tr0ub&dor=3horse`), as is a `?` no `name=` follows (`p?ss`). `$QUERY` is what an `&`
+# must not be followed by: nothing, or (in an assignment) the next parameter when the name was one.
+_VALUE_TEMPLATE = (
     # Python's triple quotes first, or `"""x"""` would read as the empty `""` before `x`.
     r"(?:\"\"\"(?P<tq>[^\"\n]+)\"\"\"|'''(?P<ts>[^'\n]+)'''"
     r"|\\\"(?P<eq>[^\"\\\n]*(?:\\(?!\")[^\"\\\n]*)*)\\\""
     r"|\"(?P<dq>(?:[^\"\\\n]|\\.)*\\?)\"|'(?P<sq>(?:[^'\\\n]|\\.)*\\?)'|`(?P<bq>[^`\n]*)`"
-    r"|(?P<bare>(?:[^\s\"'`&?]|[&?](?![A-Za-z0-9_.-]+=))+))"
+    r"|(?P<bare>(?:[^\s\"'`&?]|\?(?![A-Za-z0-9_.-]+=)|&(?:$QUERY))+))"
 )
+_VALUE = _VALUE_TEMPLATE.replace("$QUERY", "")
 
 _ASSIGNMENT = re.compile(
     # Only where a separator follows the word: most words are not assignments, so most starts fail here.
-    rf"(?<![A-Za-z0-9_.$-])(?={_QUOTE}[A-Za-z0-9_.-]+{_QUOTE}[ \t]*(?:[:=]|->|\u2192))"
+    # `inq`: the name is a query string's parameter, so its bare value ends where the next one starts.
+    rf"(?<![A-Za-z0-9_.$-])(?P<inq>(?<=[?&]))?(?={_QUOTE}[A-Za-z0-9_.-]+{_QUOTE}[ \t]*(?:[:=]|->|\u2192))"
     + _ASSIGN
-    + _VALUE
+    + _VALUE_TEMPLATE.replace("$QUERY", "(?(inq)(?![A-Za-z0-9_.-]+=))")
     # The words after a bare value up to the clause's end: no separator, arrow, quote or comment in
     # them, so the next `name: value` on the line is matched on its own.
     + r"(?P<clause>(?:[ \t]+[^\s:=,;>\u2192\"'`#]*[^\s:=,;.!?>\u2192\"'`#](?=[ \t]|[,;.!?]|$))*)"
