@@ -65,7 +65,9 @@ def require_id(args: list[str], command: str) -> tuple[str, str]:
 
 def outside_the_organization(caller: Caller) -> bool:
     """Whether the reply reaches another organization (read as `external`: a channel shared with one, a
-    guest, a member of another organization), where nobody curates shared memory, admins included."""
+    guest, a member of another organization). There an admin curates the channel's own records only,
+    never the organization's shared ones nor a person's erasure: the asker may be the other
+    organization's (an `admins` entry shared by mistake), and they are the organization's to keep."""
     return caller.reader is not None and caller.reader.audience == "external"
 
 
@@ -76,7 +78,7 @@ def refused_as(caller: Caller, *, admin: bool = False) -> str:
     if admin and outside_the_organization(caller):
         return (
             f"You are {who}, and this conversation reaches people outside the organization, where "
-            "shared memory is not curated (a member of the organization curates it from their DM with me)."
+            "only its own channel's records are curated (the organization's: from your DM with me)."
         )
     return f"You are {who}, not in `admins`." if admin else f"You are {who}."
 
@@ -99,7 +101,9 @@ def curation_refusal(
             "That id names no scope this installation can reach (yours, a repo, a channel or the org). "
             + refused_as(caller)
         )
-    if not admin:
+    if not admin or (
+        outside_the_organization(caller) and scope != scope_key_of("channel", caller.channel_id)
+    ):
         return f"Only admins can {verb} records in the shared {kind} scope {code_span(scope)}. " + refused_as(
             caller, admin=True
         )

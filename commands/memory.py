@@ -194,11 +194,7 @@ class MemoryCommands:
         self._admins = frozenset(a.strip() for a in admins if a.strip())
 
     def is_admin(self, caller: Caller) -> bool:
-        """Fail closed: no identity or no admins configured → nobody; nor anyone whose reply reaches
-        another organization (a channel shared with one, a guest, a member of another organization):
-        shared memory is curated from inside the organization only."""
-        if outside_the_organization(caller):
-            return False
+        """Fail closed: no identity or no admins configured → nobody."""
         own = scope_key_of("user", caller.user_id)
         return own is not None and own in self._admins
 
@@ -366,7 +362,7 @@ class MemoryCommands:
             person = resolve_person(raw, caller_id=caller.user_id)
         except PersonError as error:
             return done(f"🚫 {error}", "invalid_input", None)
-        if not self.is_admin(caller):
+        if not self.is_admin(caller) or outside_the_organization(caller):
             return done(
                 f"🚫 Only admins can erase another person's records. {refused_as(caller, admin=True)} "
                 "Your own: `memory list me`, then `memory forget <id>`.",

@@ -582,6 +582,8 @@ async def test_an_admin_whose_reply_reaches_another_organization_curates_no_shar
         assert not refused.ok and refused.text.startswith("🚫")
         assert "outside the organization" in refused.text
     assert store.records(ORG)[0].status == "active"
+    await seed(store, CHANNEL, "the launch checklist lives in the pinned doc")
+    assert (await run(registry(store), f"memory forget mem:{CHANNEL}:1", outside)).ok  # the channel's own
     assert (await run(registry(store), "memory forget mem:org:acme:1", ADMIN_CALLER)).ok
 
 

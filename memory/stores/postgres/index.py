@@ -44,6 +44,11 @@ SCOPES_KEPT: Final = 64
 _STRIPES: Final = 64
 # A scope's transactions read whole since its xmin: past this many, forgotten (only costs re-reads).
 _SEEN_KEPT: Final = 1024
+# The `memory_meta` key a person's erasure stamps (no key of theirs in it): a replica that sees it move
+# lets go of every person's scope it indexed, since the moved scope's catch-up reads nothing. Looked at
+# at most once a `PERSONS_MOVED_POLL_SECONDS` by a read of a person's indexed scope.
+PERSONS_MOVED: Final = "persons_moved"
+PERSONS_MOVED_POLL_SECONDS: Final = 1.0
 
 
 @dataclass(slots=True)
@@ -75,6 +80,8 @@ class ScopeIndexes:
         # meanwhile, or a reader's catch-up (the rows changed since its index) would be applied to an
         # empty index and leave it holding those rows alone.
         self._pinned: Counter[str] = Counter()
+        # Scopes to read afresh at their next read (`let_go_of_person_scopes`).
+        self._stale: set[str] = set()
 
     def __contains__(self, scope_key: object) -> bool:
         with self._table:
@@ -109,8 +116,13 @@ class ScopeIndexes:
             yield
 
     def since(self, scope_key: str) -> Since | None:
-        """Where the scope's index stands (None: no index kept). The caller holds the scope's lock."""
-        synced = self._get(scope_key)
+        """Where the scope's index stands (None: no index kept, or one marked to be read afresh, now
+        let go). The caller holds the scope's lock."""
+        with self._table:
+            if scope_key in self._stale:
+                self._stale.discard(scope_key)
+                self._scopes.pop(scope_key, None)
+            synced = self._scopes.get(scope_key)
         return None if synced is None else (synced.xmin, frozenset(synced.seen))
 
     def apply(self, scope_key: str, changes: Changes) -> ScopeIndex:
@@ -176,9 +188,17 @@ class ScopeIndexes:
         for key in [key for key in self._scopes if key not in self._pinned][:excess]:
             del self._scopes[key]
 
+    def let_go_of_person_scopes(self) -> None:
+        """Every person's scope indexed here is read afresh at its next read (a person's erasure
+        elsewhere moved one away, and its catch-up would read nothing): marked now, let go under its own
+        lock by `since`, so no reader holding it meanwhile sees its index vanish mid-read."""
+        with self._table:
+            self._stale.update(key for key in self._scopes if key.startswith("user:"))
+
     def drop(self, scope_key: str) -> None:
         with self._table:
             self._scopes.pop(scope_key, None)
+            self._stale.discard(scope_key)
 
     @staticmethod
     def _take_deleted(index: ScopeIndex, deleted: Sequence[tuple[int, int]]) -> builtins.set[int]:

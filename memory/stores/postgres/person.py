@@ -9,8 +9,9 @@ the tombstones' seqs were the scope's own). The UPDATE moves the rows to the pse
 leaving dead versions in the old one: it and the tables rows were deleted from are noted in
 `memory_meta` (their names, never the key), and the next compaction rewrites them (compaction.py).
 
-A replica that indexed the scope in memory and has not caught up since its erasure keeps that index
-until it drops it (its LRU, a restart): the rows and their tombstones are gone from the scope's key.
+The rows and their tombstones are gone from the scope's key, so a replica's catch-up of it could not
+tell: the move also stamps `PERSONS_MOVED` in `memory_meta` (a transaction id, no key), and every
+replica lets go of the person scopes it indexed when it sees that stamp move (retrieve.py).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from psycopg_pool import AsyncConnectionPool
 from memory.rules.person import PersonRename
 from memory.stores.postgres.compaction import NOTE_PREFIX
 from memory.stores.postgres.erasure import ScrubList, erase_rows
+from memory.stores.postgres.index import PERSONS_MOVED
 from memory.stores.postgres.rows import Connection
 from memory.stores.postgres.sql import _LOCK_SCOPE
 
@@ -86,6 +88,9 @@ async def move_scope(conn: Connection, scrub: str, rename: PersonRename, now: fl
     dead = [str(row[0]) for row in await cursor.fetchall()]
     for table in (*dead, *_LEFTOVER_TABLES):
         await conn.execute(_NOTE, (NOTE_PREFIX + table,))
+    # Key-free word to every replica that a person's scope left its key (with its tombstones): each
+    # lets go of the person scopes it indexed (retrieve.py, `PERSONS_MOVED`).
+    await conn.execute(_NOTE, (PERSONS_MOVED,))
     cursor = await conn.execute(_THREADS, params)
     own = [
         (int(seq), renamed)

@@ -34,7 +34,7 @@ from memory.rules.when import TimeWindow
 from memory.stores.postgres.changes import WRITE_BUMPS, Changes, read_many
 from memory.stores.postgres.connections import ServerPool
 from memory.stores.postgres.failures import error_kind
-from memory.stores.postgres.index import ScopeIndexes
+from memory.stores.postgres.index import PERSONS_MOVED, PERSONS_MOVED_POLL_SECONDS, ScopeIndexes
 from memory.stores.postgres.rows import Connection, fetch_rows, own_seq
 from memory.stores.postgres.sql import (
     _BUMP_USAGE,
@@ -51,6 +51,8 @@ log = structlog.get_logger("memory")
 # Per scope: the chosen records, and (seq, text) of the pool's records with no vector of this model.
 _Selected = tuple[builtins.list[Candidate], builtins.list[tuple[int, str]]]
 
+_PERSONS_MOVED = "SELECT value FROM memory_meta WHERE key = %s"
+
 
 class Retriever:
     """Ranks scopes' records for a query: the stemmed rankings over this replica's scope indexes."""
@@ -64,6 +66,9 @@ class Retriever:
         self._retention = retention
         self.indexes = ScopeIndexes(None if embedder is None else embedder.name)
         self._flushes: set[asyncio.Future[None]] = set()  # running flushes, kept from the collector
+        # The last look at the persons-moved stamp (this store's clock) and what it read.
+        self._moves_looked = float("-inf")
+        self._moves_seen: str | None = None
 
     async def retrieve_scopes(
         self,
@@ -80,6 +85,7 @@ class Retriever:
         try:
             async with self.indexes.locked(scope_keys), pool.connection() as conn:
                 now = self._clock()
+                await self._note_persons_moved(conn, scope_keys, now)
                 chosen = await self._select(conn, scope_keys, query, terms, limit, now, vector)
                 unvectored = {key: missing for key, (_, missing) in chosen.items() if missing}
                 if unvectored:  # vectors made on use, stored, and the scopes ranked again with them
@@ -91,6 +97,22 @@ class Retriever:
                 }
         finally:
             _settle(vector)
+
+    async def _note_persons_moved(self, conn: Connection, scope_keys: Sequence[str], now: float) -> None:
+        """Before a read of a person's scope indexed here (at most once a PERSONS_MOVED_POLL_SECONDS):
+        when a person's erasure has moved a scope away since the last look, every person's scope
+        indexed here is read afresh, as the moved one's catch-up would read nothing."""
+        if now < self._moves_looked + PERSONS_MOVED_POLL_SECONDS or not any(
+            key.startswith("user:") and key in self.indexes for key in scope_keys
+        ):
+            return
+        self._moves_looked = now
+        cursor = await conn.execute(_PERSONS_MOVED, (PERSONS_MOVED,))
+        row = await cursor.fetchone()
+        stamp = None if row is None else str(row[0])
+        if stamp != self._moves_seen:
+            self.indexes.let_go_of_person_scopes()
+            self._moves_seen = stamp
 
     def _embed(self, query: str) -> asyncio.Future[Matrix | None]:
         """The query's vector (once for every scope), made off the loop; None without an embedder."""

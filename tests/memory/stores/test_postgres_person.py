@@ -139,10 +139,6 @@ async def test_a_snapshot_older_than_the_erasure_keeps_the_rewrites_coming_until
             await store.aclose()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="the move deletes the tombstones its own UPDATE left at the person's key: docs/pending/review.md",
-)
 async def test_a_replica_that_indexed_a_persons_scope_returns_none_of_it_after_their_erasure() -> None:
     """Bob talked through one replica (it indexed his scope); the erasure ran on another. A read of
     Bob's scope on the first must not rank the records the erasure took, nor keep their text."""
