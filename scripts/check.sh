@@ -88,7 +88,7 @@ else
   # Two workers a core: the tests spend half their time waiting on PostgreSQL and on the processes they
   # start, so one worker a core leaves the cores half idle.
   workers=$(($(nproc) * 2))
-  begin "pytest, the rest" "$workers workers on $(nproc) cores; about 3 minutes 20 s on 2 idle cores, far longer on a busy machine"
+  begin "pytest, the rest" "$workers workers on $(nproc) cores; about 4 minutes 30 s on 2 idle cores, far longer on a busy machine"
   status=0
   .venv/bin/python -m pytest -n "$workers" -m "not serial" -o console_output_style=count --durations=15 "$@" \
     || status=$?
