@@ -211,13 +211,13 @@ class ScopeIndexes:
         """Each row into the index (an active one (re)indexed with the unwritten bumps laid over it, any
         other removed), in seq order as a full load leaves them; the transactions that wrote them."""
         xids: builtins.set[int] = set()
+        forgot = False  # a row forgotten, perhaps by another replica: its words go from memory too
         for row in sorted(rows, key=lambda found: int(found[0])):
             seq, record = row_record(row[:_COLUMN_COUNT])
             stems, embedding, model, *stamps = row[_COLUMN_COUNT:]  # the record's, its usage row's
             xids.update(int(xid) for xid in stamps if xid is not None)
             if record.status != "active":
-                if record.status == "forgotten":  # perhaps by another replica: its words go from memory too
-                    forget_cached_texts()
+                forgot = forgot or record.status == "forgotten"
                 index.remove(seq)
                 continue
             record = self.bumps.overlay(scope_key, record)
@@ -228,6 +228,8 @@ class ScopeIndexes:
                 continue
             vector = from_blob(bytes(embedding)) if has_vector else None
             index.add(seq, record, frozenset(stems) if stems is not None else record_stems(record), vector)
+        if forgot:
+            forget_cached_texts()
         return xids
 
 

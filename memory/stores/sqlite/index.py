@@ -230,12 +230,12 @@ class OpenScopes:
         rows.sort(key=lambda row: int(row[0]))  # slots in seq order, as a full load leaves them
         model = None if self._embedder is None else self._embedder.name
         pending = self.bumps.get(scope_key)
+        forgot = False  # a row forgotten, perhaps by another process: its words go from memory too
         for row in rows:
             seq = int(row[0])
             record = row_record(row[1 : 1 + COLUMN_COUNT])
             if record.status != "active":
-                if record.status == "forgotten":  # perhaps by another process: its words go from memory too
-                    forget_cached_texts()
+                forgot = forgot or record.status == "forgotten"
                 index.remove(seq)
                 continue
             embedding, embedding_model, stems = row[1 + COLUMN_COUNT :]
@@ -244,6 +244,8 @@ class OpenScopes:
             if pending is not None:
                 record = pending.overlay(record)
             index.add(seq, record, found, vector)
+        if forgot:
+            forget_cached_texts()
         return index
 
     def _reconcile_active(self, connection: sqlite3.Connection, scope_key: str, index: ScopeIndex) -> None:
